@@ -1,0 +1,84 @@
+// Shared helpers for the benchmarks: run commands many times, interleaved so that machine noise
+// hits every candidate alike, and report medians and ratios against a floor measured in the
+// same run.
+
+export interface Cmd {
+  name: string;
+  argv: string[];
+  env?: Record<string, string | undefined>;
+  stdin?: string;
+  /** Runs before each timed run (not timed), e.g. to reset a network namespace. */
+  before?: () => void;
+  /** Expected exit code (default 0); a different one aborts the benchmark. */
+  exitCode?: number;
+}
+
+export interface Stats {
+  name: string;
+  runs: number;
+  median: number;
+  p10: number;
+  p90: number;
+  p99: number;
+  mean: number;
+  maxRssKb: number;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+}
+
+export function summarize(name: string, times: number[], maxRssKb = 0): Stats {
+  const s = [...times].sort((a, b) => a - b);
+  return {
+    name,
+    runs: s.length,
+    median: percentile(s, 0.5),
+    p10: percentile(s, 0.1),
+    p90: percentile(s, 0.9),
+    p99: percentile(s, 0.99),
+    mean: s.reduce((a, b) => a + b, 0) / s.length,
+    maxRssKb,
+  };
+}
+
+/** Times each command `runs` times (after `warmup` untimed rounds), round-robin. */
+export function measure(cmds: Cmd[], runs = 200, warmup = 10): Stats[] {
+  const times = cmds.map(() => [] as number[]);
+  const rss = cmds.map(() => 0);
+  const encoder = new TextEncoder();
+  for (let i = 0; i < runs + warmup; i++) {
+    cmds.forEach((c, k) => {
+      c.before?.();
+      const t0 = performance.now();
+      const r = Bun.spawnSync(c.argv, {
+        env: c.env ?? Bun.env,
+        stdin: c.stdin !== undefined ? encoder.encode(c.stdin) : "ignore",
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const dt = performance.now() - t0;
+      if (r.exitCode !== (c.exitCode ?? 0)) {
+        throw new Error(`${c.name}: exit ${r.exitCode}\n${r.stdout.toString()}\n${r.stderr.toString()}`);
+      }
+      if (i >= warmup) {
+        times[k]!.push(dt);
+        rss[k] = Math.max(rss[k]!, r.resourceUsage?.maxRSS ?? 0);
+      }
+    });
+  }
+  return cmds.map((c, k) => summarize(c.name, times[k]!, rss[k]));
+}
+
+export const ms = (x: number) => `${x.toFixed(2)} ms`;
+export const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
+
+/** A markdown table of stats with a ratio column against `floor`. */
+export function table(stats: Stats[], floor?: Stats): string {
+  const head = "| command | median | p10 | p90 | peak RSS |" + (floor ? ` vs ${floor.name} |` : "");
+  const sep = "|---|---|---|---|---|" + (floor ? "---|" : "");
+  const rows = stats.map((s) =>
+    `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} | ${(s.maxRssKb / 1024).toFixed(1)} MB |` +
+    (floor ? ` ${ratio(s.median, floor.median)} |` : ""));
+  return [head, sep, ...rows].join("\n");
+}

@@ -1,0 +1,30 @@
+// meshcni: the CNI plugin the container runtime runs for every pod. Start-up is on every pod's
+// critical path, so VERSION is answered here with nothing else loaded, and the rest of the
+// plugin is imported only for the other commands.
+import { renderVersionInfo } from "../internal/cni/spec.ts";
+
+async function main(): Promise<number> {
+  if (Bun.env.CNI_COMMAND === "VERSION") {
+    // Like every plugin built on libcni's skel, VERSION does not read stdin: it answers with the
+    // versions meshcni speaks, in the latest one. Runtimes only read supportedVersions.
+    await Bun.write(Bun.stdout, renderVersionInfo(undefined) + "\n");
+    return 0;
+  }
+  const stdin = Bun.env.CNI_COMMAND ? await Bun.stdin.text() : "";
+  const [{ runPlugin }, { createPluginDeps }, { VERSION }] = await Promise.all([
+    import("../internal/plugin/run.ts"),
+    import("../internal/io/plugin-deps.ts"),
+    import("../internal/version.ts"),
+  ]);
+  const pending: Promise<number>[] = [];
+  const deps = createPluginDeps(Bun.env, (line) => void pending.push(Bun.write(Bun.stderr, line)));
+  if (!Bun.env.CNI_COMMAND) {
+    pending.push(Bun.write(Bun.stderr, `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`));
+  }
+  const outcome = await runPlugin({ getenv: (k) => Bun.env[k], readStdin: async () => stdin, deps });
+  await Bun.write(Bun.stdout, outcome.stdout);
+  await Promise.all(pending);
+  return outcome.exitCode;
+}
+
+process.exit(await main());

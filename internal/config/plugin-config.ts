@@ -1,0 +1,94 @@
+// The plugin's network configuration (its entry in the host conflist, as the runtime hands it
+// over on stdin). Unknown keys are kept and ignored, so a linkerd-cni or istio-cni entry with
+// its `type` changed to `meshcni` parses as it is.
+import * as v from "valibot";
+import { CniError } from "../cni/errors.ts";
+import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
+
+const Port = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535));
+const Id = v.pipe(v.number(), v.integer(), v.minValue(-1), v.maxValue(4294967294));
+const PortItem = v.union([v.string(), Port]);
+
+export const IPTABLES_MODES = ["auto", "legacy", "nft", "plain"] as const;
+export type IptablesMode = (typeof IPTABLES_MODES)[number];
+
+export const LinkerdSectionSchema = v.looseObject({
+  "incoming-proxy-port": v.optional(Port, 4143),
+  "outgoing-proxy-port": v.optional(Port, 4140),
+  "proxy-uid": v.optional(Id, 2102),
+  "proxy-gid": v.optional(Id, -1),
+  "ports-to-redirect": v.optional(v.array(PortItem), []),
+  "inbound-ports-to-ignore": v.optional(v.array(PortItem), []),
+  "outbound-ports-to-ignore": v.optional(v.array(PortItem), []),
+  "subnets-to-ignore": v.optional(v.array(v.string()), []),
+  simulate: v.optional(v.boolean(), false),
+  "use-wait-flag": v.optional(v.boolean(), false),
+  // linkerd-cni reads an empty mode as legacy; meshcni reads it, and an absent one, as auto.
+  "iptables-mode": v.optional(v.union([v.picklist(IPTABLES_MODES), v.literal("")]), "auto"),
+  ipv6: v.optional(v.boolean(), false),
+});
+export type LinkerdSection = v.InferOutput<typeof LinkerdSectionSchema>;
+
+export const IstioSectionSchema = v.looseObject({
+  "iptables-mode": v.optional(v.union([v.picklist(IPTABLES_MODES), v.literal("")]), "auto"),
+  "use-wait-flag": v.optional(v.boolean(), false),
+  simulate: v.optional(v.boolean(), false),
+});
+export type IstioSection = v.InferOutput<typeof IstioSectionSchema>;
+
+export const KubernetesSectionSchema = v.looseObject({
+  kubeconfig: v.optional(v.string()),
+  exclude_namespaces: v.optional(v.array(v.string()), []),
+});
+
+export const PluginConfSchema = v.looseObject({
+  cniVersion: v.string(),
+  name: v.pipe(v.string(), v.regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/, "the network name must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")),
+  type: v.optional(v.string()),
+  log_level: v.optional(v.string(), "info"),
+  mesh: v.optional(v.picklist(["linkerd", "istio"]), "linkerd"),
+  /** The bound on one ADD or CHECK, API lookups included. */
+  timeout_seconds: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(60)), 5),
+  kubernetes: v.optional(KubernetesSectionSchema, {}),
+  linkerd: v.optional(LinkerdSectionSchema, {}),
+  istio: v.optional(IstioSectionSchema, {}),
+  prevResult: v.optional(v.looseObject({ cniVersion: v.optional(v.string()) })),
+});
+export type PluginConf = v.InferOutput<typeof PluginConfSchema> & { cniVersion: CniVersion };
+
+function describePath(issue: v.BaseIssue<unknown>): string {
+  const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
+  return path ? `${path}: ${issue.message}` : issue.message;
+}
+
+/**
+ * Decodes and validates stdin for ADD, DEL, CHECK, GC and STATUS: JSON errors are code 6, a
+ * version we do not speak code 1, everything else that does not fit the schema code 7.
+ */
+export function parsePluginConf(stdin: string): PluginConf {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(stdin);
+  } catch (e) {
+    throw new CniError(Code.DecodeFailure, "error decoding network config",
+      `${(e as Error).message}; the runtime must pass the plugin's conflist entry as JSON on stdin`);
+  }
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    throw new CniError(Code.DecodeFailure, "error decoding network config", "stdin must be a JSON object");
+  }
+  const obj = raw as Record<string, unknown>;
+  const version = obj.cniVersion ?? "0.1.0";
+  if (!isSupportedVersion(version)) {
+    throw new CniError(Code.IncompatibleVersion, "incompatible CNI versions",
+      `config is ${JSON.stringify(version)}, meshcni supports ${JSON.stringify(SUPPORTED_VERSIONS)}`);
+  }
+  if (typeof obj.name !== "string" || obj.name === "") {
+    throw new CniError(Code.InvalidConfig, "missing network name", "the conflist must have a \"name\"");
+  }
+  const parsed = v.safeParse(PluginConfSchema, obj);
+  if (!parsed.success) {
+    throw new CniError(Code.InvalidConfig, "invalid meshcni configuration",
+      parsed.issues.map(describePath).join("; "));
+  }
+  return parsed.output as PluginConf;
+}

@@ -1,0 +1,50 @@
+// iptables-restore, iptables-save and ip inside a pod's network namespace, through nsenter.
+import { CniError } from "../cni/errors.ts";
+import { Code } from "../cni/spec.ts";
+import type { FirewallSettings } from "../mesh/profile.ts";
+import { backendOfCommand, chooseBinaries } from "../rules/backend.ts";
+import type { Family } from "../rules/model.ts";
+import type { Firewall } from "../plugin/deps.ts";
+import { run } from "./exec.ts";
+import { resolveLink, which } from "./which.ts";
+
+function missing(bin: string): CniError {
+  return new CniError(Code.MissingBinary, `${bin} not found on the host`,
+    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : "iptables"})`);
+}
+
+/** Which binaries a firewall for these settings would use, or the name of the missing one. */
+export function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
+  const has = (bin: string) => which(bin, envPath) !== undefined;
+  const host = backendOfCommand(resolveLink(which("iptables", envPath)));
+  const nsenter = which("nsenter", envPath);
+  const chosen = chooseBinaries(settings.mode, families, has, host);
+  return { nsenter, chosen };
+}
+
+export function openFirewall(
+  netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
+): Firewall {
+  const { nsenter, chosen } = resolveFirewallBinaries(settings, families, envPath);
+  if (!nsenter) throw missing("nsenter");
+  if ("missing" in chosen) throw missing(chosen.missing);
+  const bins = chosen;
+  const path = (bin: string) => which(bin, envPath)!;
+  const enter = [nsenter, `--net=${netns}`, "--"];
+  // Legacy iptables serialises on a lock file, by default one for the whole host. The lock only
+  // needs to cover this pod's namespace, so point it at the namespace file (as istio-cni does):
+  // a burst of pods then never waits on each other.
+  const env = { ...Bun.env, XTABLES_LOCKFILE: bins.backend === "nft" ? undefined : netns };
+  const wait = settings.wait ? ["--wait"] : [];
+  return {
+    backend: bins.backend,
+    restore: (family, payload, signal) =>
+      run([...enter, path(bins.restore[family]), "--noflush", ...wait], { stdin: payload, env, signal }),
+    save: (family, signal) => run([...enter, path(bins.save[family])], { env, signal }),
+    ip: (family, argv, signal) => {
+      const ip = which("ip", envPath);
+      if (!ip) throw missing("ip");
+      return run([...enter, ip, `-${family}`, ...argv], { env, signal });
+    },
+  };
+}

@@ -1,0 +1,33 @@
+// The real PluginDeps: files, processes and the API server of the host the plugin runs on.
+import { existsSync } from "node:fs";
+import type { PluginDeps } from "../plugin/deps.ts";
+import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
+import { kubeClient, readKubeconfig } from "./kube.ts";
+
+export function createPluginDeps(env: Record<string, string | undefined>, logSink: (line: string) => void): PluginDeps {
+  const envPath = env.PATH;
+  const deps: PluginDeps = {
+    openKube: async (conf) => kubeClient(await readKubeconfig(conf.kubernetes.kubeconfig)),
+    openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
+    async hostProblems(conf, settings, families) {
+      const problems: string[] = [];
+      const { nsenter, chosen } = resolveFirewallBinaries(settings, families, envPath);
+      if (!nsenter) problems.push("nsenter not found on the host");
+      if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
+      try {
+        await readKubeconfig(conf.kubernetes.kubeconfig);
+      } catch (e) {
+        problems.push((e as Error).message);
+      }
+      return problems;
+    },
+    netnsExists: (path) => existsSync(path),
+    writeFile: async (path, text) => {
+      await Bun.write(path, text);
+    },
+    logSink,
+  };
+  const dry = env.MESHCNI_DRY_RUN_FILE;
+  if (dry) deps.dryRunFile = dry;
+  return deps;
+}

@@ -1,0 +1,178 @@
+// The Linkerd profile: which pods linkerd-cni would redirect, and proxy-init's rules for them.
+import { CniError } from "../cni/errors.ts";
+import { Code } from "../cni/spec.ts";
+import type { PluginConf } from "../config/plugin-config.ts";
+import { allContainers, annotation, type Pod } from "../kube/objects.ts";
+import { type Cidr, parseCidrList } from "../net/cidr.ts";
+import { groupMultiport, parsePortList, type PortRange } from "../net/ports.ts";
+import { type Family, type RuleSet, RuleSetBuilder } from "../rules/model.ts";
+import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
+
+export const LINKERD_PROXY = "linkerd-proxy";
+export const LINKERD_INIT = "linkerd-init";
+export const REDIRECT_CHAIN = "PROXY_INIT_REDIRECT";
+export const OUTPUT_CHAIN = "PROXY_INIT_OUTPUT";
+
+export const Annotations = {
+  skipInboundPorts: "config.linkerd.io/skip-inbound-ports",
+  skipOutboundPorts: "config.linkerd.io/skip-outbound-ports",
+  skipSubnets: "config.linkerd.io/skip-subnets",
+  proxyUid: "config.linkerd.io/proxy-uid",
+  proxyGid: "config.linkerd.io/proxy-gid",
+} as const;
+
+const CONTROL_PLANE_LABEL = "linkerd.io/control-plane-component";
+/** Control-plane pods talk to the API server directly; linkerd-cni's fallback ports for it. */
+const API_SERVER_PORTS: PortRange[] = [{ from: 443, to: 443 }, { from: 6443, to: 6443 }];
+
+/** Everything the Linkerd rules depend on, validated. */
+export interface LinkerdOptions {
+  incomingProxyPort: number;
+  outgoingProxyPort: number;
+  proxyUid: number;
+  proxyGid: number;
+  portsToRedirect: number[];
+  inboundPortsToIgnore: PortRange[];
+  outboundPortsToIgnore: PortRange[];
+  subnetsToIgnore: Cidr[];
+  ipv6: boolean;
+}
+
+function invalid(what: string, value: string, why: string): CniError {
+  return new CniError(Code.InvalidConfig, `invalid ${what}`,
+    `${JSON.stringify(value)}: ${why}; fix it and recreate the pod (nothing was applied)`);
+}
+
+function ports(what: string, items: string | readonly (string | number)[], single = false): PortRange[] {
+  const r = parsePortList(items, single);
+  if (r.bad !== undefined) {
+    throw invalid(what, typeof items === "string" ? items : r.bad,
+      `${JSON.stringify(r.bad)} is not a ${single ? "port" : "port or range"} (0-65535, ranges as LOW-HIGH)`);
+  }
+  return r.ports;
+}
+
+function cidrs(what: string, items: string | readonly string[]): Cidr[] {
+  const r = parseCidrList(items);
+  if (r.bad !== undefined) {
+    throw invalid(what, typeof items === "string" ? items : r.bad, `${JSON.stringify(r.bad.trim())} is not a CIDR such as 10.0.0.0/8`);
+  }
+  return r.cidrs;
+}
+
+function id(what: string, raw: string): number {
+  const s = raw.trim();
+  if (!/^[0-9]{1,10}$/.test(s) || Number(s) > 4294967294) throw invalid(what, raw, "must be a user or group id (a whole number)");
+  return Number(s);
+}
+
+/** Options from the conflist entry alone (no pod): the settings `install-cni` wrote. */
+export function linkerdDefaults(conf: PluginConf): LinkerdOptions {
+  const l = conf.linkerd;
+  return {
+    incomingProxyPort: l["incoming-proxy-port"],
+    outgoingProxyPort: l["outgoing-proxy-port"],
+    proxyUid: l["proxy-uid"],
+    proxyGid: l["proxy-gid"],
+    portsToRedirect: ports("linkerd.ports-to-redirect", l["ports-to-redirect"], true).map((p) => p.from),
+    inboundPortsToIgnore: ports("linkerd.inbound-ports-to-ignore", l["inbound-ports-to-ignore"]),
+    outboundPortsToIgnore: ports("linkerd.outbound-ports-to-ignore", l["outbound-ports-to-ignore"]),
+    subnetsToIgnore: cidrs("linkerd.subnets-to-ignore", l["subnets-to-ignore"]),
+    ipv6: l.ipv6,
+  };
+}
+
+/**
+ * Applies the pod's (else its namespace's) annotations with linkerd-cni's meaning:
+ * skip-inbound-ports adds to the configured list, the others replace. Invalid values throw.
+ */
+export function linkerdOptions(input: PlanInput): LinkerdOptions {
+  const { pod, namespace } = input;
+  const o = linkerdDefaults(input.conf);
+  const get = (key: string) => annotation(pod, namespace, key);
+  const outbound = get(Annotations.skipOutboundPorts);
+  if (outbound !== undefined) o.outboundPortsToIgnore = ports(`annotation ${Annotations.skipOutboundPorts}`, outbound);
+  const inbound = get(Annotations.skipInboundPorts);
+  if (inbound !== undefined) {
+    o.inboundPortsToIgnore = [...o.inboundPortsToIgnore, ...ports(`annotation ${Annotations.skipInboundPorts}`, inbound)];
+  }
+  const subnets = get(Annotations.skipSubnets);
+  if (subnets !== undefined) o.subnetsToIgnore = cidrs(`annotation ${Annotations.skipSubnets}`, subnets);
+  const uid = get(Annotations.proxyUid);
+  if (uid !== undefined) o.proxyUid = id(`annotation ${Annotations.proxyUid}`, uid);
+  const gid = get(Annotations.proxyGid);
+  if (gid !== undefined) o.proxyGid = id(`annotation ${Annotations.proxyGid}`, gid);
+  if (pod.metadata.labels?.[CONTROL_PLANE_LABEL]) {
+    o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...API_SERVER_PORTS];
+  }
+  return o;
+}
+
+const comment = (text: string) => ["-m", "comment", "--comment", `proxy-init/${text}`];
+
+/** proxy-init's nat rules for one address family, in proxy-init's order. */
+export function buildLinkerdRules(o: LinkerdOptions, family: Family): RuleSet {
+  const b = new RuleSetBuilder(family);
+  const R = REDIRECT_CHAIN;
+  const O = OUTPUT_CHAIN;
+  b.chain("nat", R);
+  for (const g of groupMultiport(o.inboundPortsToIgnore)) {
+    const list = g.join(",");
+    b.append("nat", R, "-p", "tcp", "-m", "multiport", "--dports", list, ...comment(`ignore-port-${list}`), "-j", "RETURN");
+  }
+  for (const c of o.subnetsToIgnore) {
+    if (c.family === family) b.append("nat", R, "-s", c.text, ...comment(`ignore-subnet-${c.text}`), "-j", "RETURN");
+  }
+  const to = ["-j", "REDIRECT", "--to-ports", String(o.incomingProxyPort)];
+  if (o.portsToRedirect.length === 0) {
+    b.append("nat", R, "-p", "tcp", ...comment("redirect-all-incoming-to-proxy-port"), ...to);
+  } else {
+    for (const p of [...new Set(o.portsToRedirect)]) {
+      b.append("nat", R, "-p", "tcp", "-m", "tcp", "--dport", String(p), ...comment(`redirect-port-${p}-to-proxy-port`), ...to);
+    }
+  }
+  b.append("nat", "PREROUTING", ...comment("install-proxy-init-prerouting"), "-j", R);
+
+  b.chain("nat", O);
+  if (o.proxyUid > 0) b.append("nat", O, "-m", "owner", "--uid-owner", String(o.proxyUid), ...comment("ignore-proxy-user-id"), "-j", "RETURN");
+  if (o.proxyGid > 0) b.append("nat", O, "-m", "owner", "--gid-owner", String(o.proxyGid), ...comment("ignore-proxy-group-id"), "-j", "RETURN");
+  b.append("nat", O, "-o", "lo", ...comment("ignore-loopback"), "-j", "RETURN");
+  for (const g of groupMultiport(o.outboundPortsToIgnore)) {
+    const list = g.join(",");
+    b.append("nat", O, "-p", "tcp", "-m", "multiport", "--dports", list, ...comment(`ignore-port-${list}`), "-j", "RETURN");
+  }
+  b.append("nat", O, "-p", "tcp", ...comment("redirect-all-outgoing-to-proxy-port"), "-j", "REDIRECT", "--to-ports", String(o.outgoingProxyPort));
+  b.append("nat", "OUTPUT", ...comment("install-proxy-init-output"), "-j", O);
+  return b.build();
+}
+
+function decideLinkerd(pod: Pod): Decision {
+  if ((pod.spec.initContainers ?? []).some((c) => c.name === LINKERD_INIT)) {
+    return { redirect: false, reason: `the pod has the ${LINKERD_INIT} init container, which sets up its own rules` };
+  }
+  if (!allContainers(pod).some((c) => c.name === LINKERD_PROXY)) {
+    return { redirect: false, reason: `the pod has no ${LINKERD_PROXY} container` };
+  }
+  const sidecar = (pod.spec.initContainers ?? []).some((c) => c.name === LINKERD_PROXY);
+  return { redirect: true, reason: `the pod runs ${LINKERD_PROXY}${sidecar ? " as a native sidecar" : ""}` };
+}
+
+export const linkerdProfile: MeshProfile = {
+  mesh: "linkerd",
+  ownedChains: [{ table: "nat", name: REDIRECT_CHAIN }, { table: "nat", name: OUTPUT_CHAIN }],
+  annotationKeys: Object.values(Annotations),
+  decide: decideLinkerd,
+  plan(input: PlanInput): Redirect {
+    const o = linkerdOptions(input);
+    const rulesets = [buildLinkerdRules(o, 4)];
+    if (o.ipv6) rulesets.push(buildLinkerdRules(o, 6));
+    return { rulesets, ipCommands: [] };
+  },
+  firewall(conf) {
+    const l = conf.linkerd;
+    return { mode: l["iptables-mode"] || "auto", wait: l["use-wait-flag"], simulate: l.simulate };
+  },
+  families(conf) {
+    return conf.linkerd.ipv6 ? [4, 6] : [4];
+  },
+};

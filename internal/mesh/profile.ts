@@ -1,0 +1,52 @@
+// What a mesh profile provides: which pods it redirects, and the rules it gives them. The
+// plugin's ADD/CHECK/DEL and `meshcnictl explain` all go through these functions.
+import type { PluginConf } from "../config/plugin-config.ts";
+import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Family, RuleSet, Table } from "../rules/model.ts";
+
+export type Decision = { redirect: false; reason: string } | { redirect: true; reason: string };
+
+/** An `ip` command run inside the pod netns after the rules (Istio's TPROXY routing). */
+export interface IpCommand {
+  family: Family;
+  argv: readonly string[];
+}
+
+export interface Redirect {
+  rulesets: RuleSet[];
+  ipCommands: IpCommand[];
+}
+
+export interface PlanInput {
+  conf: PluginConf;
+  pod: Pod;
+  namespace?: Namespace;
+  /** The pod's addresses from prevResult (no prefix length), when the runtime gave them. */
+  podAddresses: readonly string[];
+}
+
+export interface FirewallSettings {
+  mode: "auto" | "legacy" | "nft" | "plain";
+  wait: boolean;
+  simulate: boolean;
+}
+
+export interface MeshProfile {
+  readonly mesh: "linkerd" | "istio";
+  /** Every chain this profile can create, so DEL can remove them without the pod. */
+  readonly ownedChains: readonly { table: Table; name: string }[];
+  /** Annotations read from the pod, or else from its namespace. */
+  readonly annotationKeys: readonly string[];
+  decide(pod: Pod, conf: PluginConf): Decision;
+  /** Builds the rules; throws CniError code 7 naming an invalid annotation or setting. */
+  plan(input: PlanInput): Redirect;
+  firewall(conf: PluginConf): FirewallSettings;
+  /** Address families DEL should look at. */
+  families(conf: PluginConf): Family[];
+}
+
+/** Whether any annotation the profile reads is missing on the pod (so the namespace is needed). */
+export function needsNamespace(profile: MeshProfile, pod: Pod): boolean {
+  const a = pod.metadata.annotations ?? {};
+  return profile.annotationKeys.some((k) => a[k] === undefined || a[k] === "");
+}

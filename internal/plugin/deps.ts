@@ -1,0 +1,43 @@
+// The boundary between the plugin's logic and the host: everything that touches the system is
+// behind these interfaces, implemented in internal/io and replaced by fakes in tests.
+import type { PluginConf } from "../config/plugin-config.ts";
+import type { Namespace, Pod } from "../kube/objects.ts";
+import type { FirewallSettings } from "../mesh/profile.ts";
+import type { Family } from "../rules/model.ts";
+import type { Logger } from "./log.ts";
+
+export interface ExecResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Reads pods and namespaces; failures are thrown as CniErrors with their codes. */
+export interface KubeClient {
+  getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;
+  getNamespace(name: string, signal: AbortSignal): Promise<Namespace>;
+}
+
+/** iptables and ip inside one pod network namespace. */
+export interface Firewall {
+  /** e.g. "nft" or "legacy", for logs. */
+  readonly backend: string;
+  restore(family: Family, payload: string, signal: AbortSignal): Promise<ExecResult>;
+  save(family: Family, signal: AbortSignal): Promise<ExecResult>;
+  ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;
+}
+
+export interface PluginDeps {
+  /** Reads the kubeconfig named in the config; throws CniError 107 when it cannot. */
+  openKube(conf: PluginConf): Promise<KubeClient>;
+  /** Resolves nsenter and the iptables binaries; throws CniError 101 naming a missing one. */
+  openFirewall(netns: string, settings: FirewallSettings, families: readonly Family[]): Firewall;
+  /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
+  hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
+  netnsExists(path: string): boolean;
+  /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
+  dryRunFile?: string;
+  writeFile(path: string, text: string): Promise<void>;
+  /** Where log lines go (stderr in the binary). */
+  logSink(line: string): void;
+}

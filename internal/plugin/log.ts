@@ -1,0 +1,40 @@
+// The plugin's logger: plain lines on stderr, each starting with "meshcni:" so that
+// `journalctl -t kubelet | grep meshcni:` finds them. No logging library: the plugin's start-up
+// is on every pod's critical path.
+
+export type Level = "debug" | "info" | "warn" | "error";
+const RANK: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export interface Logger {
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+  /** A logger whose lines carry extra context, e.g. the container and pod. */
+  with(context: string): Logger;
+}
+
+/** Reads `log_level` as linkerd-cni does: case-insensitive, unknown levels mean warn. */
+export function parseLevel(raw: string | undefined): Level {
+  const l = (raw ?? "info").toLowerCase();
+  if (l === "debug" || l === "trace") return "debug";
+  if (l === "info") return "info";
+  if (l === "error" || l === "fatal" || l === "panic") return "error";
+  return "warn";
+}
+
+export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
+  const emit = (l: Level, msg: string) => {
+    if (RANK[l] < RANK[level]) return;
+    // Every line carries the prefix, multi-line messages (payloads) included.
+    const head = `meshcni: ${l}${context ? ` ${context}` : ""}: `;
+    sink(msg.replace(/\n+$/, "").split(/\r?\n/).map((line) => head + line + "\n").join(""));
+  };
+  return {
+    debug: (m) => emit("debug", m),
+    info: (m) => emit("info", m),
+    warn: (m) => emit("warn", m),
+    error: (m) => emit("error", m),
+    with: (c) => createLogger(level, sink, context ? `${context} ${c}` : c),
+  };
+}

@@ -1,0 +1,203 @@
+// The plugin's commands: from a validated environment and config to stdout and an exit code.
+// Everything the host provides comes in through PluginDeps.
+import { type CmdArgs, type Getenv, parseCmdArgs } from "../cni/env.ts";
+import { CniError, renderError, toCniError } from "../cni/errors.ts";
+import { parseK8sArgs } from "../cni/k8s-args.ts";
+import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
+import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
+import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
+import type { Namespace, Pod } from "../kube/objects.ts";
+import { profileFor } from "../mesh/index.ts";
+import { type MeshProfile, needsNamespace, type Redirect } from "../mesh/profile.ts";
+import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
+import type { PluginDeps } from "./deps.ts";
+import { createLogger, type Logger, parseLevel } from "./log.ts";
+import { countRules, renderPayloads } from "./payloads.ts";
+
+export interface Invocation {
+  getenv: Getenv;
+  readStdin(): Promise<string>;
+  deps: PluginDeps;
+}
+
+export interface Outcome {
+  stdout: string;
+  exitCode: 0 | 1;
+}
+
+interface Ctx {
+  args: CmdArgs;
+  conf: PluginConf;
+  profile: MeshProfile;
+  deps: PluginDeps;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+type Target =
+  | { redirect: false; reason: string }
+  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; name: string };
+
+/**
+ * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
+ * are decided before any API call, so an API outage or a stale token never blocks them
+ * (meshcni's own DaemonSet pods among them).
+ */
+async function resolveTarget(ctx: Ctx): Promise<Target> {
+  const { conf, profile, deps, signal } = ctx;
+  const k8s = parseK8sArgs(ctx.args.args);
+  if (!k8s.podName || !k8s.podNamespace) {
+    return { redirect: false, reason: "CNI_ARGS names no Kubernetes pod (K8S_POD_NAMESPACE and K8S_POD_NAME)" };
+  }
+  const name = `${k8s.podNamespace}/${k8s.podName}`;
+  if (conf.kubernetes.exclude_namespaces.includes(k8s.podNamespace)) {
+    return { redirect: false, reason: `pod ${name}: namespace ${k8s.podNamespace} is excluded` };
+  }
+  const kube = await deps.openKube(conf);
+  const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
+  const decision = profile.decide(pod, conf);
+  if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}` };
+  const target: Target = { redirect: true, reason: `pod ${name}: ${decision.reason}`, pod, name };
+  if (needsNamespace(profile, pod)) target.namespace = await kube.getNamespace(k8s.podNamespace, signal);
+  return target;
+}
+
+function plan(ctx: Ctx, target: Target & { redirect: true }): Redirect {
+  const input = { conf: ctx.conf, pod: target.pod, podAddresses: resultAddresses(ctx.conf.prevResult) };
+  return ctx.profile.plan(target.namespace ? { ...input, namespace: target.namespace } : input);
+}
+
+function netnsOf(ctx: Ctx): string {
+  const netns = ctx.args.netns!;
+  if (!ctx.deps.netnsExists(netns)) {
+    throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
+  }
+  return netns;
+}
+
+async function add(ctx: Ctx): Promise<string> {
+  const { conf, deps, log } = ctx;
+  const result = conf.prevResult ? convertResult(conf.prevResult, conf.cniVersion) : emptyResult(conf.cniVersion);
+  const stdout = JSON.stringify(result, null, 2) + "\n";
+  const target = await resolveTarget(ctx);
+  if (!target.redirect) {
+    log.info(`no rules: ${target.reason}`);
+    if (deps.dryRunFile) await deps.writeFile(deps.dryRunFile, "");
+    return stdout;
+  }
+  const redirect = plan(ctx, target);
+  const settings = ctx.profile.firewall(conf);
+  if (deps.dryRunFile) {
+    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect));
+    log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
+    return stdout;
+  }
+  if (settings.simulate) {
+    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect)}`);
+    return stdout;
+  }
+  const fw = deps.openFirewall(netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  await applyRedirect(fw, redirect, log, ctx.signal);
+  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
+  log.debug(`applied:\n${renderPayloads(redirect)}`);
+  return stdout;
+}
+
+async function check(ctx: Ctx): Promise<string> {
+  const { conf, deps, log } = ctx;
+  if (conf.prevResult) convertResult(conf.prevResult, conf.cniVersion);
+  const target = await resolveTarget(ctx);
+  if (!target.redirect) {
+    log.debug(`no rules expected: ${target.reason}`);
+    return "";
+  }
+  const redirect = plan(ctx, target);
+  const settings = ctx.profile.firewall(conf);
+  if (deps.dryRunFile || settings.simulate) return "";
+  const fw = deps.openFirewall(netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  const problems = await verifyRedirect(fw, redirect, ctx.signal);
+  if (problems.length > 0) {
+    throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
+      `${problems.join("; ")}; delete the pod so it is recreated with its rules`);
+  }
+  return "";
+}
+
+async function del(ctx: Ctx): Promise<string> {
+  const { args, conf, deps, log, profile } = ctx;
+  // Best effort: the namespace is usually gone already, and a pod must always be deletable.
+  if (!args.netns || !deps.netnsExists(args.netns) || deps.dryRunFile) return "";
+  const settings = profile.firewall(conf);
+  if (settings.simulate) return "";
+  try {
+    const families = profile.families(conf);
+    const fw = deps.openFirewall(args.netns, settings, families);
+    for (const f of families) {
+      if (await removeChains(fw, f, profile.ownedChains, ctx.signal)) log.info(`removed IPv${f} rules`);
+    }
+  } catch (e) {
+    log.warn(`could not remove rules (ignored, the namespace is going away): ${(e as Error).message}`);
+  }
+  return "";
+}
+
+async function status(ctx: Ctx): Promise<string> {
+  const settings = ctx.profile.firewall(ctx.conf);
+  const problems = await ctx.deps.hostProblems(ctx.conf, settings, ctx.profile.families(ctx.conf));
+  if (problems.length > 0) {
+    throw new CniError(Code.PluginNotAvailable, "meshcni cannot set up pods on this node", problems.join("; "));
+  }
+  return "";
+}
+
+function requireVersion(conf: PluginConf, command: string, min: string): void {
+  if (compareVersions(conf.cniVersion, min) < 0) {
+    throw new CniError(Code.IncompatibleVersion, `config version does not allow ${command}`,
+      `${command} needs cniVersion ${min} or later, the config says ${conf.cniVersion}`);
+  }
+}
+
+function peekVersion(stdin: string): unknown {
+  try {
+    return (JSON.parse(stdin) as { cniVersion?: unknown })?.cniVersion;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function runPlugin(inv: Invocation): Promise<Outcome> {
+  let requestVersion: unknown;
+  let log = createLogger("info", inv.deps.logSink);
+  try {
+    if (!inv.getenv("CNI_COMMAND")) parseCmdArgs(inv.getenv); // throws the missing-variable error
+    const stdin = await inv.readStdin();
+    requestVersion = peekVersion(stdin);
+    const args = parseCmdArgs(inv.getenv);
+    if (args.command === "VERSION") return { stdout: renderVersionInfo(requestVersion) + "\n", exitCode: 0 };
+    const conf = parsePluginConf(stdin);
+    const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
+    log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
+    const profile = profileFor(conf);
+    if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
+    const ctx: Ctx = { args, conf, profile, deps: inv.deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000) };
+    switch (args.command) {
+      case "ADD":
+        return { stdout: await add(ctx), exitCode: 0 };
+      case "CHECK":
+        requireVersion(conf, "CHECK", "0.4.0");
+        return { stdout: await check(ctx), exitCode: 0 };
+      case "DEL":
+        return { stdout: await del(ctx), exitCode: 0 };
+      case "STATUS":
+        requireVersion(conf, "STATUS", "1.1.0");
+        return { stdout: await status(ctx), exitCode: 0 };
+      case "GC":
+        requireVersion(conf, "GC", "1.1.0");
+        return { stdout: "", exitCode: 0 };
+    }
+  } catch (e) {
+    const err = toCniError(e);
+    log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
+    return { stdout: renderError(err, requestVersion), exitCode: 1 };
+  }
+}

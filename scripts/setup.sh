@@ -1,0 +1,49 @@
+#!/bin/sh
+# Installs what `npm test`, `npm run demo` and `bun run bench` need and this machine lacks:
+# bun (from npm, into node_modules) and, as root on Debian, the packages for real network
+# namespaces, iptables (legacy and nft), the reference CNI plugins, podman, containerd and
+# openssl. Packages already present are left alone. Safe to run again.
+set -eu
+cd "$(dirname "$0")/.."
+
+if [ ! -x node_modules/.bin/bun ] || [ ! -d node_modules/valibot ]; then
+  echo "setup: installing node modules (bun from npm)"
+  npm install --no-audit --no-fund --loglevel=error
+fi
+
+need=""
+have() { command -v "$1" >/dev/null 2>&1; }
+pkg_for() { # command -> Debian package
+  case "$1" in
+    iptables-legacy|iptables-nft|ip6tables-nft) echo iptables ;;
+    nft) echo nftables ;;
+    /usr/lib/cni/bridge) echo containernetworking-plugins ;;
+    podman) echo podman ;;
+    containerd|ctr) echo containerd ;;
+    busybox) echo busybox-static ;;
+    ip) echo iproute2 ;;
+    nsenter) echo util-linux ;;
+    openssl) echo openssl ;;
+    curl) echo curl ;;
+    time) echo time ;;
+  esac
+}
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl /usr/lib/cni/bridge podman containerd busybox; do
+  case "$c" in
+    /*) [ -x "$c" ] && continue ;;
+    *) have "$c" && continue ;;
+  esac
+  need="$need $(pkg_for "$c")"
+done
+[ -x /usr/bin/time ] || need="$need time"
+if [ -n "$need" ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "setup: missing Debian packages:$need (run as root to install them)" >&2
+  else
+    echo "setup: installing Debian packages:$need"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    apt-get install -y -qq --no-install-recommends $need >/dev/null
+  fi
+fi

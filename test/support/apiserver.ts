@@ -1,0 +1,199 @@
+// A stand-in for the Kubernetes API server: it answers GETs for the objects it holds, the way
+// kube-apiserver does (JSON objects, Status bodies for errors), checks a bearer token or a client
+// certificate, and can be told to misbehave: any status, slow answers, dropped connections,
+// truncated bodies. Used by the plugin tests, the CLI's `check` tests and `npm run demo`.
+import http from "node:http";
+import https from "node:https";
+import type { AddressInfo } from "node:net";
+import type { TLSSocket } from "node:tls";
+import { makePki } from "./certs.ts";
+
+export type Fault =
+  | { kind: "status"; code: number }
+  | { kind: "slow"; ms: number }
+  | { kind: "drop" }
+  | { kind: "truncate" }
+  | { kind: "garbage" };
+
+export interface ApiRequest {
+  method: string;
+  path: string;
+  authorization?: string;
+  clientCertCN?: string;
+}
+
+export interface ApiServerOptions {
+  tls?: boolean;
+  /** Bearer token the server accepts; undefined accepts any request. */
+  token?: string;
+  /** Also accept a client certificate signed by the test CA. */
+  acceptClientCert?: boolean;
+  host?: string;
+}
+
+export type Handler = (req: ApiRequest, body: string) => { status: number; body: unknown } | undefined;
+
+export interface ApiServer {
+  url: string;
+  caPem: string;
+  token?: string;
+  requests: ApiRequest[];
+  /** Objects by API path, e.g. /api/v1/namespaces/demo/pods/web. */
+  objects: Map<string, unknown>;
+  faults: Map<string, Fault>;
+  /** A fault for every path. */
+  setGlobalFault(f: Fault | undefined): void;
+  addPod(pod: { metadata: { name: string; namespace?: string } }): void;
+  addNamespace(ns: { metadata: { name: string } }): void;
+  /** Extra routes (e.g. POST of SelfSubjectAccessReview); return undefined to fall through. */
+  handlers: Handler[];
+  /** A kubeconfig (YAML text) for this server. */
+  kubeconfig(opts?: { token?: string; clientCert?: boolean; caFile?: string }): string;
+  close(): Promise<void>;
+}
+
+function status(code: number, reason: string, message: string) {
+  return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
+}
+
+const REASONS: Record<number, string> = {
+  400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
+  429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+};
+
+export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiServer> {
+  const tls = opts.tls ?? true;
+  const pki = makePki();
+  const objects = new Map<string, unknown>();
+  const faults = new Map<string, Fault>();
+  const requests: ApiRequest[] = [];
+  const handlers: Handler[] = [];
+  let globalFault: Fault | undefined;
+
+  const listener = async (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const path = (req.url ?? "/").split("?")[0]!;
+    let body = "";
+    for await (const chunk of req) body += chunk;
+    const sock = req.socket as TLSSocket;
+    let cn: string | undefined;
+    if (tls && opts.acceptClientCert && typeof sock.getPeerCertificate === "function" && sock.authorized) {
+      cn = sock.getPeerCertificate()?.subject?.CN as string | undefined;
+    }
+    const entry: ApiRequest = { method: req.method ?? "GET", path };
+    if (req.headers.authorization) entry.authorization = req.headers.authorization;
+    if (cn) entry.clientCertCN = cn;
+    requests.push(entry);
+    const send = (code: number, obj: unknown) => {
+      const text = JSON.stringify(obj);
+      res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+      res.end(text);
+    };
+    const fault = faults.get(path) ?? globalFault;
+    if (fault?.kind === "drop") {
+      req.socket.destroy();
+      return;
+    }
+    if (fault?.kind === "slow") await Bun.sleep(fault.ms);
+    if (fault?.kind === "status") {
+      send(fault.code, status(fault.code, REASONS[fault.code] ?? "Unknown", `stand-in fault ${fault.code}`));
+      return;
+    }
+    const authorized = opts.token === undefined || req.headers.authorization === `Bearer ${opts.token}` || cn !== undefined;
+    if (!authorized) {
+      send(401, status(401, "Unauthorized", "Unauthorized"));
+      return;
+    }
+    for (const h of handlers) {
+      const out = h(entry, body);
+      if (out) return send(out.status, out.body);
+    }
+    const obj = req.method === "GET" ? objects.get(path) : undefined;
+    if (obj === undefined) {
+      const name = path.split("/").pop() ?? "";
+      send(404, status(404, "NotFound", `${path.split("/").slice(-2, -1)[0] ?? "object"} "${name}" not found`));
+      return;
+    }
+    if (fault?.kind === "truncate") {
+      const text = JSON.stringify(obj);
+      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
+      res.write(text.slice(0, Math.floor(text.length / 2)));
+      setTimeout(() => req.socket.destroy(), 20);
+      return;
+    }
+    if (fault?.kind === "garbage") {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end("<html>not json</html>");
+      return;
+    }
+    send(200, obj);
+  };
+
+  const server = tls
+    ? https.createServer({
+        cert: pki.serverCert,
+        key: pki.serverKey,
+        ca: pki.caPem,
+        requestCert: !!opts.acceptClientCert,
+        rejectUnauthorized: false,
+      }, listener)
+    : http.createServer(listener);
+  const host = opts.host ?? "127.0.0.1";
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const port = (server.address() as AddressInfo).port;
+  const hostPart = host.includes(":") ? `[${host}]` : host;
+  const url = `${tls ? "https" : "http"}://${hostPart}:${port}`;
+
+  const api: ApiServer = {
+    url,
+    caPem: pki.caPem,
+    requests,
+    objects,
+    faults,
+    handlers,
+    setGlobalFault: (f) => { globalFault = f; },
+    addPod(pod) {
+      objects.set(`/api/v1/namespaces/${pod.metadata.namespace ?? "default"}/pods/${pod.metadata.name}`, pod);
+    },
+    addNamespace(ns) {
+      objects.set(`/api/v1/namespaces/${ns.metadata.name}`, ns);
+    },
+    kubeconfig(k = {}) {
+      const token = k.token ?? opts.token;
+      const caLine = !tls ? "" : k.caFile
+        ? `    certificate-authority: ${k.caFile}\n`
+        : `    certificate-authority-data: ${Buffer.from(pki.caPem).toString("base64")}\n`;
+      const userLines = [
+        token !== undefined ? `    token: ${token}` : "",
+        k.clientCert ? `    client-certificate-data: ${Buffer.from(pki.clientCert).toString("base64")}` : "",
+        k.clientCert ? `    client-key-data: ${Buffer.from(pki.clientKey).toString("base64")}` : "",
+      ].filter(Boolean).join("\n");
+      return [
+        "# kubeconfig for the stand-in API server",
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        "- name: local",
+        "  cluster:",
+        `    server: ${url}`,
+        caLine.trimEnd(),
+        "users:",
+        "- name: meshcni",
+        "  user:",
+        userLines || "    {}",
+        "contexts:",
+        "- name: meshcni-context",
+        "  context:",
+        "    cluster: local",
+        "    user: meshcni",
+        "current-context: meshcni-context",
+        "",
+      ].filter((l) => l !== "").join("\n") + "\n";
+    },
+    close: () => new Promise<void>((resolve) => {
+      server.closeAllConnections?.();
+      server.close(() => resolve());
+    }),
+  };
+  if (opts.token !== undefined) api.token = opts.token;
+  return api;
+}
