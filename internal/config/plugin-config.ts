@@ -39,6 +39,8 @@ export type IstioSection = v.InferOutput<typeof IstioSectionSchema>;
 export const KubernetesSectionSchema = v.looseObject({
   kubeconfig: v.optional(v.string()),
   exclude_namespaces: v.optional(v.array(v.string()), []),
+  /** The namespace of meshcni's own DaemonSet (the installer writes it): its pods pass through. */
+  pod_namespace: v.optional(v.string()),
 });
 
 export const PluginConfSchema = v.looseObject({

@@ -5,6 +5,7 @@ import { CniError, renderError, toCniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
+import { OWN_POD_PREFIX } from "../config/entry.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
@@ -52,6 +53,9 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
   const name = `${k8s.podNamespace}/${k8s.podName}`;
   if (conf.kubernetes.exclude_namespaces.includes(k8s.podNamespace)) {
     return { redirect: false, reason: `pod ${name}: namespace ${k8s.podNamespace} is excluded` };
+  }
+  if (k8s.podNamespace === conf.kubernetes.pod_namespace && k8s.podName.startsWith(OWN_POD_PREFIX)) {
+    return { redirect: false, reason: `pod ${name}: one of meshcni's own DaemonSet pods` };
   }
   const kube = await deps.openKube(conf);
   const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
