@@ -40,6 +40,18 @@ type Target =
   | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; name: string };
 
 /**
+ * Why a pod gets no rules before any API call, if it does not: excluded namespaces and
+ * meshcni's own DaemonSet pods. Pure; `meshcnictl explain` asks the same question.
+ */
+export function skipBeforeLookup(conf: PluginConf, podNamespace: string, podName: string): string | undefined {
+  if (conf.kubernetes.exclude_namespaces.includes(podNamespace)) return `namespace ${podNamespace} is excluded`;
+  if (podNamespace === conf.kubernetes.pod_namespace && podName.startsWith(OWN_POD_PREFIX)) {
+    return "one of meshcni's own DaemonSet pods";
+  }
+  return undefined;
+}
+
+/**
  * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
  * are decided before any API call, so an API outage or a stale token never blocks them
  * (meshcni's own DaemonSet pods among them).
@@ -51,12 +63,8 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
     return { redirect: false, reason: "CNI_ARGS names no Kubernetes pod (K8S_POD_NAMESPACE and K8S_POD_NAME)" };
   }
   const name = `${k8s.podNamespace}/${k8s.podName}`;
-  if (conf.kubernetes.exclude_namespaces.includes(k8s.podNamespace)) {
-    return { redirect: false, reason: `pod ${name}: namespace ${k8s.podNamespace} is excluded` };
-  }
-  if (k8s.podNamespace === conf.kubernetes.pod_namespace && k8s.podName.startsWith(OWN_POD_PREFIX)) {
-    return { redirect: false, reason: `pod ${name}: one of meshcni's own DaemonSet pods` };
-  }
+  const skip = skipBeforeLookup(conf, k8s.podNamespace, k8s.podName);
+  if (skip) return { redirect: false, reason: `pod ${name}: ${skip}` };
   const kube = await deps.openKube(conf);
   const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
   const decision = profile.decide(pod, conf);
