@@ -38,16 +38,18 @@ export interface LinkerdOptions {
   ipv6: boolean;
 }
 
-function invalid(what: string, value: string, why: string): CniError {
+/** An invalid setting or annotation: code 7, naming it, the value and the offending item. */
+function invalid(what: string, value: string, bad: string, expected: string): CniError {
+  const item = bad.trim() === value.trim() ? "" : `: ${JSON.stringify(bad)}`;
   return new CniError(Code.InvalidConfig, `invalid ${what}`,
-    `${JSON.stringify(value)}: ${why}; fix it and recreate the pod (nothing was applied)`);
+    `${JSON.stringify(value)}${item} is not ${expected}; fix it and recreate the pod (nothing was applied)`);
 }
 
 function ports(what: string, items: string | readonly (string | number)[], single = false): PortRange[] {
   const r = parsePortList(items, single);
   if (r.bad !== undefined) {
-    throw invalid(what, typeof items === "string" ? items : r.bad,
-      `${JSON.stringify(r.bad)} is not a ${single ? "port" : "port or range"} (0-65535, ranges as LOW-HIGH)`);
+    throw invalid(what, typeof items === "string" ? items : r.bad, r.bad,
+      single ? "a port (0-65535)" : "a port or a range LOW-HIGH (0-65535)");
   }
   return r.ports;
 }
@@ -55,14 +57,14 @@ function ports(what: string, items: string | readonly (string | number)[], singl
 function cidrs(what: string, items: string | readonly string[]): Cidr[] {
   const r = parseCidrList(items);
   if (r.bad !== undefined) {
-    throw invalid(what, typeof items === "string" ? items : r.bad, `${JSON.stringify(r.bad.trim())} is not a CIDR such as 10.0.0.0/8`);
+    throw invalid(what, typeof items === "string" ? items : r.bad, r.bad, "a CIDR such as 10.0.0.0/8 or fd00::/8");
   }
   return r.cidrs;
 }
 
 function id(what: string, raw: string): number {
   const s = raw.trim();
-  if (!/^[0-9]{1,10}$/.test(s) || Number(s) > 4294967294) throw invalid(what, raw, "must be a user or group id (a whole number)");
+  if (!/^[0-9]{1,10}$/.test(s) || Number(s) > 4294967294) throw invalid(what, raw, raw, "a user or group id (a whole number)");
   return Number(s);
 }
 
