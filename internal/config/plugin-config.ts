@@ -29,10 +29,21 @@ export const LinkerdSectionSchema = v.looseObject({
 });
 export type LinkerdSection = v.InferOutput<typeof LinkerdSectionSchema>;
 
+/** A proxy user or group id; 0 (root) is never the proxy's, as in Istio. */
+const ProxyId = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(4294967294));
+
+// Istio's capture ports and proxy ids are fixed in istio-cni; they are optional keys here with
+// Istio's values as defaults (istio-iptables -p, -z, -e, -u, -g). A pod's istio-proxy
+// runAsUser/runAsGroup, when set and not 0, still wins over proxy-uid/proxy-gid.
 export const IstioSectionSchema = v.looseObject({
   "iptables-mode": v.optional(v.union([v.picklist(IPTABLES_MODES), v.literal("")]), "auto"),
   "use-wait-flag": v.optional(v.boolean(), false),
   simulate: v.optional(v.boolean(), false),
+  "proxy-port": v.optional(Port, 15001),
+  "inbound-capture-port": v.optional(Port, 15006),
+  "inbound-tunnel-port": v.optional(Port, 15008),
+  "proxy-uid": v.optional(ProxyId, 1337),
+  "proxy-gid": v.optional(ProxyId, 1337),
 });
 export type IstioSection = v.InferOutput<typeof IstioSectionSchema>;
 

@@ -71,7 +71,13 @@ class Reader {
   node(indent: number): YamlValue {
     const line = this.lines[this.i];
     if (!line || line.indent < indent) return null;
-    return isSeqItem(line.text) ? this.seq(line.indent) : this.map(line.indent);
+    if (isSeqItem(line.text)) return this.seq(line.indent);
+    if (!splitKey(line.text)) {
+      // A value on a line of its own, e.g. "user:" followed by "  {}".
+      this.i++;
+      return scalar(line.text, line.no);
+    }
+    return this.map(line.indent);
   }
 
   map(indent: number): YamlValue {

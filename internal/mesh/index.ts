@@ -1,9 +1,11 @@
 import type { PluginConf } from "../config/plugin-config.ts";
+import { istioProfile } from "./istio.ts";
 import { linkerdProfile } from "./linkerd.ts";
 import type { MeshProfile } from "./profile.ts";
 
 const PROFILES: Partial<Record<PluginConf["mesh"], MeshProfile>> = {
   linkerd: linkerdProfile,
+  istio: istioProfile,
 };
 
 export function profileFor(conf: PluginConf): MeshProfile | undefined {

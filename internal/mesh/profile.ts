@@ -37,6 +37,8 @@ export interface MeshProfile {
   readonly ownedChains: readonly { table: Table; name: string }[];
   /** Annotations read from the pod, or else from its namespace. */
   readonly annotationKeys: readonly string[];
+  /** `ip` commands DEL runs in a live namespace to undo `ipCommands` (failures are ignored). */
+  readonly cleanupIpCommands?: readonly IpCommand[];
   decide(pod: Pod, conf: PluginConf): Decision;
   /** Builds the rules; throws CniError code 7 naming an invalid annotation or setting. */
   plan(input: PlanInput): Redirect;

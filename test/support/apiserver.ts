@@ -76,8 +76,10 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     for await (const chunk of req) body += chunk;
     const sock = req.socket as TLSSocket;
     let cn: string | undefined;
-    if (tls && opts.acceptClientCert && typeof sock.getPeerCertificate === "function" && sock.authorized) {
-      cn = sock.getPeerCertificate()?.subject?.CN as string | undefined;
+    // With requestCert and rejectUnauthorized off, `authorized` says a client certificate signed
+    // by the test CA was presented (Bun's sockets do not offer getPeerCertificate everywhere).
+    if (tls && opts.acceptClientCert && sock.authorized) {
+      cn = (typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined) ?? "verified-client-certificate";
     }
     const entry: ApiRequest = { method: req.method ?? "GET", path };
     if (req.headers.authorization) entry.authorization = req.headers.authorization;
@@ -179,7 +181,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
         "users:",
         "- name: meshcni",
         "  user:",
-        userLines || "    {}",
+        userLines || "    username: anonymous",
         "contexts:",
         "- name: meshcni-context",
         "  context:",

@@ -1,0 +1,44 @@
+// What the installer needs from the system, as interfaces; internal/io/installer-*.ts
+// implements them with real files, watches and clocks.
+import type { Observed } from "./plan.ts";
+
+export interface FileStat {
+  size: number;
+  mtimeMs: number;
+  ino: number;
+  mode: number;
+}
+
+export interface HostFs {
+  /** Names in a folder; undefined when the folder does not exist. */
+  list(dir: string): string[] | undefined;
+  /** A regular file (symlinks followed); undefined when absent or not a regular file. */
+  read(path: string): Observed | undefined;
+  readText(path: string): string | undefined;
+  stat(path: string): FileStat | undefined;
+  /** sha256 (hex) of a file's bytes; undefined when absent. */
+  hash(path: string): string | undefined;
+  /** Temp file in the same folder, fsync, rename: readers see the old bytes or the new ones. */
+  writeAtomic(path: string, data: Uint8Array | string, mode: number): void;
+  /** Copies `src` to `dest` the same way. */
+  copyAtomic(src: string, dest: string, mode: number): void;
+  /** True when something was removed. */
+  remove(path: string): boolean;
+  ensureDir(dir: string): void;
+  /** Removes temp files an interrupted atomic write left in `dir`; returns their names. */
+  removeTempFiles(dir: string): string[];
+}
+
+export interface Log {
+  debug(msg: string): void;
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+}
+
+export interface InstallerDeps {
+  fs: HostFs;
+  log: Log;
+  /** Milliseconds, monotonic enough for back-off. */
+  now(): number;
+}

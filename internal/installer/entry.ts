@@ -1,0 +1,46 @@
+// The entry meshcni-installer appends to the host's conflist: the --plugin-config JSON (or the
+// contract's default) with the kubeconfig path and the DaemonSet's namespace filled in. Pure.
+import * as v from "valibot";
+import { PLUGIN_TYPE } from "../conflist/schema.ts";
+import { defaultPluginEntry, NAMES } from "../config/entry.ts";
+import { PluginConfSchema } from "../config/plugin-config.ts";
+import type { JsonObject } from "../conflist/chain.ts";
+
+export class EntryError extends Error {}
+
+/**
+ * `configText` is the content of --plugin-config, or undefined for the default entry. The
+ * runtime injects `cniVersion` (and `name`) from the list, so `cniVersion` is dropped.
+ */
+export function buildPluginEntry(configText: string | undefined, destNetDir: string, podNamespace?: string): JsonObject {
+  let entry: JsonObject;
+  if (configText === undefined) {
+    entry = defaultPluginEntry("linkerd", destNetDir);
+  } else {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(configText);
+    } catch (e) {
+      throw new EntryError(`not JSON: ${(e as Error).message}`);
+    }
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new EntryError("must be a JSON object (meshcni's conflist entry)");
+    entry = raw as JsonObject;
+  }
+  if (entry.type !== PLUGIN_TYPE) {
+    throw new EntryError(`"type" is ${JSON.stringify(entry.type)}; meshcni's entry must have "type": "${PLUGIN_TYPE}"`);
+  }
+  const { cniVersion: _dropped, ...rest } = entry;
+  const k8s = rest.kubernetes ?? {};
+  if (typeof k8s !== "object" || k8s === null || Array.isArray(k8s)) throw new EntryError("\"kubernetes\" must be an object");
+  const kubernetes: JsonObject = { ...k8s, kubeconfig: `${destNetDir.replace(/\/+$/, "")}/${NAMES.kubeconfigFile}` };
+  if (podNamespace) kubernetes.pod_namespace = podNamespace;
+  const out: JsonObject = { ...rest, kubernetes };
+  // Judge it as the plugin will when the runtime hands it over.
+  const check = v.safeParse(PluginConfSchema, { cniVersion: "1.0.0", name: "check", ...out });
+  if (!check.success) {
+    const issue = check.issues[0]!;
+    const path = issue.path?.map((p) => String(p.key)).join(".");
+    throw new EntryError(`the plugin would reject it: ${path ? `${path}: ` : ""}${issue.message}`);
+  }
+  return out;
+}

@@ -1,0 +1,337 @@
+// The installer's work on one node: put the plugin binary and its kubeconfig in place, chain the
+// entry into the runtime's config, say whether all of it is current, and undo it. Every step is
+// idempotent, so a reconcile after any event (or a restart) simply does what is missing. Files
+// are touched only through deps.fs; decisions come from the pure planners.
+import { isChained, type JsonObject } from "../conflist/chain.ts";
+import { isConfigFileName } from "../conflist/parse.ts";
+import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "../conflist/select.ts";
+import { NAMES } from "../config/entry.ts";
+import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
+import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
+import type { FileStat, InstallerDeps } from "./deps.ts";
+import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } from "./plan.ts";
+import { EMPTY_STATE, parseUndoState, renderUndoState, sha256Hex, UNDO_FILE, type UndoRecord, type UndoState } from "./undo-state.ts";
+
+export const PLUGIN_BINARY_NAME = "meshcni";
+
+export interface InstallerConfig {
+  hostNetDir: string;
+  hostBinDir: string;
+  /** The meshcni binary to copy into hostBinDir. */
+  pluginBinary: string;
+  serviceAccountDir: string;
+  confName?: string;
+  /** The conflist entry (see entry.ts). */
+  entry: JsonObject;
+  /** KUBERNETES_SERVICE_HOST/PORT; required to install, not to uninstall. */
+  service?: { host: string; port: string };
+}
+
+export class InstallError extends Error {}
+
+export type ChainStatus =
+  | { kind: "chained"; file: string }
+  | { kind: "in-place"; file: string }
+  | { kind: "waiting" }
+  | { kind: "blocked"; reason: string }
+  | { kind: "backoff"; file: string; delayMs: number };
+
+export interface Readiness {
+  ready: boolean;
+  problems: string[];
+}
+
+const join = (dir: string, name: string) => `${dir}/${name}`;
+
+export class Installer {
+  private state: UndoState = EMPTY_STATE;
+  private binaryStat?: FileStat;
+  private sourceHash?: { stat: FileStat; hash: string };
+  private readonly said = new Map<string, string>();
+  private readonly backoff: RechainBackoff;
+
+  constructor(readonly config: InstallerConfig, private readonly deps: InstallerDeps, private readonly backoffOptions: BackoffOptions = DEFAULT_BACKOFF) {
+    this.backoff = new RechainBackoff(backoffOptions);
+  }
+
+  get kubeconfigPath(): string {
+    return join(this.config.hostNetDir, NAMES.kubeconfigFile);
+  }
+  get binaryPath(): string {
+    return join(this.config.hostBinDir, PLUGIN_BINARY_NAME);
+  }
+  private get undoPath(): string {
+    return join(this.config.hostNetDir, UNDO_FILE);
+  }
+
+  /** Logs `msg` under `key` unless the same message was the last one logged under it. */
+  private once(key: string, level: "info" | "warn" | "error", msg: string): void {
+    if (this.said.get(key) === msg) return;
+    this.said.set(key, msg);
+    this.deps.log[level](msg);
+  }
+
+  /** Start-up: the config folder exists, leftovers of interrupted writes are gone, the undo record is read. */
+  prepare(): void {
+    const { fs, log } = this.deps;
+    fs.ensureDir(this.config.hostNetDir);
+    for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
+      for (const name of fs.removeTempFiles(dir)) log.info(`removed ${join(dir, name)}, left by an interrupted write`);
+    }
+    this.loadState();
+  }
+
+  private loadState(): void {
+    const text = this.deps.fs.readText(this.undoPath);
+    if (text === undefined) return;
+    try {
+      this.state = parseUndoState(text);
+    } catch (e) {
+      this.deps.log.error(`${(e as Error).message}; ignoring it: undo removes meshcni's entries but cannot restore original bytes`);
+      this.state = EMPTY_STATE;
+    }
+  }
+
+  private saveState(state: UndoState): void {
+    this.state = state;
+    if (state.records.length === 0) this.deps.fs.remove(this.undoPath);
+    else this.deps.fs.writeAtomic(this.undoPath, renderUndoState(state), 0o600);
+  }
+
+  private apply(steps: Step[]): void {
+    const { fs, log } = this.deps;
+    for (const step of steps) {
+      const path = join(this.config.hostNetDir, step.file);
+      if (step.op === "write") fs.writeAtomic(path, step.data, step.mode);
+      else if (!fs.remove(path)) continue;
+      log.info(`${step.why}: ${step.op === "remove" ? "removed " : "wrote "}${path}`);
+    }
+  }
+
+  // --- the plugin binary -------------------------------------------------------------------
+
+  private hashSource(): string {
+    const { fs } = this.deps;
+    const src = this.config.pluginBinary;
+    const stat = fs.stat(src);
+    if (!stat) throw new InstallError(`the plugin binary ${src} does not exist (see --plugin-binary)`);
+    const cached = this.sourceHash;
+    if (cached && sameStat(cached.stat, stat)) return cached.hash;
+    const hash = fs.hash(src)!;
+    this.sourceHash = { stat, hash };
+    return hash;
+  }
+
+  /** Copies the plugin binary unless the same bytes are there already. */
+  installBinary(): void {
+    const { fs, log } = this.deps;
+    const dest = this.binaryPath;
+    const now = fs.stat(dest);
+    if (now && this.binaryStat && sameStat(now, this.binaryStat)) return;
+    const want = this.hashSource();
+    if (now && fs.hash(dest) === want) {
+      if (!this.binaryStat) log.info(`${dest} already holds this meshcni binary`);
+    } else {
+      fs.copyAtomic(this.config.pluginBinary, dest, 0o755);
+      log.info(`installed the plugin binary: wrote ${dest}`);
+    }
+    this.binaryStat = fs.stat(dest);
+  }
+
+  private binaryProblem(): string | undefined {
+    const now = this.deps.fs.stat(this.binaryPath);
+    if (!now) return `${this.binaryPath} is missing`;
+    if (!this.binaryStat || !sameStat(now, this.binaryStat)) return `${this.binaryPath} is not the installed meshcni binary`;
+    return undefined;
+  }
+
+  // --- the plugin's kubeconfig -------------------------------------------------------------
+
+  /** The kubeconfig as it should be now; InstallError when its inputs are missing. */
+  renderKubeconfig(): string {
+    const { fs } = this.deps;
+    const service = this.config.service;
+    if (!service) {
+      throw new InstallError("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; they come with every pod, or set them to the API server's address");
+    }
+    const sa = this.config.serviceAccountDir;
+    const token = fs.readText(join(sa, "token"));
+    const caPem = fs.readText(join(sa, "ca.crt"));
+    if (token === undefined) throw new InstallError(`no service account token at ${sa}/token (see --service-account-dir)`);
+    if (caPem === undefined) throw new InstallError(`no cluster CA at ${sa}/ca.crt (see --service-account-dir)`);
+    try {
+      return renderKubeconfig({ host: service.host, port: service.port, token, caPem });
+    } catch (e) {
+      if (e instanceof KubeconfigInputError) throw new InstallError(`cannot write the plugin's kubeconfig: ${e.message}`);
+      throw e;
+    }
+  }
+
+  /** Writes the kubeconfig when it is missing or stale (for instance after a token rotation). */
+  writeKubeconfig(): boolean {
+    const { fs, log } = this.deps;
+    let text: string;
+    try {
+      text = this.renderKubeconfig();
+    } catch (e) {
+      if (!(e instanceof InstallError)) throw e;
+      this.once("kubeconfig", "error", e.message);
+      return false;
+    }
+    const path = this.kubeconfigPath;
+    const current = fs.readText(path);
+    if (current === text) return true;
+    fs.writeAtomic(path, text, 0o600);
+    const server = renderServerUrl(this.config.service!.host, this.config.service!.port);
+    const why = current === undefined ? "wrote the plugin's kubeconfig" : "rewrote the plugin's kubeconfig (token or CA changed)";
+    this.said.delete("kubeconfig");
+    log.info(`${why} for ${server}: ${path}`);
+    return true;
+  }
+
+  private kubeconfigProblem(): string | undefined {
+    let want: string;
+    try {
+      want = this.renderKubeconfig();
+    } catch (e) {
+      if (e instanceof InstallError) return e.message;
+      throw e;
+    }
+    const have = this.deps.fs.readText(this.kubeconfigPath);
+    if (have === undefined) return `${this.kubeconfigPath} is missing`;
+    return have === want ? undefined : `${this.kubeconfigPath} is out of date`;
+  }
+
+  // --- the chain ---------------------------------------------------------------------------
+
+  private observe: Observe = (name) => this.deps.fs.read(join(this.config.hostNetDir, name));
+
+  private select(): Selection {
+    const { fs } = this.deps;
+    const dir = this.config.hostNetDir;
+    const read: ReadFile = (name) => fs.readText(join(dir, name));
+    const sel = this.config.confName ? selectNamedConfig(this.config.confName, read) : selectPrimaryConfig(fs.list(dir) ?? [], read);
+    for (const s of sel.skipped) this.once(`skip:${s.name}`, "warn", `skipped ${join(dir, s.name)}: ${s.reason}`);
+    return sel;
+  }
+
+  /** Chains meshcni into the runtime's config, unless it is there already. */
+  chain(): ChainStatus {
+    const { log } = this.deps;
+    const dir = this.config.hostNetDir;
+    const sel = this.select();
+    if (!sel.name || !sel.config) {
+      const what = this.config.confName ? `${join(dir, this.config.confName)} to be a valid network config` : `a CNI network config in ${dir}`;
+      this.once("chain", "info", `waiting for ${what}; the cluster's network plugin writes it`);
+      return { kind: "waiting" };
+    }
+    const primary = { name: sel.name, config: sel.config };
+    if (isChained(sel.config, this.config.entry)) {
+      this.undoStale(this.state.records.filter((r) => r.file !== sel.name));
+      this.once("chain", "info", `meshcni is chained in ${join(dir, sel.name)}`);
+      return { kind: "in-place", file: sel.name };
+    }
+    const rechain = this.isRechain(sel);
+    if (rechain) {
+      const wait = this.backoff.waitFor(sel.name, this.deps.now());
+      if (wait > 0) return { kind: "backoff", file: sel.name, delayMs: wait };
+    }
+    const outcome = planChain(this.state, primary, this.config.entry, this.observe);
+    if (!outcome.ok) {
+      this.once("chain", "error", outcome.reason);
+      return { kind: "blocked", reason: outcome.reason };
+    }
+    const { plan } = outcome;
+    this.saveState(plan.state);
+    this.apply(plan.steps);
+    this.said.set("chain", `meshcni is chained in ${join(dir, plan.target)}`);
+    if (rechain) {
+      const verdict = this.backoff.note(sel.name, this.deps.now());
+      if (verdict.startedBackoff) {
+        log.warn(`${join(dir, sel.name)} keeps losing meshcni's entry (re-chained more than ${this.backoffOptions.budget} times in ${this.backoffOptions.windowMs / 1000} s): ` +
+          "another component rewrites it; backing off. If it is a CNI agent that owns the folder, let it keep foreign plugins (Cilium: cni.exclusive=false)");
+      }
+    }
+    this.undoStale(plan.stale);
+    return { kind: "chained", file: plan.target };
+  }
+
+  /** meshcni chained this file before and something has changed it since (or wrote the `.conf` again). */
+  private isRechain(sel: Selection): boolean {
+    if (this.state.records.some((r) => r.convertedFrom?.name === sel.name)) return true;
+    const record = this.state.records.find((r) => r.file === sel.name);
+    const now = record && this.observe(record.file);
+    return now !== undefined && sha256Hex(now.bytes) !== record!.wrote;
+  }
+
+  /** Files chained earlier that the runtime no longer reads first: put them back. */
+  private undoStale(stale: UndoRecord[]): void {
+    for (const record of stale) {
+      this.deps.log.info(`${join(this.config.hostNetDir, record.file)} is no longer the config the runtime reads first; undoing meshcni's change there`);
+      this.apply(planUndoRecord(record, this.observe));
+      this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
+    }
+  }
+
+  private chainProblem(): string | undefined {
+    const dir = this.config.hostNetDir;
+    const sel = this.select();
+    if (!sel.name || !sel.config) return `no CNI network config in ${dir} yet`;
+    return isChained(sel.config, this.config.entry) ? undefined : `meshcni is not chained in ${join(dir, sel.name)}`;
+  }
+
+  // --- all of it ---------------------------------------------------------------------------
+
+  /** Does whatever is missing; returns the chain's status. */
+  reconcile(): ChainStatus {
+    this.installBinary();
+    this.writeKubeconfig();
+    return this.chain();
+  }
+
+  /** Ready only while the chain is in place and the binary and kubeconfig are current. */
+  check(): Readiness {
+    const problems = [this.chainProblem(), this.binaryProblem(), this.kubeconfigProblem()].filter((p): p is string => p !== undefined);
+    return { ready: problems.length === 0, problems };
+  }
+
+  /**
+   * Undoes everything: each recorded file goes back to what the host had (or, when the host
+   * rewrote it, loses meshcni's entry), any other meshcni entry in the folder is removed, and
+   * the kubeconfig, the binary and the undo record go. Failures are collected, not fatal.
+   */
+  uninstall(): void {
+    const { fs, log } = this.deps;
+    const dir = this.config.hostNetDir;
+    const errors: Error[] = [];
+    const attempt = (what: string, fn: () => void) => {
+      try {
+        fn();
+      } catch (e) {
+        errors.push(new Error(`${what}: ${(e as Error).message}`, { cause: e }));
+      }
+    };
+    this.loadState();
+    for (const record of [...this.state.records]) {
+      attempt(`undoing ${join(dir, record.file)}`, () => {
+        this.apply(planUndoRecord(record, this.observe));
+        this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
+      });
+    }
+    for (const name of fs.list(dir) ?? []) {
+      const current = this.observe(name);
+      if (current && isConfigFileName(name)) attempt(`cleaning ${join(dir, name)}`, () => this.apply(planEntryRemoval(name, current)));
+    }
+    for (const [what, path] of [["the plugin's kubeconfig", this.kubeconfigPath], ["the plugin binary", this.binaryPath]] as const) {
+      attempt(`removing ${path}`, () => {
+        if (fs.remove(path)) log.info(`removed ${what}: ${path}`);
+      });
+    }
+    if (errors.length > 0) throw new AggregateError(errors, `undo left work undone:\n${errors.map((e) => `  ${e.message}`).join("\n")}`);
+    log.info("meshcni is uninstalled from this node");
+  }
+}
+
+function sameStat(a: FileStat, b: FileStat): boolean {
+  return a.size === b.size && a.mtimeMs === b.mtimeMs && a.ino === b.ino;
+}

@@ -1,0 +1,145 @@
+// meshcni-installer's switches: each flag, or the environment variable MESHCNI_<FLAG>, or the
+// contract's default. Pure: argv and the environment are passed in.
+import { parseArgs } from "node:util";
+import * as v from "valibot";
+
+export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type Mode = "run" | "once" | "uninstall";
+
+export interface InstallerOptions {
+  hostNetDir: string;
+  hostBinDir: string;
+  destNetDir: string;
+  pluginBinary: string;
+  pluginConfig?: string;
+  serviceAccountDir: string;
+  confName?: string;
+  healthPort?: number;
+  mode: Mode;
+  logLevel: LogLevel;
+  /** KUBERNETES_SERVICE_HOST / _PORT, as the pod's environment has them. */
+  serviceHost?: string;
+  servicePort?: string;
+  /** POD_NAMESPACE (downward API): the plugin lets this namespace's meshcni-node-* pods through. */
+  podNamespace?: string;
+  help: boolean;
+}
+
+export class OptionsError extends Error {}
+
+const FLAGS = {
+  "host-net-dir": { type: "string", arg: "DIR", default: "/host/etc/cni/net.d", help: "the host's CNI config folder, as mounted here" },
+  "host-bin-dir": { type: "string", arg: "DIR", default: "/host/opt/cni/bin", help: "the host's CNI plugin folder, as mounted here" },
+  "dest-net-dir": { type: "string", arg: "DIR", default: "/etc/cni/net.d", help: "the host's CNI config folder, as the host sees it" },
+  "plugin-binary": { type: "string", arg: "FILE", default: undefined, help: "the meshcni binary to install (default: meshcni next to this program)" },
+  "plugin-config": { type: "string", arg: "FILE", default: undefined, help: "a JSON file with meshcni's conflist entry (default: the built-in entry)" },
+  "service-account-dir": { type: "string", arg: "DIR", default: "/var/run/secrets/kubernetes.io/serviceaccount", help: "token and ca.crt for the plugin's kubeconfig" },
+  "conf-name": { type: "string", arg: "NAME", default: undefined, help: "chain into this file instead of the one the runtime picks" },
+  "health-port": { type: "string", arg: "N", default: undefined, help: "serve /healthz and /readyz over HTTP on this port" },
+  "log-level": { type: "string", arg: "LEVEL", default: "info", help: "debug, info, warn or error" },
+  once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
+  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation, then exit" },
+  help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
+} as const;
+type Flag = keyof typeof FLAGS;
+
+export const envName = (flag: string) => `MESHCNI_${flag.toUpperCase().replace(/-/g, "_")}`;
+
+export function renderUsage(): string {
+  const rows = Object.entries(FLAGS).map(([name, f]) => {
+    const arg = f.arg ? ` ${f.arg}` : "";
+    const def = f.default !== undefined ? ` (default ${f.default})` : "";
+    return `  --${name}${arg}\n      ${f.help}${def}; env ${envName(name)}`;
+  });
+  return [
+    "meshcni-installer: installs the meshcni CNI plugin on this node and keeps it chained.",
+    "",
+    "Usage: meshcni-installer [flags]",
+    "  With no mode flag it installs, keeps meshcni chained while the host's CNI rewrites its",
+    "  files, and undoes everything on SIGTERM or SIGINT.",
+    "",
+    ...rows,
+    "",
+  ].join("\n");
+}
+
+const Port = v.pipe(v.string(), v.regex(/^\d+$/, "must be a number"), v.transform(Number), v.minValue(1, "must be 1-65535"), v.maxValue(65535, "must be 1-65535"));
+
+function truthy(name: string, raw: string): boolean {
+  if (/^(1|true|yes|on)$/i.test(raw)) return true;
+  if (/^(0|false|no|off|)$/i.test(raw)) return false;
+  throw new OptionsError(`${name}=${JSON.stringify(raw)}: expected true or false`);
+}
+
+/** Flags win over MESHCNI_* variables, which win over the defaults. */
+export function parseInstallerOptions(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  defaults: { pluginBinary: string },
+): InstallerOptions {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: Object.fromEntries(Object.entries(FLAGS).map(([k, f]) => [k, { type: f.type }])),
+    }));
+  } catch (e) {
+    throw new OptionsError(`${(e as Error).message.split("\n")[0]} (see --help)`);
+  }
+  const str = (flag: Flag): string | undefined => {
+    const given = values[flag] ?? env[envName(flag)];
+    const value = typeof given === "string" && given !== "" ? given : (FLAGS[flag].default ?? undefined);
+    return value === undefined ? undefined : String(value);
+  };
+  const bool = (flag: Flag): boolean => {
+    if (values[flag] !== undefined) return values[flag] === true;
+    const raw = env[envName(flag)];
+    return raw === undefined ? false : truthy(envName(flag), raw);
+  };
+  const once = bool("once");
+  const uninstall = bool("uninstall");
+  if (once && uninstall) throw new OptionsError("--once and --uninstall exclude each other");
+  const logLevel = str("log-level")!;
+  if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
+    throw new OptionsError(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(", ")}`);
+  }
+  let healthPort: number | undefined;
+  const rawPort = str("health-port");
+  if (rawPort !== undefined) {
+    const r = v.safeParse(Port, rawPort);
+    if (!r.success) throw new OptionsError(`--health-port ${JSON.stringify(rawPort)}: ${r.issues[0]!.message}`);
+    healthPort = r.output;
+  }
+  const dir = (flag: Flag): string => {
+    const d = str(flag)!;
+    if (!d.startsWith("/")) throw new OptionsError(`--${flag} ${JSON.stringify(d)}: must be an absolute path`);
+    return d.length > 1 ? d.replace(/\/+$/, "") : d;
+  };
+  const confName = str("conf-name");
+  if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
+    throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
+  }
+  const opts: InstallerOptions = {
+    hostNetDir: dir("host-net-dir"),
+    hostBinDir: dir("host-bin-dir"),
+    destNetDir: dir("dest-net-dir"),
+    pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
+    serviceAccountDir: dir("service-account-dir"),
+    mode: once ? "once" : uninstall ? "uninstall" : "run",
+    logLevel: logLevel as LogLevel,
+    help: bool("help"),
+  };
+  const optional = {
+    pluginConfig: str("plugin-config"),
+    confName,
+    healthPort,
+    serviceHost: env.KUBERNETES_SERVICE_HOST || undefined,
+    servicePort: env.KUBERNETES_SERVICE_PORT || undefined,
+    podNamespace: env.POD_NAMESPACE || undefined,
+  };
+  for (const [k, val] of Object.entries(optional)) if (val !== undefined) (opts as unknown as Record<string, unknown>)[k] = val;
+  return opts;
+}

@@ -1,0 +1,198 @@
+// The Kubernetes objects that install meshcni, built from chart values. manifests/templates/
+// renders the same objects with Helm; test/cli/helm.test.ts holds the two to equality. Pure.
+import { createHash } from "node:crypto";
+import { buildPluginEntry, NAMES, renderEntryJson } from "../config/entry.ts";
+import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
+
+export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } } & Record<string, unknown>;
+
+/** Where things live inside the meshcni image and the DaemonSet's container. */
+export const CONTAINER = {
+  installer: "/opt/meshcni/meshcni-installer",
+  plugin: "/opt/meshcni/meshcni",
+  hostNetDir: "/host/etc/cni/net.d",
+  hostBinDir: "/host/opt/cni/bin",
+  configDir: "/etc/meshcni",
+  configKey: "plugin-config.json",
+} as const;
+
+/** Long enough for the preStop undo and then the installer's own undo on SIGTERM. */
+export const TERMINATION_GRACE_SECONDS = 30;
+
+export function commonLabels(): Record<string, string> {
+  return {
+    "app.kubernetes.io/name": "meshcni",
+    "app.kubernetes.io/part-of": "meshcni",
+    "app.kubernetes.io/version": APP_VERSION,
+    [NAMES.resourceLabel]: "true",
+  };
+}
+
+export const SELECTOR = { "app.kubernetes.io/name": "meshcni", "app.kubernetes.io/component": "node" } as const;
+
+export function buildNamespace(values: Values): K8sObject {
+  return {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: {
+      name: values.namespace,
+      labels: {
+        ...commonLabels(),
+        // hostPath volumes are outside the baseline Pod Security Standard.
+        "pod-security.kubernetes.io/enforce": "privileged",
+        // Neither mesh injects a proxy into meshcni's own pods.
+        "config.linkerd.io/admission-webhooks": "disabled",
+        "istio-injection": "disabled",
+      },
+    },
+  };
+}
+
+export function buildServiceAccount(values: Values): K8sObject {
+  return {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: NAMES.serviceAccount, namespace: values.namespace, labels: commonLabels() },
+  };
+}
+
+/** The plugin reads one pod and, for annotations, its namespace: nothing more. */
+export function buildClusterRole(): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name: NAMES.clusterRole, labels: commonLabels() },
+    rules: [{ apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] }],
+  };
+}
+
+export function buildClusterRoleBinding(values: Values): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: NAMES.clusterRole, labels: commonLabels() },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: NAMES.clusterRole },
+    subjects: [{ kind: "ServiceAccount", name: NAMES.serviceAccount, namespace: values.namespace }],
+  };
+}
+
+/** The plugin's conflist entry, as the ConfigMap carries it. */
+export function renderConfigJson(values: Values): string {
+  return renderEntryJson(buildPluginEntry(entryOptions(values)));
+}
+
+export function buildConfigMap(values: Values): K8sObject {
+  return {
+    apiVersion: "v1",
+    kind: "ConfigMap",
+    metadata: { name: NAMES.configMap, namespace: values.namespace, labels: commonLabels() },
+    data: { [CONTAINER.configKey]: renderConfigJson(values) },
+  };
+}
+
+/** The installer's switches (see CONTRACT.md), shared by the container and its preStop undo. */
+function installerDirArgs(values: Values): string[] {
+  const args = [
+    "--host-net-dir", CONTAINER.hostNetDir,
+    "--host-bin-dir", CONTAINER.hostBinDir,
+    "--dest-net-dir", resolveDirs(values).cniConfDir,
+  ];
+  if (values.cniConfFileName) args.push("--conf-name", values.cniConfFileName);
+  return args;
+}
+
+export function buildDaemonSet(values: Values): K8sObject {
+  const dirs = resolveDirs(values);
+  const labels = { ...commonLabels(), "app.kubernetes.io/component": "node" };
+  const securityContext: Record<string, unknown> = {
+    // The host's CNI folders belong to root: uid 0 writes them as their owner, with every
+    // capability dropped (no CAP_DAC_OVERRIDE, no NET_ADMIN: the plugin, not this pod, touches
+    // pods' iptables).
+    runAsUser: 0,
+    runAsGroup: 0,
+    runAsNonRoot: false,
+    privileged: false,
+    allowPrivilegeEscalation: false,
+    readOnlyRootFilesystem: true,
+    capabilities: { drop: ["ALL"] },
+  };
+  if (values.platform === "openshift") securityContext.seLinuxOptions = { type: "spc_t" };
+  const podSpec: Record<string, unknown> = {
+    serviceAccountName: NAMES.serviceAccount,
+    nodeSelector: { "kubernetes.io/os": "linux" },
+    tolerations: [{ operator: "Exists" }],
+    terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
+    securityContext: { seccompProfile: { type: "RuntimeDefault" } },
+    containers: [{
+      name: "install-cni",
+      image: resolveImage(values),
+      imagePullPolicy: values.pullPolicy,
+      command: [CONTAINER.installer],
+      args: [
+        ...installerDirArgs(values),
+        "--plugin-binary", CONTAINER.plugin,
+        "--plugin-config", `${CONTAINER.configDir}/${CONTAINER.configKey}`,
+        "--health-port", String(values.healthPort),
+      ],
+      env: [
+        { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+        { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+      ],
+      ports: [{ name: "health", containerPort: values.healthPort, protocol: "TCP" }],
+      livenessProbe: { httpGet: { path: "/healthz", port: "health" }, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 3 },
+      readinessProbe: { httpGet: { path: "/readyz", port: "health" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
+      // Undo first (an idempotent, separate run), so nothing of meshcni is left on the node
+      // even if the main process is wedged; the SIGTERM that follows undoes again.
+      lifecycle: { preStop: { exec: { command: [CONTAINER.installer, "--uninstall", ...installerDirArgs(values)] } } },
+      resources: values.resources,
+      securityContext,
+      volumeMounts: [
+        { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
+        { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
+        { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
+        { name: "tmp", mountPath: "/tmp" },
+      ],
+    }],
+    volumes: [
+      { name: "cni-bin-dir", hostPath: { path: dirs.cniBinDir, type: "DirectoryOrCreate" } },
+      { name: "cni-net-dir", hostPath: { path: dirs.cniConfDir, type: "DirectoryOrCreate" } },
+      { name: "plugin-config", configMap: { name: NAMES.configMap } },
+      { name: "tmp", emptyDir: {} },
+    ],
+  };
+  if (values.priorityClassName) podSpec.priorityClassName = values.priorityClassName;
+  return {
+    apiVersion: "apps/v1",
+    kind: "DaemonSet",
+    metadata: { name: NAMES.daemonSet, namespace: values.namespace, labels },
+    spec: {
+      selector: { matchLabels: { ...SELECTOR } },
+      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      template: {
+        metadata: {
+          labels,
+          annotations: {
+            ...values.podAnnotations,
+            // A changed configuration rolls the pods, which then install it.
+            "meshcni.io/config-sha256": createHash("sha256").update(renderConfigJson(values)).digest("hex"),
+            "linkerd.io/inject": "disabled",
+            "sidecar.istio.io/inject": "false",
+          },
+        },
+        spec: podSpec,
+      },
+    },
+  };
+}
+
+/** Every object, in the order `kubectl apply` should create them. */
+export function buildManifests(values: Values): K8sObject[] {
+  return [
+    ...(values.createNamespace ? [buildNamespace(values)] : []),
+    buildServiceAccount(values),
+    buildClusterRole(),
+    buildClusterRoleBinding(values),
+    buildConfigMap(values),
+    buildDaemonSet(values),
+  ];
+}

@@ -1,0 +1,243 @@
+// Istio's sidecar capture rules (istio-iptables as istio-cni runs it), one address family at a
+// time, plus the `ip` commands TPROXY and IPv6 need. Pure.
+//
+// The chains, tables and rule order are Istio's, so an operator who knows `iptables-save` of an
+// Istio pod recognises ours. Two differences in the text only: Istio's restore payloads use
+// the short form (`-p tcp --dport 15008`, `--set-mark 1337`), ours are written exactly as
+// iptables-save prints them back (`-p tcp -m tcp --dport 15008`, `--set-xmark 0x539/0xffffffff`)
+// so CHECK can compare text; and where Istio inserts at the head of its own chain (TPROXY's
+// `-I ISTIO_INBOUND 1..3`) we append in the final order, which installs the same chain.
+import type { Cidr } from "../net/cidr.ts";
+import { type Family, type RuleSet, RuleSetBuilder, type Table } from "../rules/model.ts";
+import type { IstioOptions } from "./istio-options.ts";
+import type { IpCommand } from "./profile.ts";
+
+export const IstioChains = {
+  inbound: "ISTIO_INBOUND",
+  redirect: "ISTIO_REDIRECT",
+  inRedirect: "ISTIO_IN_REDIRECT",
+  output: "ISTIO_OUTPUT",
+  outputDns: "ISTIO_OUTPUT_DNS",
+  divert: "ISTIO_DIVERT",
+  tproxy: "ISTIO_TPROXY",
+  drop: "ISTIO_DROP",
+} as const;
+
+/** Every chain the Istio rules can create, by table (what DEL removes). */
+export const ISTIO_OWNED_CHAINS: readonly { table: Table; name: string }[] = [
+  { table: "mangle", name: IstioChains.divert },
+  { table: "mangle", name: IstioChains.tproxy },
+  { table: "mangle", name: IstioChains.inbound },
+  { table: "mangle", name: IstioChains.drop },
+  { table: "nat", name: IstioChains.inbound },
+  { table: "nat", name: IstioChains.redirect },
+  { table: "nat", name: IstioChains.inRedirect },
+  { table: "nat", name: IstioChains.output },
+  { table: "nat", name: IstioChains.outputDns },
+  { table: "raw", name: IstioChains.outputDns },
+  { table: "raw", name: IstioChains.inbound },
+];
+
+/** istio-iptables' fixed TPROXY values: inbound mark 1337, outbound mark 1338, route table 133. */
+export const TPROXY_MARK = 1337;
+export const OUTBOUND_MARK = 1338;
+export const TPROXY_TABLE = 133;
+/** The rule priority `ip rule add` picks in a fresh pod namespace; fixed so a second ADD is a no-op. */
+export const TPROXY_RULE_PREF = 32765;
+/** pilot-agent's DNS proxy. */
+export const DNS_PORT = 15053;
+
+const hex = (n: number) => `0x${n.toString(16)}`;
+
+/** Per-family addresses Istio swaps in its versioned rules. */
+function loopback(f: Family) {
+  return f === 4
+    ? { host: "127.0.0.1/32", passthrough: "127.0.0.6/32", anyIp: "0.0.0.0" }
+    : { host: "::1/128", passthrough: "::6/128", anyIp: "::" };
+}
+
+const tcpPort = (p: number) => ["-p", "tcp", "-m", "tcp", "--dport", String(p)];
+const udpPort = (p: number) => ["-p", "udp", "-m", "udp", "--dport", String(p)];
+
+function ofFamily(cidrs: "*" | Cidr[], f: Family): "*" | string[] {
+  return cidrs === "*" ? "*" : cidrs.filter((c) => c.family === f).map((c) => c.text);
+}
+
+/** Whether an include range names a loopback address (then app-to-self over lo is captured too). */
+function includesLoopback(cidrs: "*" | Cidr[]): boolean {
+  if (cidrs === "*") return false;
+  return cidrs.some((c) => (c.family === 4
+    ? c.bytes[0] === 127
+    : c.bytes.slice(0, 15).every((b) => b === 0) && c.bytes[15] === 1));
+}
+
+/** Istio's sidecar rules for one address family, in istio-iptables' order. */
+export function buildIstioRules(o: IstioOptions, family: Family): RuleSet {
+  const b = new RuleSetBuilder(family);
+  const C = IstioChains;
+  const lo = loopback(family);
+  const tproxy = o.mode === "TPROXY";
+  const inboundTable: Table = tproxy ? "mangle" : "nat";
+  const capturesInbound = o.includeInboundPorts === "*" || o.includeInboundPorts.length > 0;
+
+  // Chains are declared (-N) in first-use order, which is Istio's order.
+  // 1. Interfaces that bypass capture altogether.
+  for (const i of o.excludeInterfaces) {
+    b.append("nat", "PREROUTING", "-i", i, "-j", "RETURN");
+    b.append("nat", "OUTPUT", "-o", i, "-j", "RETURN");
+  }
+  if (tproxy) {
+    for (const i of o.excludeInterfaces) {
+      b.append("mangle", "PREROUTING", "-i", i, "-j", "RETURN");
+      b.append("mangle", "OUTPUT", "-o", i, "-j", "RETURN");
+    }
+  }
+  // 2. Virtual (KubeVirt) interfaces: not inbound; the outbound step below reroutes them.
+  for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-i", i, "-j", "RETURN");
+  // 3. INVALID_DROP.
+  if (o.dropInvalid) {
+    b.append("mangle", "PREROUTING", "-m", "conntrack", "--ctstate", "INVALID", "-j", C.drop);
+    b.append("mangle", C.drop, "-j", "DROP");
+  }
+
+  // 4.-5. The tunnel port passes; the two redirect targets.
+  const tproxyHead: string[][] = tproxy
+    ? [
+      // Istio inserts these three at the head of mangle ISTIO_INBOUND after everything else.
+      ["-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "RETURN"],
+      ["-s", lo.passthrough, "-i", "lo", "-p", "tcp", "-j", "RETURN"],
+      ["-i", "lo", "-p", "tcp", "-m", "mark", "!", "--mark", hex(OUTBOUND_MARK), "-j", "RETURN"],
+    ]
+    : [];
+  b.append("nat", C.inbound, ...tcpPort(o.inboundTunnelPort), "-j", "RETURN");
+  b.append("nat", C.redirect, "-p", "tcp", "-j", "REDIRECT", "--to-ports", String(o.proxyPort));
+  b.append("nat", C.inRedirect, "-p", "tcp", "-j", "REDIRECT", "--to-ports", String(o.inboundCapturePort));
+
+  // 6. Inbound capture.
+  if (capturesInbound) {
+    if (tproxy) {
+      b.append("mangle", C.divert, "-j", "MARK", "--set-xmark", `${hex(TPROXY_MARK)}/0xffffffff`);
+      b.append("mangle", C.divert, "-j", "ACCEPT");
+      b.append("mangle", C.tproxy, "!", "-d", lo.host, "-p", "tcp", "-j", "TPROXY",
+        "--on-port", String(o.inboundCapturePort), "--on-ip", lo.anyIp, "--tproxy-mark", `${hex(TPROXY_MARK)}/0xffffffff`);
+    }
+    b.append(inboundTable, "PREROUTING", "-p", "tcp", "-j", C.inbound);
+    for (const args of tproxyHead) b.append("mangle", C.inbound, ...args);
+    if (o.includeInboundPorts === "*") {
+      for (const p of o.excludeInboundPorts) b.append(inboundTable, C.inbound, ...tcpPort(p), "-j", "RETURN");
+      if (tproxy) {
+        b.append("mangle", C.inbound, "-p", "tcp", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", C.divert);
+        b.append("mangle", C.inbound, "-p", "tcp", "-j", C.tproxy);
+      } else {
+        b.append("nat", C.inbound, "-p", "tcp", "-j", C.inRedirect);
+      }
+    } else {
+      for (const p of o.includeInboundPorts) {
+        if (tproxy) {
+          b.append("mangle", C.inbound, ...tcpPort(p), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", C.divert);
+          b.append("mangle", C.inbound, ...tcpPort(p), "-j", C.tproxy);
+        } else {
+          b.append("nat", C.inbound, ...tcpPort(p), "-j", C.inRedirect);
+        }
+      }
+    }
+  } else {
+    for (const args of tproxyHead) b.append("mangle", C.inbound, ...args);
+  }
+
+  // 7.-8. Outbound: every packet goes through ISTIO_OUTPUT; excluded ports leave first.
+  b.append("nat", "OUTPUT", "-j", C.output);
+  for (const p of o.excludeOutboundPorts) {
+    b.append("nat", C.output, ...tcpPort(p), "-j", "RETURN");
+    b.append("nat", C.output, ...udpPort(p), "-j", "RETURN");
+  }
+  // 9. The inbound passthrough cluster connects from 127.0.0.6 (::6).
+  b.append("nat", C.output, "-s", lo.passthrough, "-o", "lo", "-j", "RETURN");
+
+  // 10.-11. The proxy's own traffic, by user then group.
+  const keepLoopbackReturn = !includesLoopback(o.includeOutboundIPRanges);
+  const dns = o.dnsCapture;
+  for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
+    const notTunnel = dns && match === "--uid-owner"
+      ? ["-p", "tcp", "-m", "multiport", "!", "--dports", `53,${o.inboundTunnelPort}`]
+      : ["-p", "tcp", "-m", "tcp", "!", "--dport", String(o.inboundTunnelPort)];
+    // The proxy calling a service VIP that lands on this pod goes back through inbound.
+    b.append("nat", C.output, "!", "-d", lo.host, "-o", "lo", ...notTunnel, "-m", "owner", match, String(id), "-j", C.inRedirect);
+    // Apps talking to themselves over lo are not captured (unless an include range is loopback).
+    if (keepLoopbackReturn) {
+      const notDns = dns ? ["-p", "tcp", "-m", "tcp", "!", "--dport", "53"] : [];
+      b.append("nat", C.output, "-o", "lo", ...notDns, "-m", "owner", "!", match, String(id), "-j", "RETURN");
+    }
+    b.append("nat", C.output, "-m", "owner", match, String(id), "-j", "RETURN");
+  }
+
+  // 13. ISTIO_META_DNS_CAPTURE: all port-53 traffic to the agent's DNS proxy (CNI cannot read
+  // the pod's resolv.conf, so Istio captures all), with conntrack zones keeping the two legs apart.
+  if (dns) {
+    b.append("raw", "OUTPUT", "-j", C.outputDns);
+    b.append("nat", C.output, "-j", C.outputDns);
+    b.append("nat", C.outputDns, ...tcpPort(53), "-j", "REDIRECT", "--to-ports", String(DNS_PORT));
+    b.append("nat", C.outputDns, ...udpPort(53), "-j", "REDIRECT", "--to-ports", String(DNS_PORT));
+    for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
+      b.append("raw", C.outputDns, ...udpPort(53), "-m", "owner", match, String(id), "-j", "CT", "--zone", "1");
+      b.append("raw", C.outputDns, "-p", "udp", "-m", "udp", "--sport", String(DNS_PORT), "-m", "owner", match, String(id), "-j", "CT", "--zone", "2");
+    }
+    b.append("raw", "PREROUTING", "-j", C.inbound);
+    b.append("raw", C.outputDns, ...udpPort(53), "-j", "CT", "--zone", "2");
+    b.append("raw", C.inbound, "-p", "udp", "-m", "udp", "--sport", "53", "-j", "CT", "--zone", "1");
+  }
+
+  // 14.-17. Localhost stays local; excluded ranges leave; included ports and ranges are captured.
+  b.append("nat", C.output, "-d", lo.host, "-j", "RETURN");
+  const exclude = ofFamily(o.excludeOutboundIPRanges, family);
+  for (const c of exclude === "*" ? [] : exclude) b.append("nat", C.output, "-d", c, "-j", "RETURN");
+  for (const p of o.includeOutboundPorts) b.append("nat", C.output, ...tcpPort(p), "-j", C.redirect);
+  const include = ofFamily(o.includeOutboundIPRanges, family);
+  if (include === "*") {
+    b.append("nat", C.output, "-j", C.redirect);
+    for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-i", i, "-j", C.redirect);
+  } else {
+    for (const c of include) {
+      for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-d", c, "-i", i, "-j", C.redirect);
+      b.append("nat", C.output, "-d", c, "-j", C.redirect);
+    }
+  }
+
+  // 18. TPROXY: keep the proxy's marks on the connection and out of the capture.
+  if (tproxy) {
+    const mask = ["--nfmask", "0xffffffff", "--ctmask", "0xffffffff"];
+    b.append("mangle", "PREROUTING", "-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "CONNMARK", "--save-mark", ...mask);
+    b.append("mangle", "OUTPUT", "-o", "lo", "-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "RETURN");
+    for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
+      b.append("mangle", "OUTPUT", "!", "-d", lo.host, "-o", "lo", "-p", "tcp", "-m", "owner", match, String(id),
+        "-j", "MARK", "--set-xmark", `${hex(OUTBOUND_MARK)}/0xffffffff`);
+    }
+    b.append("mangle", "OUTPUT", "-p", "tcp", "-m", "connmark", "--mark", hex(TPROXY_MARK), "-j", "CONNMARK", "--restore-mark", ...mask);
+  }
+  return b.build();
+}
+
+/**
+ * The `ip` commands after the rules: the ::6 source address for IPv6 pods, and TPROXY's policy
+ * route (marked packets are local). Written so that a second ADD changes nothing: `replace`,
+ * and an explicit rule priority, which makes a duplicate `rule add` fail with "File exists".
+ */
+export function buildIstioIpCommands(o: IstioOptions, families: readonly Family[]): IpCommand[] {
+  const out: IpCommand[] = [];
+  if (families.includes(6)) out.push({ family: 6, argv: ["addr", "replace", "::6/128", "dev", "lo"] });
+  const capturesInbound = o.includeInboundPorts === "*" || o.includeInboundPorts.length > 0;
+  if (o.mode === "TPROXY" && capturesInbound) {
+    for (const family of families) {
+      out.push({ family, argv: ["rule", "add", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] });
+      out.push({ family, argv: ["route", "replace", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] });
+    }
+  }
+  return out;
+}
+
+/** What DEL runs in a live namespace to undo buildIstioIpCommands; failures are expected and ignored. */
+export const ISTIO_CLEANUP_IP_COMMANDS: readonly IpCommand[] = ([4, 6] as const).flatMap((family) => [
+  { family, argv: ["rule", "del", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] },
+  { family, argv: ["route", "del", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] },
+  ...(family === 6 ? [{ family, argv: ["addr", "del", "::6/128", "dev", "lo"] }] : []),
+]);
