@@ -150,7 +150,7 @@ async function del(ctx: Ctx): Promise<string> {
     for (const cmd of profile.cleanupIpCommands ?? []) {
       if (!families.includes(cmd.family)) continue;
       const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
-      if (r.code === 0) log.info(`removed: ip -${cmd.family} ${cmd.argv.slice(2).join(" ")}`);
+      if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
     }
   } catch (e) {
     log.warn(`could not remove rules (ignored, the namespace is going away): ${(e as Error).message}`);

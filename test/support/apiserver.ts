@@ -44,7 +44,7 @@ export interface ApiServer {
   /** A fault for every path. */
   setGlobalFault(f: Fault | undefined): void;
   addPod(pod: { metadata: { name: string; namespace?: string } }): void;
-  addNamespace(ns: { metadata: { name: string } }): void;
+  addNamespace(ns: { metadata: { name: string; annotations?: Record<string, string> } }): void;
   /** Extra routes (e.g. POST of SelfSubjectAccessReview); return undefined to fall through. */
   handlers: Handler[];
   /** A kubeconfig (YAML text) for this server. */
@@ -79,7 +79,8 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     // With requestCert and rejectUnauthorized off, `authorized` says a client certificate signed
     // by the test CA was presented (Bun's sockets do not offer getPeerCertificate everywhere).
     if (tls && opts.acceptClientCert && sock.authorized) {
-      cn = (typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined) ?? "verified-client-certificate";
+      const subject = typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined;
+      cn = (Array.isArray(subject) ? subject[0] : subject) ?? "verified-client-certificate";
     }
     const entry: ApiRequest = { method: req.method ?? "GET", path };
     if (req.headers.authorization) entry.authorization = req.headers.authorization;

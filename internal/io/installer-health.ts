@@ -1,0 +1,26 @@
+// /healthz and /readyz over HTTP for the DaemonSet's probes.
+import type { Readiness } from "../installer/installer.ts";
+
+export interface HealthServer {
+  port: number;
+  stop(): void;
+}
+
+export function serveHealth(port: number, check: () => Readiness): HealthServer {
+  const server = Bun.serve({
+    port,
+    hostname: "0.0.0.0",
+    fetch(req) {
+      const path = new URL(req.url).pathname;
+      if (path === "/healthz") return new Response("ok\n");
+      if (path === "/readyz") {
+        const r = check();
+        return r.ready
+          ? new Response("ready\n")
+          : new Response(`not ready:\n${r.problems.map((p) => `- ${p}\n`).join("")}`, { status: 503 });
+      }
+      return new Response("not found: try /healthz or /readyz\n", { status: 404 });
+    },
+  });
+  return { port: server.port ?? port, stop: () => void server.stop(true) };
+}

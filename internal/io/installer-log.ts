@@ -1,0 +1,31 @@
+// The installer's log: consola, one line per event with a timestamp and the level, info on
+// stdout and warnings and errors on stderr (a DaemonSet's log keeps both).
+import { createConsola, type LogObject } from "consola";
+import type { Log } from "../installer/deps.ts";
+import type { LogLevel } from "../installer/options.ts";
+
+const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 3, debug: 4 };
+
+export function renderLogLine(obj: Pick<LogObject, "date" | "type" | "args">): string {
+  const text = obj.args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ");
+  return `${obj.date.toISOString()} ${obj.type.padEnd(5)} ${text}\n`;
+}
+
+export function createInstallerLog(level: LogLevel): Log {
+  const consola = createConsola({
+    level: LEVELS[level],
+    reporters: [{
+      log(obj) {
+        const line = renderLogLine(obj);
+        if (obj.level <= 1) process.stderr.write(line);
+        else process.stdout.write(line);
+      },
+    }],
+  });
+  return {
+    debug: (m) => consola.debug(m),
+    info: (m) => consola.info(m),
+    warn: (m) => consola.warn(m),
+    error: (m) => consola.error(m),
+  };
+}
