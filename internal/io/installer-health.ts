@@ -14,7 +14,12 @@ export function serveHealth(port: number, check: () => Readiness): HealthServer 
       const path = new URL(req.url).pathname;
       if (path === "/healthz") return new Response("ok\n");
       if (path === "/readyz") {
-        const r = check();
+        let r: Readiness;
+        try {
+          r = check();
+        } catch (e) {
+          r = { ready: false, problems: [(e as Error).message] };
+        }
         return r.ready
           ? new Response("ready\n")
           : new Response(`not ready:\n${r.problems.map((p) => `- ${p}\n`).join("")}`, { status: 503 });

@@ -1,0 +1,94 @@
+// The installer's life: install, then sleep on inotify until the host's config folder, the
+// plugin binary or the service account token changes, reconcile shortly after, and undo
+// everything when told to stop. No polling: when nothing changes, nothing runs.
+import type { Log } from "./deps.ts";
+import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
+
+export interface Watch {
+  close(): void;
+}
+export type WatchDir = (dir: string, onChange: (name: string | null) => void, onError: (e: Error) => void) => Watch;
+
+export interface RunDeps {
+  watch: WatchDir;
+  log: Log;
+}
+
+/** Events come in bursts (a rename is several); one reconcile answers a burst. */
+export const DEBOUNCE_MS = 10;
+/** After a failed reconcile (a full disk, a read-only mount), try again after this, doubling. */
+const RETRY_MS = 500;
+const RETRY_MAX_MS = 30_000;
+
+/** Watches and reconciles until `signal` aborts (run) or the chain is in place (once). */
+export async function runInstaller(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<void> {
+  const { log } = deps;
+  const { hostNetDir, hostBinDir, serviceAccountDir } = inst.config;
+  inst.prepare();
+  inst.installBinary();
+
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let failures = 0;
+  let finished: () => void = () => {};
+  const done = new Promise<void>((resolve) => (finished = resolve));
+  const watches: Watch[] = [];
+
+  const settled = (s: ChainStatus) => s.kind === "chained" || s.kind === "in-place";
+  const schedule = (delay: number) => {
+    if (timer !== undefined || signal.aborted) return;
+    timer = setTimeout(tick, delay);
+  };
+  const tick = () => {
+    timer = undefined;
+    if (signal.aborted) return;
+    let status: ChainStatus;
+    try {
+      status = inst.reconcile();
+      failures = 0;
+    } catch (e) {
+      failures++;
+      const wait = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** (failures - 1));
+      log.error(`${(e as Error).message}; trying again in ${wait} ms`);
+      schedule(wait);
+      return;
+    }
+    if (status.kind === "backoff") schedule(status.delayMs);
+    if (mode === "once" && settled(status)) finished();
+  };
+
+  const watchOrRetry = (dir: string, relevant: (name: string | null) => boolean) => {
+    const start = (): void => {
+      if (signal.aborted) return;
+      try {
+        const w = deps.watch(dir, (name) => relevant(name) && schedule(DEBOUNCE_MS), (e) => {
+          log.error(`${e.message}; watching it again in 1 s`);
+          w.close();
+          setTimeout(start, 1000);
+          schedule(DEBOUNCE_MS);
+        });
+        watches.push(w);
+      } catch (e) {
+        log.error(`${(e as Error).message}; trying again in 5 s`);
+        setTimeout(start, 5000);
+      }
+    };
+    start();
+  };
+  // Watches first, then the first reconcile: nothing that happens in between is missed.
+  watchOrRetry(hostNetDir, () => true);
+  watchOrRetry(hostBinDir, (name) => name === null || name === PLUGIN_BINARY_NAME);
+  watchOrRetry(serviceAccountDir, () => true);
+  const onAbort = () => finished();
+  signal.addEventListener("abort", onAbort, { once: true });
+  if (signal.aborted) finished();
+  tick();
+
+  await done;
+  signal.removeEventListener("abort", onAbort);
+  if (timer !== undefined) clearTimeout(timer);
+  for (const w of watches) w.close();
+  if (mode === "run") {
+    log.info("stopping: undoing the installation");
+    inst.uninstall();
+  }
+}
