@@ -67,6 +67,13 @@ function invalid(key: string, value: string, why: string): CniError {
     `${JSON.stringify(value)}: ${why}; fix the pod's annotation and recreate the pod (nothing was applied)`);
 }
 
+/** An invalid item of a comma-separated annotation value, named alone when it is not the whole value. */
+function invalidItem(key: string, value: string, item: string, what: string): CniError {
+  const it = item.trim();
+  const why = it === value.trim() ? `not ${what}` : `${JSON.stringify(it)} is not ${what}`;
+  return invalid(key, value, why);
+}
+
 /** Go's strconv.ParseBool, which Istio uses for sidecar.istio.io/inject and proxy env flags. */
 export function parseGoBool(raw: string | undefined | null): boolean | undefined {
   if (raw === undefined || raw === null) return undefined;
@@ -77,7 +84,7 @@ export function parseGoBool(raw: string | undefined | null): boolean | undefined
 
 function portList(key: string, raw: string): number[] {
   const r = parsePortList(raw, true);
-  if (r.bad !== undefined) throw invalid(key, raw, `${JSON.stringify(r.bad.trim())} is not a port (0-65535), the list is comma-separated ports`);
+  if (r.bad !== undefined) throw invalidItem(key, raw, r.bad, "a port (0-65535); the value is a comma-separated list of ports");
   return [...new Set(r.ports.map((p) => p.from))];
 }
 
@@ -88,7 +95,7 @@ function portListOrAll(key: string, raw: string): "*" | number[] {
 function cidrList(key: string, raw: string): Cidr[] {
   const r = parseCidrList(raw);
   if (r.bad !== undefined) {
-    throw invalid(key, raw, `${JSON.stringify(r.bad.trim())} is not a CIDR such as 10.96.0.0/12 or fd00::/8 (a bare address needs /32 or /128)`);
+    throw invalidItem(key, raw, r.bad, "a CIDR such as 10.96.0.0/12 or fd00::/8 (a single address needs /32 or /128)");
   }
   return r.cidrs;
 }
@@ -106,7 +113,7 @@ function interfaceList(key: string, raw: string): string[] {
   for (const item of raw.split(",")) {
     if (item.trim() === "") continue;
     const name = parseInterfaceName(item);
-    if (!name) throw invalid(key, raw, `${JSON.stringify(item.trim())} is not an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)`);
+    if (!name) throw invalidItem(key, raw, item, "an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)");
     if (!out.includes(name)) out.push(name);
   }
   return out;
