@@ -1,6 +1,6 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
 // values (internal/manifests/values.ts). Every refusal names the flag. Pure.
-import { buildPluginEntry, MESH_DEFAULTS, MESHES, type Mesh } from "../config/entry.ts";
+import { buildPluginEntry, MESHES, type Mesh } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import {
   DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
@@ -56,7 +56,7 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "image-pull-policy": { type: "string", arg: "POLICY", default: "IfNotPresent", choices: PULL_POLICIES, help: "the image's pull policy" },
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
-  "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, help: "an extra annotation on the DaemonSet's pods" },
+  "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, help: "an extra annotation on the DaemonSet's pods" },
 };
 
 /** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
@@ -152,7 +152,7 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): V
   const mesh: Mesh = choice(flags, "mesh", MESHES) ?? "linkerd";
   if (mesh === "istio") {
     for (const [flag, instead] of Object.entries(LINKERD_ONLY)) {
-      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio, ${instead} decides it`);
+      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio it comes from ${instead}`);
     }
   }
   const minId = mesh === "istio" ? 1 : -1;
@@ -218,4 +218,3 @@ function checkPluginAccepts(values: Values): void {
   }
 }
 
-export { MESH_DEFAULTS };

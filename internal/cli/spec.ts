@@ -8,6 +8,8 @@ export interface OptionSpec {
   short?: string;
   /** May be given more than once (lists also take commas). */
   multiple?: boolean;
+  /** Repeated, but commas belong to the value (e.g. annotations). */
+  repeatOnly?: boolean;
   /** The placeholder --help shows, e.g. PORT. */
   arg?: string;
   /** The default --help shows. */

@@ -1,0 +1,30 @@
+// `meshcnictl uninstall-cni`: the objects `kubectl delete -f -` removes.
+import { buildUninstallObjects, renderObjects } from "../../manifests/render.ts";
+import type { CliContext } from "../context.ts";
+import { CliError } from "../errors.ts";
+import { CONFIG_OPTIONS } from "../install-flags.ts";
+import { type CommandSpec, type Flags, str } from "../spec.ts";
+import { OUTPUT_OPTION, outputFormat } from "./install-cni.ts";
+
+export const spec: CommandSpec = {
+  name: "uninstall-cni",
+  summary: "print the objects to remove meshcni (pipe to kubectl delete -f -)",
+  usage: "[flags]",
+  description: [
+    "The DaemonSet goes first: each meshcni-node pod takes meshcni out of its node's CNI chain",
+    "before it stops. The Namespace goes last.",
+  ].join("\n"),
+  options: { namespace: CONFIG_OPTIONS.namespace!, output: OUTPUT_OPTION },
+  examples: ["meshcnictl uninstall-cni | kubectl delete -f -"],
+};
+
+export async function run(ctx: CliContext, flags: Flags, args: string[]): Promise<number> {
+  if (args.length) throw new CliError(`uninstall-cni takes no arguments (got ${JSON.stringify(args[0])})`);
+  const format = outputFormat(flags);
+  const namespace = str(flags, "namespace") ?? "meshcni";
+  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
+    throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
+  }
+  ctx.out(renderObjects(buildUninstallObjects(namespace), format));
+  return 0;
+}

@@ -1,0 +1,46 @@
+// HTTP to a Kubernetes API server with a kubeconfig's credentials (CA, client certificate,
+// bearer token or basic auth), over fetch.
+import { readFile } from "node:fs/promises";
+import type { ApiClient, HttpAnswer } from "../context.ts";
+import type { Material, ResolvedKubeconfig } from "../kubeconfig.ts";
+
+async function readMaterial(m: Material | undefined, what: string): Promise<string | undefined> {
+  if (!m) return undefined;
+  if ("data" in m) return m.data;
+  try {
+    return await readFile(m.file, "utf8");
+  } catch (e) {
+    throw new Error(`cannot read the ${what} ${m.file}: ${(e as Error).message}`);
+  }
+}
+
+export async function openApiClient(target: ResolvedKubeconfig, timeoutMs: number): Promise<ApiClient> {
+  const ca = await readMaterial(target.ca, "certificate-authority");
+  const cert = await readMaterial(target.clientCert, "client-certificate");
+  const key = await readMaterial(target.clientKey, "client-key");
+  const token = (await readMaterial(target.token, "tokenFile"))?.trim();
+  const headers: Record<string, string> = { Accept: "application/json", "User-Agent": "meshcnictl" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  else if (target.basic) headers.Authorization = `Basic ${Buffer.from(`${target.basic.username}:${target.basic.password}`).toString("base64")}`;
+  const tls: Record<string, unknown> = { rejectUnauthorized: !target.insecure };
+  if (ca !== undefined) tls.ca = ca;
+  if (cert !== undefined) tls.cert = cert;
+  if (key !== undefined) tls.key = key;
+
+  async function send(method: string, path: string, body?: unknown): Promise<HttpAnswer> {
+    const init: Record<string, unknown> = { method, headers: { ...headers }, tls, redirect: "error", signal: AbortSignal.timeout(timeoutMs) };
+    if (body !== undefined) {
+      init.body = JSON.stringify(body);
+      (init.headers as Record<string, string>)["Content-Type"] = "application/json";
+    }
+    try {
+      const res = await fetch(`${target.server}${path}`, init as RequestInit);
+      return { status: res.status, body: await res.text() };
+    } catch (e) {
+      const err = e as Error;
+      if (err.name === "TimeoutError" || err.name === "AbortError") throw new Error(`no answer within ${timeoutMs / 1000} s`);
+      throw new Error(err.message);
+    }
+  }
+  return { server: target.server, get: (path) => send("GET", path), post: (path, body) => send("POST", path, body) };
+}
