@@ -241,3 +241,34 @@ export const ISTIO_CLEANUP_IP_COMMANDS: readonly IpCommand[] = ([4, 6] as const)
   { family, argv: ["route", "del", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] },
   ...(family === 6 ? [{ family, argv: ["addr", "del", "::6/128", "dev", "lo"] }] : []),
 ]);
+
+const IFACE = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}";
+const MASKS = "--nfmask 0xffffffff --ctmask 0xffffffff";
+/** Our rules in built-in chains that jump nowhere of ours, as iptables-save prints them. */
+const BUILTIN_RULES: Record<string, Record<string, RegExp[]>> = {
+  nat: {
+    PREROUTING: [new RegExp(`^-i ${IFACE} -j RETURN$`)],
+    OUTPUT: [new RegExp(`^-o ${IFACE} -j RETURN$`)],
+  },
+  mangle: {
+    PREROUTING: [
+      new RegExp(`^-i ${IFACE} -j RETURN$`),
+      new RegExp(`^-p tcp -m mark --mark ${hex(TPROXY_MARK)} -j CONNMARK --save-mark ${MASKS}$`),
+    ],
+    OUTPUT: [
+      new RegExp(`^-o ${IFACE} -j RETURN$`),
+      new RegExp(`^-o lo -p tcp -m mark --mark ${hex(TPROXY_MARK)} -j RETURN$`),
+      new RegExp(`^! -d (127\\.0\\.0\\.1/32|::1/128) -o lo -p tcp -m owner --[ug]id-owner [0-9]+ -j MARK --set-xmark ${hex(OUTBOUND_MARK)}/0xffffffff$`),
+      new RegExp(`^-p tcp -m connmark --mark ${hex(TPROXY_MARK)} -j CONNMARK --restore-mark ${MASKS}$`),
+    ],
+  },
+};
+
+/**
+ * For DEL, which has no pod: the rules Istio's capture adds to built-in chains without jumping
+ * to an ISTIO_ chain (excluded and virtual interfaces, TPROXY's marks). An interface RETURN
+ * another plugin added in the same pod namespace would go too; nothing else does that there.
+ */
+export function ownsIstioBuiltinRule(table: Table, chain: string, args: string): boolean {
+  return BUILTIN_RULES[table]?.[chain]?.some((re) => re.test(args)) ?? false;
+}

@@ -6,7 +6,9 @@ import type { Family } from "../rules/model.ts";
 import {
   ISTIO_INIT, ISTIO_PROXY, IstioAnnotations, istioProxy, parseGoBool, parseIstioOptions,
 } from "./istio-options.ts";
-import { buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS } from "./istio-rules.ts";
+import {
+  buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS, ownsIstioBuiltinRule,
+} from "./istio-rules.ts";
 import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
 
 const skip = (reason: string): Decision => ({ redirect: false, reason });
@@ -43,6 +45,7 @@ export const istioProfile: MeshProfile = {
   // pod), so the namespace is never fetched.
   annotationKeys: [],
   cleanupIpCommands: ISTIO_CLEANUP_IP_COMMANDS,
+  ownsBuiltinRule: ownsIstioBuiltinRule,
   decide: decideIstio,
   plan(input: PlanInput): Redirect {
     const o = parseIstioOptions(input.conf, input.pod, input.podAddresses);

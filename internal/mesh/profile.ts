@@ -39,6 +39,11 @@ export interface MeshProfile {
   readonly annotationKeys: readonly string[];
   /** `ip` commands DEL runs in a live namespace to undo `ipCommands` (failures are ignored). */
   readonly cleanupIpCommands?: readonly IpCommand[];
+  /**
+   * For DEL: whether a rule in a built-in chain (args as iptables-save prints them) is one of
+   * ours that jumps to none of our chains (those are found by their jump). Never claims a jump.
+   */
+  readonly ownsBuiltinRule?: (table: Table, chain: string, args: string) => boolean;
   decide(pod: Pod, conf: PluginConf): Decision;
   /** Builds the rules; throws CniError code 7 naming an invalid annotation or setting. */
   plan(input: PlanInput): Redirect;

@@ -3,7 +3,7 @@
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { Redirect } from "../mesh/profile.ts";
-import type { Family, RuleSet, Table } from "../rules/model.ts";
+import { BUILTIN_CHAINS, type Family, type RuleSet, type Table } from "../rules/model.ts";
 import { renderCleanup, renderFresh, renderReconcile } from "../rules/restore.ts";
 import { diffRuleSet, hasOwnedChains, parseSave, type SavedState } from "../rules/save.ts";
 import type { ExecResult, Firewall } from "./deps.ts";
@@ -35,12 +35,25 @@ async function applyRuleSet(fw: Firewall, rs: RuleSet, log: Logger, signal: Abor
   if (again.code !== 0) throw failed(fw, rs.family, "restore", again);
 }
 
-/** Removes every chain of ours (and the jumps into them) from the namespace. */
+/** Rules of ours in built-in chains that jump to none of our chains (see MeshProfile.ownsBuiltinRule). */
+export type OwnsBuiltinRule = (table: Table, chain: string, args: string) => boolean;
+
+function renderBuiltinDeletes(state: SavedState, owns: OwnsBuiltinRule): string {
+  const out: string[] = [];
+  for (const [table, t] of state.tables) {
+    const mine = t.rules.filter((r) => BUILTIN_CHAINS.has(r.chain) && owns(table, r.chain, r.args));
+    if (mine.length > 0) out.push(`*${table}`, ...mine.map((r) => `-D ${r.chain} ${r.args}`), "COMMIT");
+  }
+  return out.length === 0 ? "" : out.join("\n") + "\n";
+}
+
+/** Removes every chain of ours (and the jumps into them, and the rules `owns` claims) from the namespace. */
 export async function removeChains(
   fw: Firewall, family: Family, owned: readonly { table: Table; name: string }[], signal: AbortSignal,
+  owns?: OwnsBuiltinRule,
 ): Promise<boolean> {
   const state = await readState(fw, family, signal);
-  const payload = renderCleanup(owned, state);
+  const payload = renderCleanup(owned, state) + (owns ? renderBuiltinDeletes(state, owns) : "");
   if (payload === "") return false;
   const r = await fw.restore(family, payload, signal);
   if (r.code !== 0) throw failed(fw, family, "restore", r);

@@ -145,7 +145,7 @@ async function del(ctx: Ctx): Promise<string> {
     const families = profile.families(conf);
     const fw = deps.openFirewall(args.netns, settings, families);
     for (const f of families) {
-      if (await removeChains(fw, f, profile.ownedChains, ctx.signal)) log.info(`removed IPv${f} rules`);
+      if (await removeChains(fw, f, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${f} rules`);
     }
     for (const cmd of profile.cleanupIpCommands ?? []) {
       if (!families.includes(cmd.family)) continue;
