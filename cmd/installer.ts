@@ -14,6 +14,9 @@ import { watchDir } from "../internal/io/installer-watch.ts";
 import { VERSION } from "../internal/version.ts";
 
 async function main(): Promise<number> {
+  // First of all, so that a stop request during start-up still ends in an undo.
+  const stop = new AbortController();
+  for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
     opts = parseInstallerOptions(Bun.argv.slice(2), Bun.env, { pluginBinary: `${dirname(process.execPath)}/meshcni` });
@@ -43,8 +46,6 @@ async function main(): Promise<number> {
     }
     if (!service) throw new Error("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them");
     log.info(`meshcni-installer ${VERSION}: ${opts.mode === "once" ? "installing once" : "installing and keeping meshcni chained"} (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
-    const stop = new AbortController();
-    for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
     const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, () => inst.check());
     try {
       await runInstaller(inst, opts.mode, { watch: watchDir, log }, stop.signal);

@@ -1,0 +1,160 @@
+// Running the compiled dist/meshcni-installer against temporary host folders: a net dir, a bin
+// dir and a service account folder laid out the way kubelet projects it (timestamped folder,
+// `..data` symlink, `token` and `ca.crt` links), with token rotation done kubelet's way.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { makePki } from "../support/certs.ts";
+import { repoPath } from "../support/golden.ts";
+
+export const INSTALLER = repoPath("dist/meshcni-installer");
+export const PLUGIN = repoPath("dist/meshcni");
+const BUN = repoPath("node_modules/.bin/bun");
+
+/** Builds dist/meshcni and dist/meshcni-installer when missing or older than the installer's sources. */
+export function ensureBuilt(): void {
+  const newest = (dir: string): number => readdirSync(repoPath(dir), { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+    .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
+  const sources = Math.max(newest("internal"), statSync(repoPath("cmd/installer.ts")).mtimeMs, statSync(repoPath("cmd/plugin.ts")).mtimeMs);
+  const stale = [INSTALLER, PLUGIN].some((f) => !existsSync(f) || statSync(f).mtimeMs < sources);
+  if (!stale) return;
+  const r = Bun.spawnSync([BUN, "scripts/build.ts", "meshcni", "meshcni-installer"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`build failed: ${r.stderr.toString()}`);
+}
+
+export class HostDirs {
+  readonly root: string;
+  readonly net: string;
+  readonly bin: string;
+  readonly sa: string;
+  private generation = 0;
+
+  constructor(token = "token-one") {
+    this.root = mkdtempSync(join(tmpdir(), "meshcni-inst-"));
+    this.net = join(this.root, "net.d");
+    this.bin = join(this.root, "bin");
+    this.sa = join(this.root, "serviceaccount");
+    for (const d of [this.net, this.bin, this.sa]) mkdirSync(d);
+    this.projectToken(token);
+    symlinkSync("..data/token", join(this.sa, "token"));
+    symlinkSync("..data/ca.crt", join(this.sa, "ca.crt"));
+  }
+
+  /** Writes a new timestamped folder and swaps `..data` to it with a rename, as kubelet does. */
+  projectToken(token: string): void {
+    const old = existsSync(join(this.sa, "..data")) ? readdirSync(this.sa).filter((n) => n.startsWith("..20")) : [];
+    const dir = `..2026_01_01_00_00_${String(this.generation++).padStart(2, "0")}.000000001`;
+    mkdirSync(join(this.sa, dir));
+    writeFileSync(join(this.sa, dir, "token"), token);
+    writeFileSync(join(this.sa, dir, "ca.crt"), makePki().caPem);
+    writeFileSync(join(this.sa, dir, "namespace"), "meshcni");
+    symlinkSync(dir, join(this.sa, "..data_tmp"));
+    renameSync(join(this.sa, "..data_tmp"), join(this.sa, "..data"));
+    for (const d of old) rmSync(join(this.sa, d), { recursive: true });
+  }
+
+  file(name: string): string | undefined {
+    try {
+      return readFileSync(join(this.net, name), "utf8");
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Writes a host file the way a careful CNI agent does: temp file, then rename. */
+  writeHost(name: string, content: string): void {
+    const tmp = join(this.net, `.host-tmp-${name}`);
+    writeFileSync(tmp, content);
+    renameSync(tmp, join(this.net, name));
+  }
+
+  names(): string[] {
+    return readdirSync(this.net).sort();
+  }
+
+  cleanup(): void {
+    rmSync(this.root, { recursive: true, force: true });
+  }
+}
+
+export interface InstallerProcess {
+  proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
+  /** Everything logged so far, stdout and stderr interleaved by arrival. */
+  log(): string;
+  waitForLog(pattern: RegExp, timeoutMs?: number): Promise<string>;
+  stop(signal?: NodeJS.Signals): Promise<number>;
+}
+
+export function installerArgs(dirs: HostDirs, extra: string[] = []): string[] {
+  return ["--host-net-dir", dirs.net, "--host-bin-dir", dirs.bin, "--service-account-dir", dirs.sa, ...extra];
+}
+
+export const INSTALLER_ENV = { KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443", POD_NAMESPACE: "meshcni" };
+
+export function startInstaller(dirs: HostDirs, extra: string[] = [], env: Record<string, string> = {}): InstallerProcess {
+  const proc = Bun.spawn([INSTALLER, ...installerArgs(dirs, extra)], {
+    env: { PATH: Bun.env.PATH ?? "/usr/bin:/bin", ...INSTALLER_ENV, ...env },
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let text = "";
+  const pump = async (stream: ReadableStream<Uint8Array>) => {
+    const decoder = new TextDecoder();
+    for await (const chunk of stream) text += decoder.decode(chunk, { stream: true });
+  };
+  const pumps = Promise.all([pump(proc.stdout), pump(proc.stderr)]);
+  return {
+    proc,
+    log: () => text,
+    async waitForLog(pattern, timeoutMs = 10_000) {
+      const deadline = performance.now() + timeoutMs;
+      while (performance.now() < deadline) {
+        const m = pattern.exec(text);
+        if (m) return m[0];
+        if (proc.exitCode !== null) break;
+        await Bun.sleep(5);
+      }
+      throw new Error(`installer log never matched ${pattern} (exit ${proc.exitCode}):\n${text}`);
+    },
+    async stop(signal = "SIGTERM") {
+      if (proc.exitCode === null) proc.kill(signal);
+      const code = await proc.exited;
+      await pumps;
+      return code;
+    },
+  };
+}
+
+/** Polls `fn` every few ms until it returns something other than undefined/false. */
+export async function until<T>(fn: () => T | undefined | false, timeoutMs = 5000, what = "condition"): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined && v !== false) return v;
+    if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(2);
+  }
+}
+
+/** The chained list's plugin types, or undefined while the file is absent or not JSON. */
+export function pluginTypes(dirs: HostDirs, name: string): string[] | undefined {
+  const t = dirs.file(name);
+  if (t === undefined) return undefined;
+  try {
+    return (JSON.parse(t).plugins as { type: string }[]).map((p) => p.type);
+  } catch {
+    return undefined;
+  }
+}
+
+export const isChainedIn = (dirs: HostDirs, name: string) => pluginTypes(dirs, name)?.at(-1) === "meshcni" && pluginTypes(dirs, name)!.filter((t) => t === "meshcni").length === 1;
+
+export async function readyz(port: number): Promise<{ status: number; body: string }> {
+  const r = await fetch(`http://127.0.0.1:${port}/readyz`);
+  return { status: r.status, body: await r.text() };
+}
+
+let nextPort = 18_000 + (process.pid % 2000);
+export const freePort = () => nextPort++;
