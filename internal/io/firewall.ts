@@ -2,30 +2,43 @@
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
-import { backendOfCommand, chooseBinaries } from "../rules/backend.ts";
+import { type Backend, chooseBinaries } from "../rules/backend.ts";
 import type { Family } from "../rules/model.ts";
 import type { Firewall } from "../plugin/deps.ts";
 import { run } from "./exec.ts";
-import { resolveLink, which } from "./which.ts";
+import { fileIdentity, which } from "./which.ts";
 
 function missing(bin: string): CniError {
   return new CniError(Code.MissingBinary, `${bin} not found on the host`,
     `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : "iptables"})`);
 }
 
+/**
+ * Which backend the host's own `iptables` command is: the same file as iptables-nft or as
+ * iptables-legacy (Debian's alternatives, RHEL's and Alpine's symlinks all resolve to one).
+ */
+async function hostBackend(envPath: string | undefined): Promise<Backend | undefined> {
+  const host = await fileIdentity(which("iptables", envPath));
+  if (!host) return undefined;
+  for (const b of ["nft", "legacy"] as const) {
+    if (host === (await fileIdentity(which(`iptables-${b}`, envPath)))) return b;
+  }
+  return undefined;
+}
+
 /** Which binaries a firewall for these settings would use, or the name of the missing one. */
-export function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
+export async function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
   const has = (bin: string) => which(bin, envPath) !== undefined;
-  const host = backendOfCommand(resolveLink(which("iptables", envPath)));
+  const host = settings.mode === "auto" ? await hostBackend(envPath) : undefined;
   const nsenter = which("nsenter", envPath);
   const chosen = chooseBinaries(settings.mode, families, has, host);
   return { nsenter, chosen };
 }
 
-export function openFirewall(
+export async function openFirewall(
   netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
-): Firewall {
-  const { nsenter, chosen } = resolveFirewallBinaries(settings, families, envPath);
+): Promise<Firewall> {
+  const { nsenter, chosen } = await resolveFirewallBinaries(settings, families, envPath);
   if (!nsenter) throw missing("nsenter");
   if ("missing" in chosen) throw missing(chosen.missing);
   const bins = chosen;

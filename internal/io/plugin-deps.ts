@@ -1,8 +1,8 @@
 // The real PluginDeps: files, processes and the API server of the host the plugin runs on.
-import { existsSync } from "node:fs";
 import type { PluginDeps } from "../plugin/deps.ts";
 import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
 import { kubeClient, readKubeconfig } from "./kube.ts";
+import { pathExists } from "./which.ts";
 
 export function createPluginDeps(env: Record<string, string | undefined>, logSink: (line: string) => void): PluginDeps {
   const envPath = env.PATH;
@@ -11,7 +11,7 @@ export function createPluginDeps(env: Record<string, string | undefined>, logSin
     openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];
-      const { nsenter, chosen } = resolveFirewallBinaries(settings, families, envPath);
+      const { nsenter, chosen } = await resolveFirewallBinaries(settings, families, envPath);
       if (!nsenter) problems.push("nsenter not found on the host");
       if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
       try {
@@ -21,7 +21,7 @@ export function createPluginDeps(env: Record<string, string | undefined>, logSin
       }
       return problems;
     },
-    netnsExists: (path) => existsSync(path),
+    netnsExists: pathExists,
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },

@@ -31,10 +31,10 @@ export interface PluginDeps {
   /** Reads the kubeconfig named in the config; throws CniError 107 when it cannot. */
   openKube(conf: PluginConf): Promise<KubeClient>;
   /** Resolves nsenter and the iptables binaries; throws CniError 101 naming a missing one. */
-  openFirewall(netns: string, settings: FirewallSettings, families: readonly Family[]): Firewall;
+  openFirewall(netns: string, settings: FirewallSettings, families: readonly Family[]): Promise<Firewall>;
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
-  netnsExists(path: string): boolean;
+  netnsExists(path: string): Promise<boolean>;
   /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;

@@ -79,9 +79,9 @@ function plan(ctx: Ctx, target: Target & { redirect: true }): Redirect {
   return ctx.profile.plan(target.namespace ? { ...input, namespace: target.namespace } : input);
 }
 
-function netnsOf(ctx: Ctx): string {
+async function netnsOf(ctx: Ctx): Promise<string> {
   const netns = ctx.args.netns!;
-  if (!ctx.deps.netnsExists(netns)) {
+  if (!(await ctx.deps.netnsExists(netns))) {
     throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
   }
   return netns;
@@ -108,7 +108,7 @@ async function add(ctx: Ctx): Promise<string> {
     log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect)}`);
     return stdout;
   }
-  const fw = deps.openFirewall(netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
   await applyRedirect(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
   log.debug(`applied:\n${renderPayloads(redirect)}`);
@@ -126,7 +126,7 @@ async function check(ctx: Ctx): Promise<string> {
   const redirect = plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
-  const fw = deps.openFirewall(netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
   const problems = await verifyRedirect(fw, redirect, ctx.signal);
   if (problems.length > 0) {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
@@ -138,12 +138,12 @@ async function check(ctx: Ctx): Promise<string> {
 async function del(ctx: Ctx): Promise<string> {
   const { args, conf, deps, log, profile } = ctx;
   // Best effort: the namespace is usually gone already, and a pod must always be deletable.
-  if (!args.netns || !deps.netnsExists(args.netns) || deps.dryRunFile) return "";
+  if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
   const settings = profile.firewall(conf);
   if (settings.simulate) return "";
   try {
     const families = profile.families(conf);
-    const fw = deps.openFirewall(args.netns, settings, families);
+    const fw = await deps.openFirewall(args.netns, settings, families);
     for (const f of families) {
       if (await removeChains(fw, f, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${f} rules`);
     }

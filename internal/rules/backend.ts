@@ -19,15 +19,6 @@ export function binariesFor(backend: Backend): Binaries {
   };
 }
 
-/** Which backend the host's `iptables` command is, from the file it resolves to. */
-export function backendOfCommand(resolvedPath: string | undefined): Backend | undefined {
-  if (!resolvedPath) return undefined;
-  const base = resolvedPath.slice(resolvedPath.lastIndexOf("/") + 1);
-  if (base.includes("nft")) return "nft";
-  if (base.includes("legacy")) return "legacy";
-  return undefined;
-}
-
 function complete(b: Binaries, families: readonly Family[], has: (bin: string) => boolean): boolean {
   return families.every((f) => has(b.restore[f]) && has(b.save[f]));
 }
