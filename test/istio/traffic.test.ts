@@ -1,0 +1,162 @@
+// Real TCP through the Istio profile's rules: pods wired by the reference bridge + host-local
+// plugins with the compiled meshcni (mesh: istio) chained after them, legacy and nft. Stand-ins
+// listen where Envoy would (15006 inbound, 15001 outbound); for TPROXY the inbound stand-in is a
+// transparent socket, which also reports the original destination it was handed.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type Listener, listen, probe, uniq } from "../support/netns.ts";
+import { type Pod, PodLab } from "../support/pod-lab.ts";
+import { buildCasePod } from "./cases.ts";
+import { listenTransparent } from "./transparent.ts";
+
+const OUT = 18999; // an outside service the pod calls
+const OUT_EXCLUDED = 18443; // an outside port excluded by annotation
+
+function istioPod(name: string, annotations: Record<string, string> = {}): any {
+  return buildCasePod({ pod: "sidecar.json", name, annotations });
+}
+
+for (const backend of ["nft", "legacy"] as const) {
+  describe(`istio capture with iptables-${backend}`, () => {
+    let lab: PodLab;
+    const pods: Record<string, Pod> = {};
+    const listeners: Listener[] = [];
+    const id = uniq();
+
+    beforeAll(async () => {
+      lab = await PodLab.start();
+      const entry = lab.entry({ mesh: "istio", istio: { "iptables-mode": backend } });
+      lab.api.addNamespace(JSON.parse(await Bun.file("testdata/istio/pods/namespace-bookinfo.json").text()));
+      const gw = lab.subnet.replace(/0\/24$/, "1");
+      const specs: Record<string, Record<string, string>> = {
+        redirect: {},
+        inbound: { "traffic.sidecar.istio.io/excludeInboundPorts": "9090" },
+        tproxy: { "sidecar.istio.io/interceptionMode": "TPROXY" },
+        // Application init containers run before the proxy listens (seed 004).
+        "init-ports": { "traffic.sidecar.istio.io/excludeOutboundPorts": String(OUT_EXCLUDED) },
+        "init-ranges": { "traffic.sidecar.istio.io/excludeOutboundIPRanges": `${gw}/32` },
+      };
+      for (const [key, annotations] of Object.entries(specs)) {
+        pods[key] = await lab.addPod(istioPod(`reviews-${key}-${id}`, annotations), entry);
+      }
+      for (const key of ["redirect", "inbound"]) {
+        listeners.push(await listen(pods[key]!.netns, { 15006: "proxy-inbound", 15001: "proxy-outbound", 9080: "app", 9090: "app", 15021: "health" }));
+      }
+      listeners.push(await listen(pods.tproxy!.netns, { 15001: "proxy-outbound", 9080: "app", 15021: "health" }));
+      listeners.push(await listenTransparent(pods.tproxy!.netns, "proxy-inbound", 15006));
+      listeners.push(await listen(undefined, { [OUT]: "outside", [OUT_EXCLUDED]: "outside" }));
+    });
+
+    afterAll(async () => {
+      for (const l of listeners) l.stop();
+      await lab?.close();
+    });
+
+    test("the rules are Istio's, in the backend the config names, and CHECK passes", async () => {
+      const save = pods.redirect!.netns.save(backend);
+      expect(save).toContain("-A PREROUTING -p tcp -j ISTIO_INBOUND");
+      expect(save).toContain("-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001");
+      expect(save).toContain("-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006");
+      expect(pods.redirect!.netns.save(backend === "nft" ? "legacy" : "nft")).not.toContain("ISTIO_");
+      for (const key of ["redirect", "tproxy"]) await pods[key]!.runtime.check(pods[key]!.attachment);
+    });
+
+    describe("REDIRECT", () => {
+      test("TCP from outside to an application port arrives at the inbound listener 15006", () => {
+        expect(probe(undefined, pods.redirect!.ip, 9080)).toBe("proxy-inbound port=15006");
+      });
+      test("the proxy's health port 15021 and excluded inbound ports reach their listener", () => {
+        expect(probe(undefined, pods.redirect!.ip, 15021)).toBe("health port=15021");
+        expect(probe(undefined, pods.inbound!.ip, 9090)).toBe("app port=9090");
+        expect(probe(undefined, pods.inbound!.ip, 9080)).toBe("proxy-inbound port=15006");
+      });
+      test("TCP from the pod to an outside address arrives at the outbound listener 15001", () => {
+        expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+        expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT)).toBe("proxy-outbound port=15001");
+      });
+      test("the proxy's UID 1337 goes straight out", () => {
+        expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT, { uid: 1337 })).toBe(`outside port=${OUT}`);
+      });
+      test("localhost stays local", () => {
+        expect(probe(pods.redirect!.netns, "127.0.0.1", 9080, { uid: 1000 })).toBe("app port=9080");
+      });
+    });
+
+    describe("TPROXY", () => {
+      test("TCP from outside arrives at the transparent listener 15006 with its original destination", () => {
+        const ip = pods.tproxy!.ip;
+        expect(probe(undefined, ip, 9080)).toBe(`proxy-inbound port=15006 dst=${ip}:9080`);
+        expect(probe(undefined, ip, 9443)).toBe(`proxy-inbound port=15006 dst=${ip}:9443`);
+      });
+      test("the excluded health port 15021 is not intercepted", () => {
+        expect(probe(undefined, pods.tproxy!.ip, 15021)).toBe("health port=15021");
+      });
+      test("outbound TCP arrives at 15001; the proxy's UID 1337 goes straight out", () => {
+        const p = pods.tproxy!;
+        expect(probe(p.netns, p.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+        expect(probe(p.netns, p.gateway, OUT, { uid: 1337 })).toBe(`outside port=${OUT}`);
+      });
+      test("the policy route for marked packets is in place", () => {
+        const p = pods.tproxy!;
+        expect(p.netns.exec(["ip", "-4", "rule"]).stdout).toMatch(/fwmark 0x539 lookup 133/);
+        expect(p.netns.exec(["ip", "-4", "route", "show", "table", "133"]).stdout).toContain("local default dev lo");
+      });
+    });
+
+    describe("application init containers (before the proxy listens)", () => {
+      test("excludeOutboundPorts: the init container reaches its target, other ports do not", () => {
+        const p = pods["init-ports"]!;
+        expect(probe(p.netns, p.gateway, OUT_EXCLUDED, { uid: 1000 })).toBe(`outside port=${OUT_EXCLUDED}`);
+        // Without the exclusion the connection goes to 15001, where nothing listens yet.
+        expect(probe(p.netns, p.gateway, OUT, { uid: 1000 })).toBe("");
+      });
+      test("excludeOutboundIPRanges: the init container reaches any port of that range", () => {
+        const p = pods["init-ranges"]!;
+        expect(probe(p.netns, p.gateway, OUT, { uid: 1000 })).toBe(`outside port=${OUT}`);
+        expect(probe(p.netns, p.gateway, OUT_EXCLUDED, { uid: 1000 })).toBe(`outside port=${OUT_EXCLUDED}`);
+        // Other destinations are still captured: a neighbour pod's address goes to 15001.
+        expect(probe(p.netns, pods.redirect!.ip, 9080, { uid: 1000 })).toBe("");
+      });
+      test("once the proxy listens, the rest is captured and the exclusions still bypass it", async () => {
+        const ports = pods["init-ports"]!;
+        const ranges = pods["init-ranges"]!;
+        const proxies = [await listen(ports.netns, { 15001: "proxy-outbound" }), await listen(ranges.netns, { 15001: "proxy-outbound" })];
+        try {
+          expect(probe(ports.netns, ports.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+          expect(probe(ports.netns, ports.gateway, OUT_EXCLUDED, { uid: 1000 })).toBe(`outside port=${OUT_EXCLUDED}`);
+          expect(probe(ranges.netns, pods.redirect!.ip, 9080, { uid: 1000 })).toBe("proxy-outbound port=15001");
+          expect(probe(ranges.netns, ranges.gateway, OUT, { uid: 1000 })).toBe(`outside port=${OUT}`);
+        } finally {
+          for (const p of proxies) p.stop();
+        }
+      });
+    });
+
+    test("CHECK fails once a TPROXY rule is gone; ADD again repairs it", async () => {
+      const p = pods.tproxy!;
+      const r = p.netns.exec([`iptables-${backend}`, "-t", "mangle", "-D", "ISTIO_DIVERT", "-j", "ACCEPT"]);
+      expect(r.code).toBe(0);
+      const err = await p.runtime.check(p.attachment).then(() => undefined, (e) => e as Error & { run: { stdout: string } });
+      expect(err).toBeDefined();
+      const body = JSON.parse(err!.run.stdout);
+      expect(body.code).toBe(103);
+      expect(body.details).toContain("ISTIO_DIVERT");
+      await p.runtime.exec("ADD", p.runtime.conflist.plugins[1]!, p.attachment, p.result);
+      await p.runtime.check(p.attachment);
+      expect(p.netns.exec(["ip", "-4", "rule"]).stdout.split("\n").filter((l) => l.includes("lookup 133")).length).toBe(1);
+    });
+
+    test("DEL in a live namespace removes every rule, the ip rule and the route", async () => {
+      for (const key of ["tproxy", "redirect"]) {
+        const p = pods[key]!;
+        await p.runtime.del(p.attachment);
+        for (const family of [4, 6] as const) {
+          const save = p.netns.save(backend, family);
+          expect(save).not.toContain("ISTIO");
+          expect(save.split("\n").filter((l) => l.startsWith("-A "))).toEqual([]);
+        }
+        expect(p.netns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
+        expect(p.netns.exec(["ip", "-4", "route", "show", "table", "133"]).stdout.trim()).toBe("");
+      }
+    });
+  });
+}
