@@ -1,6 +1,6 @@
 // Shared helpers for the benchmarks: run commands many times, interleaved so that machine noise
 // hits every candidate alike, and report medians and ratios against a floor measured in the
-// same run.
+// same run. (Peak memory is measured with GNU time by the benchmarks that report it.)
 
 export interface Cmd {
   name: string;
@@ -21,14 +21,13 @@ export interface Stats {
   p90: number;
   p99: number;
   mean: number;
-  maxRssKb: number;
 }
 
 function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
 }
 
-export function summarize(name: string, times: number[], maxRssKb = 0): Stats {
+export function summarize(name: string, times: number[]): Stats {
   const s = [...times].sort((a, b) => a - b);
   return {
     name,
@@ -38,14 +37,12 @@ export function summarize(name: string, times: number[], maxRssKb = 0): Stats {
     p90: percentile(s, 0.9),
     p99: percentile(s, 0.99),
     mean: s.reduce((a, b) => a + b, 0) / s.length,
-    maxRssKb,
   };
 }
 
 /** Times each command `runs` times (after `warmup` untimed rounds), round-robin. */
 export function measure(cmds: Cmd[], runs = 200, warmup = 10): Stats[] {
   const times = cmds.map(() => [] as number[]);
-  const rss = cmds.map(() => 0);
   const encoder = new TextEncoder();
   for (let i = 0; i < runs + warmup; i++) {
     cmds.forEach((c, k) => {
@@ -61,13 +58,10 @@ export function measure(cmds: Cmd[], runs = 200, warmup = 10): Stats[] {
       if (r.exitCode !== (c.exitCode ?? 0)) {
         throw new Error(`${c.name}: exit ${r.exitCode}\n${r.stdout.toString()}\n${r.stderr.toString()}`);
       }
-      if (i >= warmup) {
-        times[k]!.push(dt);
-        rss[k] = Math.max(rss[k]!, r.resourceUsage?.maxRSS ?? 0);
-      }
+      if (i >= warmup) times[k]!.push(dt);
     });
   }
-  return cmds.map((c, k) => summarize(c.name, times[k]!, rss[k]));
+  return cmds.map((c, k) => summarize(c.name, times[k]!));
 }
 
 export const ms = (x: number) => `${x.toFixed(2)} ms`;
@@ -75,10 +69,10 @@ export const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 
 /** A markdown table of stats with a ratio column against `floor`. */
 export function table(stats: Stats[], floor?: Stats): string {
-  const head = "| command | median | p10 | p90 | peak RSS |" + (floor ? ` vs ${floor.name} |` : "");
-  const sep = "|---|---|---|---|---|" + (floor ? "---|" : "");
+  const head = "| command | median | p10 | p90 |" + (floor ? ` vs ${floor.name} |` : "");
+  const sep = "|---|---|---|---|" + (floor ? "---|" : "");
   const rows = stats.map((s) =>
-    `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} | ${(s.maxRssKb / 1024).toFixed(1)} MB |` +
+    `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} |` +
     (floor ? ` ${ratio(s.median, floor.median)} |` : ""));
   return [head, sep, ...rows].join("\n");
 }
