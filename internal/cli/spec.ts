@@ -58,8 +58,12 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): { 
     return { flags: values as Flags, args: positionals };
   } catch (e) {
     const err = e as Error & { code?: string };
-    const msg = err.message.split("\n")[0]!.replace(/^Unknown option '([^']+)'.*$/, "unknown flag $1");
-    throw new CliError(`meshcnictl ${spec.name}: ${msg} (see meshcnictl ${spec.name} --help)`);
+    const msg = err.message.split("\n")[0]!
+      .replace(/^Unknown option '([^']+)'.*$/, "unknown flag $1")
+      .replace(/^Option '(-\w, )?(--[\w-]+)' argument is ambiguous\.?$/, "$2 needs a value (write $2=VALUE when the value starts with -)")
+      .replace(/^Option '(-\w, )?(--[\w-]+)[^']*' argument missing$/, "$2 needs a value")
+      .replace(/^Option '(-\w, )?(--[\w-]+)' does not take an argument$/, "$2 takes no value");
+    throw new CliError(`${spec.name}: ${msg} (see meshcnictl ${spec.name} --help)`);
   }
 }
 

@@ -1,0 +1,202 @@
+// `meshcnictl install-cni` and `uninstall-cni`, run as the compiled binary: goldens for the
+// default, a fully configured set of flags, Istio and each --platform; every object checked
+// against Kubernetes' schemas and for the properties the issue promises; bad flags refused
+// before anything reaches stdout.
+import { beforeAll, describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync } from "node:fs";
+import { parseAllDocuments } from "yaml";
+import { defaultPluginEntry, renderEntryJson } from "../../internal/config/entry.ts";
+import { parsePluginConf } from "../../internal/config/plugin-config.ts";
+import { expectGolden, repoPath } from "../support/golden.ts";
+import { validateObject } from "./k8s-schemas.ts";
+import { ensureCli, runCli } from "./support.ts";
+
+type Obj = Record<string, any>;
+const DIR = "testdata/cli/install-cni";
+const cases = readdirSync(repoPath(DIR)).filter((f) => f.endsWith(".args")).map((f) => f.slice(0, -5)).sort();
+
+function argsOf(name: string): string[] {
+  return readFileSync(repoPath(DIR, `${name}.args`), "utf8").split("\n").filter((l) => l !== "");
+}
+
+function parseStream(text: string): Obj[] {
+  return parseAllDocuments(text).map((d) => {
+    if (d.errors.length) throw new Error(d.errors[0]!.message);
+    return d.toJS() as Obj;
+  }).filter(Boolean);
+}
+
+function objectsOf(stdout: string, json: boolean): Obj[] {
+  return json ? (JSON.parse(stdout) as Obj).items : parseStream(stdout);
+}
+
+const daemonSet = (objs: Obj[]) => objs.find((o) => o.kind === "DaemonSet")!;
+const container = (objs: Obj[]) => daemonSet(objs).spec.template.spec.containers[0];
+const entryOf = (objs: Obj[]) => JSON.parse(objs.find((o) => o.kind === "ConfigMap")!.data["plugin-config.json"]);
+
+beforeAll(async () => {
+  await ensureCli();
+});
+
+describe("install-cni goldens", () => {
+  for (const name of cases) {
+    test(name, () => {
+      const args = argsOf(name);
+      const json = args.includes("json");
+      const r = runCli(["install-cni", ...args]);
+      expect(r.stderr).toBe("");
+      expect(r.code).toBe(0);
+      expectGolden(`${DIR}/${name}.golden.${json ? "json" : "yaml"}`, r.stdout);
+      const objs = objectsOf(r.stdout, json);
+      expect(objs.map((o) => o.kind)).toEqual(["Namespace", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]);
+      for (const o of objs) {
+        validateObject(o);
+        expect(o.metadata.labels["meshcni.io/cni-resource"]).toBe("true");
+        expect(o.metadata.labels["app.kubernetes.io/name"]).toBe("meshcni");
+        expect(o.metadata.labels["app.kubernetes.io/part-of"]).toBe("meshcni");
+        expect(typeof o.metadata.labels["app.kubernetes.io/version"]).toBe("string");
+      }
+      // The entry is one the plugin accepts, as a runtime would hand it over.
+      const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", ...entryOf(objs) }));
+      expect(conf.type).toBe("meshcni");
+    });
+  }
+});
+
+describe("install-cni objects", () => {
+  test("the default entry is the contract's", () => {
+    const objs = parseStream(runCli(["install-cni"]).stdout);
+    expect(objs.find((o) => o.kind === "ConfigMap")!.data["plugin-config.json"]).toBe(renderEntryJson(defaultPluginEntry()));
+    const istio = parseStream(runCli(["install-cni", "--mesh", "istio"]).stdout);
+    expect(entryOf(istio)).toEqual(defaultPluginEntry("istio"));
+  });
+
+  test("the DaemonSet runs the installer unprivileged on every Linux node", () => {
+    const objs = parseStream(runCli(["install-cni"]).stdout);
+    const ds = daemonSet(objs);
+    const pod = ds.spec.template.spec;
+    const c = container(objs);
+    expect(pod.tolerations).toEqual([{ operator: "Exists" }]);
+    expect(pod.nodeSelector).toEqual({ "kubernetes.io/os": "linux" });
+    expect(pod.priorityClassName).toBe("system-node-critical");
+    expect(pod.securityContext.seccompProfile).toEqual({ type: "RuntimeDefault" });
+    expect(pod.hostNetwork).toBeUndefined();
+    expect(c.command).toEqual(["/opt/meshcni/meshcni-installer"]);
+    expect(c.securityContext).toMatchObject({
+      privileged: false, allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, runAsUser: 0, capabilities: { drop: ["ALL"] },
+    });
+    expect(c.securityContext.capabilities.add).toBeUndefined();
+    expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "health" });
+    expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
+    expect(c.ports).toEqual([{ name: "health", containerPort: 9813, protocol: "TCP" }]);
+    expect(c.args).toEqual(expect.arrayContaining(["--health-port", "9813", "--plugin-config", "/etc/meshcni/plugin-config.json"]));
+    expect(c.lifecycle.preStop.exec.command.slice(0, 2)).toEqual(["/opt/meshcni/meshcni-installer", "--uninstall"]);
+    expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(30);
+    expect(c.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
+    const mounts = Object.fromEntries(c.volumeMounts.map((m: Obj) => [m.name, m.mountPath]));
+    const vols = Object.fromEntries(pod.volumes.map((v: Obj) => [v.name, v.hostPath?.path]));
+    expect(mounts["cni-net-dir"]).toBe("/host/etc/cni/net.d");
+    expect(mounts["cni-bin-dir"]).toBe("/host/opt/cni/bin");
+    expect(vols["cni-net-dir"]).toBe("/etc/cni/net.d");
+    expect(vols["cni-bin-dir"]).toBe("/opt/cni/bin");
+  });
+
+  test("the ClusterRole only reads pods and namespaces", () => {
+    const role = parseStream(runCli(["install-cni"]).stdout).find((o) => o.kind === "ClusterRole")!;
+    expect(role.rules).toEqual([{ apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] }]);
+  });
+
+  test("flags reach the entry and the DaemonSet", () => {
+    const objs = parseStream(runCli(["install-cni", ...argsOf("fully-configured")]).stdout);
+    const e = entryOf(objs);
+    expect(e.log_level).toBe("debug");
+    expect(e.kubernetes).toEqual({ kubeconfig: "/etc/kubernetes/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system", "monitoring"] });
+    expect(e.linkerd).toEqual({
+      "incoming-proxy-port": 5143, "outgoing-proxy-port": 5140, "proxy-uid": 12102, "proxy-gid": 12102,
+      "ports-to-redirect": [8080, 9090], "inbound-ports-to-ignore": ["4191", "4190", "80", "8080", "9000-9100"],
+      "outbound-ports-to-ignore": ["443", "1000"], "use-wait-flag": true, "iptables-mode": "nft", ipv6: true,
+    });
+    const c = container(objs);
+    expect(c.image).toBe("my-docker-registry.io/awesome/meshcni:v1.4.0");
+    expect(c.imagePullPolicy).toBe("Always");
+    expect(c.args).toEqual(expect.arrayContaining(["--conf-name", "10-calico.conflist", "--dest-net-dir", "/etc/kubernetes/cni/net.d"]));
+    expect(daemonSet(objs).metadata.namespace).toBe("linkerd-cni");
+    expect(daemonSet(objs).spec.template.metadata.annotations["example.com/team"]).toBe("network");
+  });
+
+  test("platform presets choose the host folders", () => {
+    const dirs = (platform: string) => {
+      const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
+      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath).map((v: Obj) => [v.name, v.hostPath.path]));
+    };
+    expect(dirs("gke")).toEqual({ "cni-bin-dir": "/home/kubernetes/bin", "cni-net-dir": "/etc/cni/net.d" });
+    expect(dirs("openshift")).toEqual({ "cni-bin-dir": "/var/lib/cni/bin", "cni-net-dir": "/var/run/multus/cni/net.d" });
+    expect(dirs("k3s")).toEqual({ "cni-bin-dir": "/var/lib/rancher/k3s/data/cni", "cni-net-dir": "/var/lib/rancher/k3s/agent/etc/cni/net.d" });
+    // An explicit folder wins over the preset.
+    const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", "gke", "--dest-cni-bin-dir", "/opt/x/bin/"]).stdout)).spec.template.spec;
+    expect(pod.volumes.find((v: Obj) => v.name === "cni-bin-dir").hostPath.path).toBe("/opt/x/bin");
+  });
+
+  test("rendering is deterministic", () => {
+    const a = runCli(["install-cni", ...argsOf("fully-configured")]).stdout;
+    expect(runCli(["install-cni", ...argsOf("fully-configured")]).stdout).toBe(a);
+  });
+});
+
+describe("install-cni refuses bad input before printing anything", () => {
+  const bad: [string[], string][] = [
+    [["--inbound-port", "70000"], '--inbound-port "70000": is not a TCP port (1-65535)'],
+    [["--outbound-port", "http"], '--outbound-port "http": is not a TCP port'],
+    [["--mesh", "consul"], '--mesh "consul": must be one of linkerd, istio'],
+    [["--dest-cni-net-dir", "etc/cni/net.d"], '--dest-cni-net-dir "etc/cni/net.d": must be an absolute path'],
+    [["--dest-cni-bin-dir", "../bin"], "--dest-cni-bin-dir"],
+    [["--platform", "eks"], '--platform "eks": must be one of gke, openshift, k3s'],
+    [["--cni-log-level", "loud"], '--cni-log-level "loud": must be one of debug, info, warn, error'],
+    [["--iptables-mode", "ebpf"], '--iptables-mode "ebpf": must be one of auto, legacy, nft, plain'],
+    [["--skip-inbound-ports", "80,http"], '--skip-inbound-ports "http": is not a port'],
+    [["--skip-outbound-ports", "90-80"], '--skip-outbound-ports "90-80"'],
+    [["--redirect-ports", "0"], '--redirect-ports "0": is not a TCP port'],
+    [["--proxy-uid=-5"], '--proxy-uid "-5"'],
+    [["--proxy-gid", "-1"], "--proxy-gid needs a value (write --proxy-gid=VALUE when the value starts with -)"],
+    [["--ipv6=yes"], "--ipv6 takes no value"],
+    [["--mesh", "istio", "--proxy-uid", "0"], '--proxy-uid "0": must be a user/group id (1-4294967294)'],
+    [["--mesh", "istio", "--redirect-ports", "80"], "--redirect-ports applies to --mesh linkerd only"],
+    [["--mesh", "istio", "--ipv6"], "--ipv6 applies to --mesh linkerd only"],
+    [["--exclude-namespaces", "Kube_System"], '--exclude-namespaces "Kube_System": is not a namespace name'],
+    [["--namespace", "My NS"], '--namespace "My NS"'],
+    [["--image", "bad image"], '--image "bad image"'],
+    [["--image-pull-policy", "Sometimes"], "--image-pull-policy"],
+    [["--pod-annotation", "novalue"], '--pod-annotation "novalue": must be KEY=VALUE'],
+    [["--health-port", "99999"], '--health-port "99999"'],
+    [["-o", "xml"], '--output "xml": must be yaml or json'],
+    [["--inbound-port"], "--inbound-port needs a value"],
+    [["--no-such-flag"], "unknown flag --no-such-flag"],
+    [["extra"], "install-cni takes no arguments"],
+  ];
+  for (const [args, message] of bad) {
+    test(args.join(" "), () => {
+      const r = runCli(["install-cni", ...args]);
+      expect(r.stdout).toBe("");
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain(message);
+    });
+  }
+});
+
+describe("uninstall-cni", () => {
+  test("names every object install-cni creates, DaemonSet first", () => {
+    const r = runCli(["uninstall-cni", "-n", "linkerd-cni"]);
+    expect(r.code).toBe(0);
+    expectGolden(`${DIR}/../uninstall-cni/linkerd-cni.golden.yaml`, r.stdout);
+    const gone = parseStream(r.stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
+    const made = parseStream(runCli(["install-cni", "-n", "linkerd-cni"]).stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
+    expect([...gone].sort()).toEqual([...made].sort());
+    expect(gone[0]).toBe("DaemonSet/linkerd-cni/meshcni-node");
+    expect(gone.at(-1)).toBe("Namespace//linkerd-cni");
+  });
+  test("refuses a bad namespace", () => {
+    const r = runCli(["uninstall-cni", "-n", "Bad_NS"]);
+    expect([r.code, r.stdout]).toEqual([2, ""]);
+    expect(r.stderr).toContain('--namespace "Bad_NS"');
+  });
+});
