@@ -48,7 +48,7 @@ for (const backend of ["legacy", "nft"] as const) {
 
         // 2. Through the plugin's apply path: ADD on top reconciles (one copy), CHECK passes.
         const settings = { mode: backend, wait: false, simulate: false } as const;
-        const fw = openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
+        const fw = await openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
         const log = createLogger("error", () => {});
         await applyRedirect(fw, redirect, log, AbortSignal.timeout(10000));
         expect(await verifyRedirect(fw, redirect, AbortSignal.timeout(10000))).toEqual([]);
