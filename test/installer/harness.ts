@@ -4,7 +4,6 @@
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { makePki } from "../support/certs.ts";
 import { repoPath } from "../support/golden.ts";
 
 export const INSTALLER = repoPath("dist/meshcni-installer");
@@ -30,7 +29,8 @@ export class HostDirs {
   readonly sa: string;
   private generation = 0;
 
-  constructor(token = "token-one") {
+  /** `caPem` defaults to a fixed test CA (the installer only embeds it). */
+  constructor(token = "token-one", private readonly caPem = readFileSync(repoPath("testdata/installer/ca.crt"), "utf8")) {
     this.root = mkdtempSync(join(tmpdir(), "meshcni-inst-"));
     this.net = join(this.root, "net.d");
     this.bin = join(this.root, "bin");
@@ -47,7 +47,7 @@ export class HostDirs {
     const dir = `..2026_01_01_00_00_${String(this.generation++).padStart(2, "0")}.000000001`;
     mkdirSync(join(this.sa, dir));
     writeFileSync(join(this.sa, dir, "token"), token);
-    writeFileSync(join(this.sa, dir, "ca.crt"), makePki().caPem);
+    writeFileSync(join(this.sa, dir, "ca.crt"), this.caPem);
     writeFileSync(join(this.sa, dir, "namespace"), "meshcni");
     symlinkSync(dir, join(this.sa, "..data_tmp"));
     renameSync(join(this.sa, "..data_tmp"), join(this.sa, "..data"));
@@ -64,7 +64,7 @@ export class HostDirs {
 
   /** Writes a host file the way a careful CNI agent does: temp file, then rename. */
   writeHost(name: string, content: string): void {
-    const tmp = join(this.net, `.host-tmp-${name}`);
+    const tmp = join(this.net, `.${name}.host-tmp`); // an extension no runtime reads
     writeFileSync(tmp, content);
     renameSync(tmp, join(this.net, name));
   }

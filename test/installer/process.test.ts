@@ -17,7 +17,7 @@ let dirs: HostDirs;
 let running: InstallerProcess[] = [];
 let fakePlugin: string;
 
-beforeAll(() => ensureBuilt());
+beforeAll(() => ensureBuilt(), 60_000);
 afterEach(async () => {
   for (const p of running) await p.stop("SIGKILL");
   running = [];
@@ -75,7 +75,7 @@ describe("meshcni-installer process", () => {
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(readdirSync(dirs.bin)).toEqual([]);
     expect(p.log()).not.toContain("token-one");
-  });
+  }, 30_000);
 
   test("a second start finds the binary in place and does not copy it again", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -86,7 +86,7 @@ describe("meshcni-installer process", () => {
     await again.stop();
     expect(again.log()).toContain("already holds this meshcni binary");
     expect(statSync(join(dirs.bin, "meshcni")).ino).toBe(before.ino);
-  });
+  }, 30_000);
 
   test("the primary CNI rewriting its config many times in a row: chained again each time, undo gives its last bytes", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -112,7 +112,7 @@ describe("meshcni-installer process", () => {
     expect(await p.stop()).toBe(0);
     expect(dirs.file("10-calico.conflist")).toBe(last);
     expect(p.log()).not.toContain("keeps losing");
-  });
+  }, 30_000);
 
   test("another file becoming the first: meshcni moves there and the old file gets its bytes back", async () => {
     setup({ "10-kindnet.conflist": KINDNET });
@@ -127,7 +127,7 @@ describe("meshcni-installer process", () => {
     expect(await p.stop("SIGINT")).toBe(0);
     expect(dirs.names()).toEqual(["10-kindnet.conflist"]);
     expect(dirs.file("10-kindnet.conflist")).toBe(KINDNET);
-  });
+  }, 30_000);
 
   test("token rotation (kubelet's ..data swap) rewrites the kubeconfig; neither token is logged", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -142,7 +142,7 @@ describe("meshcni-installer process", () => {
     await p.waitForLog(/rewrote the plugin's kubeconfig \(token or CA changed\)/);
     expect(await p.stop()).toBe(0);
     expect(p.log()).not.toMatch(/token-one|token-two/);
-  });
+  }, 30_000);
 
   test("SIGTERM undo puts a converted .conf back byte for byte", async () => {
     setup({ "10-flannel.conf": FLANNEL_CONF });
@@ -152,7 +152,7 @@ describe("meshcni-installer process", () => {
     expect(await p.stop("SIGTERM")).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf"]);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
-  });
+  }, 30_000);
 
   test("a conflist the host rewrote (keeping meshcni) keeps the host's latest content minus meshcni's entry", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -165,22 +165,23 @@ describe("meshcni-installer process", () => {
     expect(await p.stop()).toBe(0);
     doc.plugins.pop();
     expect(JSON.parse(dirs.file("10-calico.conflist")!)).toEqual(doc);
-  });
+  }, 30_000);
 
   test("kill -9 in the middle of many writes, then a restart: no torn file, and undo still exact", async () => {
     setup({ "10-flannel.conf": FLANNEL_CONF, "20-calico.conflist": CALICO });
-    let hostLast = CALICO;
+    let hostLast = CALICO; // the last bytes the host wrote to 20-calico.conflist
     for (let round = 0; round < 6; round++) {
       const p = start();
-      await until(() => isChainedIn(dirs, "10-flannel.conflist") || isChainedIn(dirs, "05-calico.conflist"), 5000, "the chain");
+      await until(() => isChainedIn(dirs, "10-flannel.conflist") || isChainedIn(dirs, "05-calico.conflist"), 5000, "the chain")
+        .catch((e) => { throw new Error(`${e.message}; folder: ${dirs.names().join(" ")}\n${p.log()}`); });
       // The host keeps writing; alternate which file is the first one.
       let stop = false;
       const writer = (async () => {
         for (let i = 0; !stop; i++) {
-          hostLast = CALICO.replace('"mtu": 0', `"mtu": ${round * 1000 + i}`);
-          if (i % 7 === 3) dirs.writeHost("05-calico.conflist", hostLast);
+          const content = CALICO.replace('"mtu": 0', `"mtu": ${round * 1000 + i}`);
+          if (i % 7 === 3) dirs.writeHost("05-calico.conflist", content);
           else if (i % 7 === 5 && existsSync(join(dirs.net, "05-calico.conflist"))) unlinkSync(join(dirs.net, "05-calico.conflist"));
-          else dirs.writeHost("20-calico.conflist", hostLast);
+          else dirs.writeHost("20-calico.conflist", (hostLast = content));
           await Bun.sleep(1 + (i % 3));
         }
       })();
@@ -199,7 +200,7 @@ describe("meshcni-installer process", () => {
     expect(dirs.names()).toEqual(["10-flannel.conf", "20-calico.conflist"]);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
     expect(dirs.file("20-calico.conflist")).toBe(hostLast);
-  });
+  }, 30_000);
 
   test("--uninstall after a kill -9 undoes everything from the record on disk", async () => {
     setup({ "10-flannel.conf": FLANNEL_CONF });
@@ -212,7 +213,7 @@ describe("meshcni-installer process", () => {
     expect(dirs.names()).toEqual(["10-flannel.conf"]);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
     expect(readdirSync(dirs.bin)).toEqual([]);
-  });
+  }, 30_000);
 
   test("with no config yet it waits, not ready, then chains the first one that appears; --once exits then", async () => {
     setup();
@@ -229,7 +230,7 @@ describe("meshcni-installer process", () => {
     expect(isChainedIn(dirs, "20-calico.conflist")).toBe(true);
     // The unparseable file was never rewritten.
     expect(dirs.file("10-broken.conflist")).toBe('{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bri');
-  });
+  }, 30_000);
 
   test("--conf-name picks the file, and finds a converted .conf under its new name after a restart", async () => {
     setup({ "05-first.conflist": KINDNET, "10-flannel.conf": FLANNEL_CONF });
@@ -241,7 +242,7 @@ describe("meshcni-installer process", () => {
     await b.waitForLog(/meshcni is chained in .*10-flannel\.conflist/);
     expect(await b.stop()).toBe(0);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
-  });
+  }, 30_000);
 
   test("a component that keeps removing the entry: a warning naming the file, and back-off", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -269,7 +270,7 @@ describe("meshcni-installer process", () => {
     expect(writes - atWarning).toBeGreaterThanOrEqual(2);
     expect(await p.stop()).toBe(0);
     expect(dirs.file("10-calico.conflist")).toBe(CALICO);
-  });
+  }, 30_000);
 
   test("bad usage and bad entries get a clear answer and exit 2; missing service env exits 1", async () => {
     setup({ "10-calico.conflist": CALICO });
@@ -284,5 +285,5 @@ describe("meshcni-installer process", () => {
     expect(run(installerArgs(dirs, ["--once", "--plugin-binary", "/nonexistent/meshcni"]))).toEqual({ code: 1, out: expect.stringContaining("the plugin binary /nonexistent/meshcni does not exist") });
     expect(run(["--help"]).out).toContain("MESHCNI_HOST_NET_DIR");
     expect(dirs.file("10-calico.conflist")).toBe(CALICO);
-  });
+  }, 30_000);
 });
