@@ -80,3 +80,8 @@ export function readCase(name: string): { input: CaseInput; pod: Pod; conf: Plug
   if (!pod) throw new Error(`${name}: the pod does not parse`);
   return { input, pod, conf: confFor(input.istio) };
 }
+
+/** The payload part of a rules golden (after its two comment lines): what the plugin writes. */
+export function goldenPayload(name: string): string {
+  return readFileSync(repoPath(RULES_DIR, `${name}.golden`), "utf8").split("\n").slice(2).join("\n");
+}

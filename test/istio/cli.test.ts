@@ -2,7 +2,7 @@
 // rules goldens), and `install-cni --mesh istio` renders a conflist entry that selects the Istio
 // profile and gives those payloads. Runs the compiled dist/meshcnictl.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -12,18 +12,13 @@ import { istioProfile } from "../../internal/mesh/istio.ts";
 import { parsePod } from "../../internal/kube/objects.ts";
 import { renderPayloads } from "../../internal/plugin/payloads.ts";
 import { repoPath } from "../support/golden.ts";
-import { buildCasePod } from "./cases.ts";
+import { buildCasePod, goldenPayload } from "./cases.ts";
 
 const CLI = repoPath("dist/meshcnictl");
 
 function cli(args: string[]) {
   const r = Bun.spawnSync([CLI, ...args], { stdout: "pipe", stderr: "pipe", cwd: repoPath() });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
-}
-
-/** The payload part of a rules golden (after its two comment lines). */
-function goldenPayload(name: string): string {
-  return readFileSync(repoPath("testdata/istio/rules", `${name}.golden`), "utf8").split("\n").slice(2).join("\n");
 }
 
 /** explain's output from the first payload on (after its header comments). */

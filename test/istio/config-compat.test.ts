@@ -11,14 +11,9 @@ import { join } from "node:path";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { cniEnv, runPlugin } from "../support/plugin-run.ts";
-import { buildCasePod } from "./cases.ts";
+import { buildCasePod, goldenPayload } from "./cases.ts";
 
 const ENTRY = "testdata/istio/conf/istio-cni-1.18.conflist-entry.json";
-
-/** The payload part of a rules golden (after its two comment lines). */
-function goldenPayload(name: string): string {
-  return readFileSync(repoPath("testdata/istio/rules", `${name}.golden`), "utf8").split("\n").slice(2).join("\n");
-}
 
 describe("istio-cni era-B config with type meshcni", () => {
   let api: ApiServer;
