@@ -8,7 +8,7 @@ import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/obje
 import { profileFor } from "../mesh/index.ts";
 import { needsNamespace } from "../mesh/profile.ts";
 import { renderPayloads } from "../plugin/payloads.ts";
-import { skipBeforeLookup } from "../plugin/run.ts";
+import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { CliError } from "./errors.ts";
 
 type Json = Record<string, unknown>;
@@ -61,35 +61,45 @@ function dig(o: Json, path: readonly string[]): unknown {
   return cur;
 }
 
-/** The pods (or pod templates) in some Kubernetes objects; other kinds are refused by name. */
-export function extractPods(docs: readonly Json[], what: string, defaultNamespace?: string): PodCase[] {
-  return docs.map((doc, i) => {
-    const kind = typeof doc.kind === "string" ? doc.kind : "";
-    const meta = isObj(doc.metadata) ? doc.metadata : {};
-    const name = typeof meta.name === "string" ? meta.name : "";
-    const where = `${what}${docs.length > 1 ? ` (document ${i + 1})` : ""}`;
-    let raw: unknown;
-    let podName: string;
-    if (kind === "Pod") {
-      raw = doc;
-      podName = name || (typeof meta.generateName === "string" ? meta.generateName : "");
-    } else if (TEMPLATE_PATH[kind]) {
-      raw = dig(doc, TEMPLATE_PATH[kind]);
-      if (!isObj(raw)) throw new CliError(`${where}: ${kind} ${name} has no pod template at ${TEMPLATE_PATH[kind].join(".")}`);
-      raw = { ...raw, metadata: { name: `${name}-`, ...(isObj(raw.metadata) ? raw.metadata : {}) } };
-      podName = `${name}-`;
-    } else {
-      throw new CliError(`${where}: a ${kind || "document without kind"} is not a Pod or a workload with a pod template (${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")})`);
-    }
-    const pod = parsePod(raw);
-    if (!pod) throw new CliError(`${where}: ${kind} ${name}: not a valid pod (needs metadata.name and spec.containers)`);
-    const namespace = pod.metadata.namespace ?? (typeof meta.namespace === "string" ? meta.namespace : undefined) ?? defaultNamespace ?? "default";
-    const status = isObj(doc.status) && kind === "Pod" ? doc.status : {};
-    const addresses = Array.isArray(status.podIPs)
-      ? status.podIPs.map((p) => (isObj(p) && typeof p.ip === "string" ? p.ip : "")).filter(Boolean)
-      : typeof status.podIP === "string" ? [status.podIP] : [];
-    return { source: `${kind} ${namespace}/${name || podName}`, namespace, podName, pod, addresses };
-  });
+/**
+ * The pods (or pod templates) in some Kubernetes objects. Other kinds are passed over (listed
+ * in `ignored`), unless nothing else is there.
+ */
+export function extractPods(docs: readonly Json[], what: string, defaultNamespace?: string): { cases: PodCase[]; ignored: string[] } {
+  const known = (d: Json) => d.kind === "Pod" || (typeof d.kind === "string" && TEMPLATE_PATH[d.kind] !== undefined);
+  const ignored = docs.filter((d) => !known(d)).map((d) => `${String(d.kind ?? "document without kind")} ${String((isObj(d.metadata) && d.metadata.name) || "")}`.trim());
+  const pods = docs.filter(known);
+  if (pods.length === 0) {
+    throw new CliError(`${what}: no Pod or workload with a pod template (${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")}); found ${ignored.join(", ")}`);
+  }
+  return { cases: pods.map((doc, i) => extractOne(doc, pods.length > 1 ? `${what} (workload ${i + 1})` : what, defaultNamespace)), ignored };
+}
+
+function extractOne(doc: Json, where: string, defaultNamespace?: string): PodCase {
+  const kind = typeof doc.kind === "string" ? doc.kind : "";
+  const meta = isObj(doc.metadata) ? doc.metadata : {};
+  const name = typeof meta.name === "string" ? meta.name : "";
+  let raw: unknown;
+  let podName: string;
+  if (kind === "Pod") {
+    raw = doc;
+    podName = name || (typeof meta.generateName === "string" ? meta.generateName : "");
+  } else if (TEMPLATE_PATH[kind]) {
+    raw = dig(doc, TEMPLATE_PATH[kind]);
+    if (!isObj(raw)) throw new CliError(`${where}: ${kind} ${name} has no pod template at ${TEMPLATE_PATH[kind].join(".")}`);
+    raw = { ...raw, metadata: { name: `${name}-`, ...(isObj(raw.metadata) ? raw.metadata : {}) } };
+    podName = `${name}-`;
+  } else {
+    throw new CliError(`${where}: a ${kind} is not a Pod or a workload with a pod template`);
+  }
+  const pod = parsePod(raw);
+  if (!pod) throw new CliError(`${where}: ${kind} ${name}: not a valid pod (needs metadata.name and spec.containers)`);
+  const namespace = pod.metadata.namespace ?? (typeof meta.namespace === "string" ? meta.namespace : undefined) ?? defaultNamespace ?? "default";
+  const status = isObj(doc.status) && kind === "Pod" ? doc.status : {};
+  const addresses = Array.isArray(status.podIPs)
+    ? status.podIPs.map((p) => (isObj(p) && typeof p.ip === "string" ? p.ip : "")).filter(Boolean)
+    : typeof status.podIP === "string" ? [status.podIP] : [];
+  return { source: `${kind} ${namespace}/${name || podName}`, namespace, podName, pod, addresses };
 }
 
 export function parseNamespaceDoc(text: string, what: string): Namespace {
@@ -109,7 +119,7 @@ export interface Explanation {
  * What the plugin would do for each pod under a conflist entry (as JSON text, the way the
  * runtime hands it over). `namespace` stands in for the API's answer about the pod's namespace.
  */
-export function explainPods(confText: string, cases: readonly PodCase[], namespace: Namespace | undefined): Explanation {
+export function explainPods(confText: string, cases: readonly PodCase[], namespace: Namespace | undefined, ignored: readonly string[] = []): Explanation {
   const conf = parsePluginConf(confText);
   const profile = profileFor(conf);
   if (!profile) throw new CliError(`mesh ${conf.mesh} is not available in this build of meshcni`, 1);
@@ -117,7 +127,7 @@ export function explainPods(confText: string, cases: readonly PodCase[], namespa
   let failed = false;
   for (const c of cases) {
     const lines = [`# ${c.source} (mesh ${conf.mesh})`];
-    const skip = skipBeforeLookup(conf, c.namespace, c.podName);
+    const skip = skipBeforeLookup(conf.kubernetes, c.namespace, c.podName);
     const decision = skip ? { redirect: false, reason: skip } : profile.decide(c.pod, conf);
     if (!decision.redirect) {
       parts.push([...lines, `# no rules: ${decision.reason}`, ""].join("\n"));
@@ -145,5 +155,6 @@ export function explainPods(confText: string, cases: readonly PodCase[], namespa
       parts.push([...lines, `# the plugin fails ADD: ${e.msg}${e.details ? `: ${e.details}` : ""}`, ""].join("\n"));
     }
   }
+  if (ignored.length) parts.push(`# not pods or workloads, passed over: ${ignored.join(", ")}\n`);
   return { text: parts.join("\n"), failed };
 }

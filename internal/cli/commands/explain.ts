@@ -41,8 +41,8 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   };
   const namespace = nsFile ? parseNamespaceDoc(await read(nsFile, "namespace-file"), `--namespace-file ${nsFile}`) : undefined;
   const what = `--filename ${file}`;
-  const cases = extractPods(parseDocuments(await read(file, "filename"), what), what, namespace?.metadata.name);
-  const result = explainPods(buildPluginConfText(values), cases, namespace);
+  const { cases, ignored } = extractPods(parseDocuments(await read(file, "filename"), what), what, namespace?.metadata.name);
+  const result = explainPods(buildPluginConfText(values), cases, namespace, ignored);
   ctx.out(result.text);
   if (result.failed) ctx.log.error("the plugin would fail ADD for at least one pod (see above); fix the annotation and recreate the pod");
   return result.failed ? 1 : 0;
