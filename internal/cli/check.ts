@@ -127,7 +127,7 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
     const r = await canI(api, accessReview("get", { apiVersion: "v1", kind: kind === "pods" ? "Pod" : "Namespace" }));
     out.push({
       category: "pre-install",
-      name: `can grant get on ${kind} (held by you, so the ClusterRole can grant it)`,
+      name: `you hold get on ${kind}, which meshcni's ClusterRole grants`,
       ok: r.allowed,
       ...(r.allowed ? {} : { detail: r.detail, hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)" }),
     });
@@ -160,7 +160,7 @@ export async function checkNoOtherMeshCni(api: ApiClient): Promise<CheckResult> 
   if (others.length === 0) return { ...base, ok: true };
   return {
     ...base, ok: false, detail: `found ${others.join(", ")}`,
-    hint: "two CNI plugins rewriting the same pods' iptables fight each other; uninstall the other one first (or keep it and skip meshcni)",
+    hint: "two CNI plugins rewriting the same pods' iptables fight each other; uninstall the other one before installing meshcni",
   };
 }
 

@@ -103,3 +103,16 @@ export function ensureHelm(): string {
   rmSync(tgz, { force: true });
   return helm;
 }
+
+/** Like runCli, without blocking this process (for servers the test itself runs). */
+export async function runCliAsync(args: readonly string[], opts: { stdin?: string; env?: Record<string, string | undefined>; cwd?: string } = {}): Promise<Run> {
+  const p = Bun.spawn([CLI, ...args], {
+    cwd: opts.cwd ?? repoPath(),
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...opts.env },
+    stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  return { code, stdout, stderr };
+}
