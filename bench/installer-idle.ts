@@ -1,0 +1,74 @@
+// The installer at rest: CPU time and wake-ups over a quiet minute, and resident memory, once the
+// chain is in place. Floor, measured side by side: a compiled Bun program that only watches a
+// folder (what any inotify-driven Bun daemon costs).
+//
+//   node_modules/.bin/bun bench/installer-idle.ts [seconds]
+import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { ensureBuilt, freePort, HostDirs, isChainedIn, readyz, startInstaller, until } from "../test/installer/harness.ts";
+import { repoPath } from "../test/support/golden.ts";
+
+interface Sample {
+  cpuNs: number;
+  wakeups: number;
+  rssKb: number;
+}
+
+/** CPU time (ns, all threads, from schedstat), voluntary context switches and resident memory of `pid`. */
+function sample(pid: number): Sample {
+  let cpuNs = 0;
+  let wakeups = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    cpuNs += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    wakeups += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"))?.[1] ?? 0);
+  }
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
+  return { cpuNs, wakeups, rssKb };
+}
+
+export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 60)): Promise<string> {
+  ensureBuilt();
+  const dirs = new HostDirs();
+  writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
+  const floorSrc = join(dirs.root, "idle-watcher.ts");
+  const floorBin = join(dirs.root, "idle-watcher");
+  writeFileSync(floorSrc, 'import { watch } from "node:fs";\nwatch(process.argv[2]!, () => {});\n');
+  const built = Bun.spawnSync([repoPath("node_modules/.bin/bun"), "build", "--compile", floorSrc, "--outfile", floorBin], { stdout: "pipe", stderr: "pipe" });
+  if (built.exitCode !== 0) throw new Error(`building the floor failed: ${built.stderr.toString()}`);
+  const port = freePort();
+  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)]);
+  const floor = Bun.spawn([floorBin, dirs.root], { stdout: "ignore", stderr: "inherit" });
+  try {
+    await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
+    await until(async () => (await readyz(port)).status === 200, 5000, "ready");
+    await Bun.sleep(2000); // let start-up settle (the binary copy, the first GC)
+    const pid = inst.proc.pid;
+    const [a0, f0] = [sample(pid), sample(floor.pid)];
+    await Bun.sleep(seconds * 1000);
+    const [a1, f1] = [sample(pid), sample(floor.pid)];
+    if (inst.proc.exitCode !== null) throw new Error(`installer died:\n${inst.log()}`);
+    const row = (name: string, s0: Sample, s1: Sample) =>
+      `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;
+    const rssMb = a1.rssKb / 1024;
+    return [
+      "## Installer: idle cost",
+      "",
+      `Over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched):`,
+      "",
+      "| process | CPU time | CPU share | wake-ups | resident memory |",
+      "|---|---|---|---|---|",
+      row("meshcni-installer", a0, a1),
+      row("compiled Bun program watching one folder (floor)", f0, f1),
+      "",
+      `Targets: CPU essentially zero (no polling) and resident memory at most 60 MB: ${(a1.cpuNs - a0.cpuNs) / 1e6 < 50 ? "CPU met" : "CPU NOT met"}, ${rssMb <= 60 ? "memory met" : "memory NOT met"}.`,
+      "",
+    ].join("\n");
+  } finally {
+    await inst.stop();
+    floor.kill("SIGKILL");
+    await floor.exited;
+    dirs.cleanup();
+  }
+}
+
+if (import.meta.main) console.log(await benchIdle(Number(Bun.argv[2] ?? Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 60)));
