@@ -2,6 +2,7 @@
 // critical path, so VERSION is answered here with nothing else loaded, and the rest of the
 // plugin is imported only for the other commands.
 import { renderVersionInfo } from "../internal/cni/spec.ts";
+import { startEarlyLookup } from "../internal/io/early-lookup.ts";
 
 async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
@@ -11,13 +12,16 @@ async function main(): Promise<number> {
     return 0;
   }
   const stdin = Bun.env.CNI_COMMAND ? await Bun.stdin.text() : "";
+  // Start the pod lookup first, so reading the kubeconfig and the API round trip overlap with
+  // loading the rest of the plugin (its module is small and in this entry chunk for that).
+  const early = startEarlyLookup(stdin, Bun.env);
   const [{ runPlugin }, { createPluginDeps }, { VERSION }] = await Promise.all([
     import("../internal/plugin/run.ts"),
     import("../internal/io/plugin-deps.ts"),
     import("../internal/version.ts"),
   ]);
   const pending: Promise<number>[] = [];
-  const deps = createPluginDeps(Bun.env, (line) => void pending.push(Bun.write(Bun.stderr, line)));
+  const deps = createPluginDeps(Bun.env, (line) => void pending.push(Bun.write(Bun.stderr, line)), early);
   if (!Bun.env.CNI_COMMAND) {
     pending.push(Bun.write(Bun.stderr, `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`));
   }

@@ -1,13 +1,23 @@
 // The real PluginDeps: files, processes and the API server of the host the plugin runs on.
 import type { PluginDeps } from "../plugin/deps.ts";
 import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
-import { kubeClient, readKubeconfig } from "./kube.ts";
+import type { EarlyLookup } from "./early-lookup.ts";
+import { kubeClient } from "./kube.ts";
+import { readKubeconfig } from "./kube-http.ts";
 import { pathExists } from "./which.ts";
 
-export function createPluginDeps(env: Record<string, string | undefined>, logSink: (line: string) => void): PluginDeps {
+export function createPluginDeps(
+  env: Record<string, string | undefined>, logSink: (line: string) => void, early?: EarlyLookup,
+): PluginDeps {
   const envPath = env.PATH;
   const deps: PluginDeps = {
-    openKube: async (conf) => kubeClient(await readKubeconfig(conf.kubernetes.kubeconfig)),
+    async openKube(conf) {
+      if (early && conf.kubernetes.kubeconfig === early.kubeconfig) {
+        const { namespace, name, pod } = early;
+        return kubeClient(await early.connection, { namespace, name, body: pod });
+      }
+      return kubeClient(await readKubeconfig(conf.kubernetes.kubeconfig));
+    },
     openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];

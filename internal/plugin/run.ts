@@ -5,7 +5,6 @@ import { CniError, renderError, toCniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
-import { OWN_POD_PREFIX } from "../config/entry.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
@@ -14,6 +13,7 @@ import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
 import type { PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
 import { countRules, renderPayloads } from "./payloads.ts";
+import { skipBeforeLookup } from "./pre-api.ts";
 
 export interface Invocation {
   getenv: Getenv;
@@ -40,18 +40,6 @@ type Target =
   | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; name: string };
 
 /**
- * Why a pod gets no rules before any API call, if it does not: excluded namespaces and
- * meshcni's own DaemonSet pods. Pure; `meshcnictl explain` asks the same question.
- */
-export function skipBeforeLookup(conf: PluginConf, podNamespace: string, podName: string): string | undefined {
-  if (conf.kubernetes.exclude_namespaces.includes(podNamespace)) return `namespace ${podNamespace} is excluded`;
-  if (podNamespace === conf.kubernetes.pod_namespace && podName.startsWith(OWN_POD_PREFIX)) {
-    return "one of meshcni's own DaemonSet pods";
-  }
-  return undefined;
-}
-
-/**
  * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
  * are decided before any API call, so an API outage or a stale token never blocks them
  * (meshcni's own DaemonSet pods among them).
@@ -63,7 +51,7 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
     return { redirect: false, reason: "CNI_ARGS names no Kubernetes pod (K8S_POD_NAMESPACE and K8S_POD_NAME)" };
   }
   const name = `${k8s.podNamespace}/${k8s.podName}`;
-  const skip = skipBeforeLookup(conf, k8s.podNamespace, k8s.podName);
+  const skip = skipBeforeLookup(conf.kubernetes, k8s.podNamespace, k8s.podName);
   if (skip) return { redirect: false, reason: `pod ${name}: ${skip}` };
   const kube = await deps.openKube(conf);
   const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
