@@ -322,6 +322,7 @@ export class Installer {
       const current = this.observe(name);
       if (current && isConfigFileName(name)) attempt(`cleaning ${join(dir, name)}`, () => this.apply(planEntryRemoval(name, current)));
     }
+    if (this.state.records.length === 0) attempt(`removing ${this.undoPath}`, () => fs.remove(this.undoPath));
     for (const [what, path] of [["the plugin's kubeconfig", this.kubeconfigPath], ["the plugin binary", this.binaryPath]] as const) {
       attempt(`removing ${path}`, () => {
         if (fs.remove(path)) log.info(`removed ${what}: ${path}`);
