@@ -129,19 +129,19 @@ async function del(ctx: Ctx): Promise<string> {
   if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
   const settings = profile.firewall(conf);
   if (settings.simulate) return "";
-  try {
-    const families = profile.families(conf);
-    const fw = await deps.openFirewall(args.netns, settings, families);
-    for (const f of families) {
-      if (await removeChains(fw, f, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${f} rules`);
+  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed.
+  for (const family of profile.families(conf)) {
+    try {
+      const fw = await deps.openFirewall(args.netns, settings, [family]);
+      if (await removeChains(fw, family, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${family} rules`);
+      for (const cmd of profile.cleanupIpCommands ?? []) {
+        if (cmd.family !== family) continue;
+        const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
+        if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
+      }
+    } catch (e) {
+      log.warn(`could not remove IPv${family} rules (ignored, the namespace is going away): ${(e as Error).message}`);
     }
-    for (const cmd of profile.cleanupIpCommands ?? []) {
-      if (!families.includes(cmd.family)) continue;
-      const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
-      if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
-    }
-  } catch (e) {
-    log.warn(`could not remove rules (ignored, the namespace is going away): ${(e as Error).message}`);
   }
   return "";
 }
