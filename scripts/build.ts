@@ -12,7 +12,7 @@ export const BINARIES = {
 } as const;
 export type BinaryName = keyof typeof BINARIES;
 
-async function describeVersion(): Promise<string> {
+export async function describeVersion(): Promise<string> {
   const rev = await $`git rev-parse --short HEAD`.quiet().nothrow();
   const dirty = await $`git status --porcelain --untracked-files=no`.quiet().nothrow();
   const sha = rev.exitCode === 0 ? rev.stdout.toString().trim() : "";
