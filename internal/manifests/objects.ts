@@ -185,14 +185,14 @@ export function buildDaemonSet(values: Values): K8sObject {
   };
 }
 
-/** Every object, in the order `kubectl apply` should create them. */
+/** Every object, in the order Helm installs them (and `kubectl apply` is happy with). */
 export function buildManifests(values: Values): K8sObject[] {
   return [
     ...(values.createNamespace ? [buildNamespace(values)] : []),
     buildServiceAccount(values),
+    buildConfigMap(values),
     buildClusterRole(),
     buildClusterRoleBinding(values),
-    buildConfigMap(values),
     buildDaemonSet(values),
   ];
 }

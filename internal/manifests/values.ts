@@ -99,7 +99,8 @@ export function parseValues(input: unknown): Values {
 /** The host folders, after the platform preset. */
 export function resolveDirs(values: Values): { cniBinDir: string; cniConfDir: string } {
   const preset = values.platform ? PLATFORMS[values.platform] : DEFAULT_DIRS;
-  const strip = (d: string) => (d.length > 1 ? d.replace(/\/+$/, "") : d);
+  // The chart trims the same way (regexReplaceAll "(.)/+$").
+  const strip = (d: string) => d.replace(/(.)\/+$/, "$1");
   return {
     cniBinDir: strip(values.cniBinDir || preset.cniBinDir),
     cniConfDir: strip(values.cniConfDir || preset.cniConfDir),
