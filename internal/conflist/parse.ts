@@ -1,7 +1,7 @@
 // Reading one file of a CNI config folder the way a runtime does: which names count, and
 // whether the bytes make a usable network config. Pure.
 import * as v from "valibot";
-import { ConflistSchema, ConfSchema } from "./schema.ts";
+import { ConflistSchema, ConfSchema, describeFirstIssue } from "./schema.ts";
 
 /** A decoded config file. `doc` is the JSON exactly as parsed, key order and all. */
 export type HostConfig =
@@ -23,13 +23,6 @@ export function sortConfigNames(names: readonly string[]): string[] {
   return names.filter(isConfigFileName).sort((a, b) => Buffer.compare(key(a), key(b)));
 }
 
-function firstIssue(issues: readonly v.BaseIssue<unknown>[]): string {
-  const issue = issues[0]!;
-  const path = issue.path?.map((p) => String(p.key)).join(".");
-  if (issue.kind === "schema" && issue.received === "undefined" && path) return `"${path}" is missing`;
-  return path && !issue.message.startsWith(`"${path}"`) ? `${path}: ${issue.message}` : issue.message;
-}
-
 /**
  * Decodes a config file. A `.conflist` needs a `name` and a non-empty `plugins` list of
  * objects with a `type`; a `.conf` or `.json` is a single plugin and needs a `type`.
@@ -47,13 +40,13 @@ export function parseHostConfig(name: string, text: string): ParsedConfig {
   // A name outside the runtime's extensions (only reachable through --conf-name) is read by content.
   if (name.endsWith(".conflist") || (!isConfigFileName(name) && "plugins" in raw)) {
     const r = v.safeParse(ConflistSchema, raw);
-    if (!r.success) return { ok: false, reason: `not a network config list: ${firstIssue(r.issues)}` };
+    if (!r.success) return { ok: false, reason: `not a network config list: ${describeFirstIssue(r.issues)}` };
     return { ok: true, config: { kind: "conflist", doc: raw as HostConfig["doc"] & { plugins: Record<string, unknown>[] } } };
   }
   const r = v.safeParse(ConfSchema, raw);
   if (!r.success) {
     const hint = "plugins" in raw ? " (a list of plugins belongs in a .conflist file)" : "";
-    return { ok: false, reason: `not a single-plugin network config: ${firstIssue(r.issues)}${hint}` };
+    return { ok: false, reason: `not a single-plugin network config: ${describeFirstIssue(r.issues)}${hint}` };
   }
   return { ok: true, config: { kind: "conf", doc: raw as Record<string, unknown> & { type: string } } };
 }

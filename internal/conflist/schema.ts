@@ -28,3 +28,11 @@ export const ConflistSchema = v.looseObject({
   ),
 });
 export type Conflist = v.InferOutput<typeof ConflistSchema>;
+
+/** The first problem valibot found, as `path: message` ("x" is missing for an absent key). */
+export function describeFirstIssue(issues: readonly v.BaseIssue<unknown>[]): string {
+  const issue = issues[0]!;
+  const path = issue.path?.map((p) => String(p.key)).join(".");
+  if (issue.kind === "schema" && issue.received === "undefined" && path) return `"${path}" is missing`;
+  return path && !issue.message.startsWith(`"${path}"`) ? `${path}: ${issue.message}` : issue.message;
+}

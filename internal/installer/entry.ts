@@ -1,7 +1,7 @@
 // The entry meshcni-installer appends to the host's conflist: the --plugin-config JSON (or the
 // contract's default) with the kubeconfig path and the DaemonSet's namespace filled in. Pure.
 import * as v from "valibot";
-import { PLUGIN_TYPE } from "../conflist/schema.ts";
+import { describeFirstIssue, PLUGIN_TYPE } from "../conflist/schema.ts";
 import { defaultPluginEntry, NAMES } from "../config/entry.ts";
 import { PluginConfSchema } from "../config/plugin-config.ts";
 import type { JsonObject } from "../conflist/chain.ts";
@@ -38,9 +38,7 @@ export function buildPluginEntry(configText: string | undefined, destNetDir: str
   // Judge it as the plugin will when the runtime hands it over.
   const check = v.safeParse(PluginConfSchema, { cniVersion: "1.0.0", name: "check", ...out });
   if (!check.success) {
-    const issue = check.issues[0]!;
-    const path = issue.path?.map((p) => String(p.key)).join(".");
-    throw new EntryError(`the plugin would reject it: ${path ? `${path}: ` : ""}${issue.message}`);
+    throw new EntryError(`the plugin would reject it: ${describeFirstIssue(check.issues)}`);
   }
   return out;
 }

@@ -110,7 +110,7 @@ export class Installer {
 
   // --- the plugin binary -------------------------------------------------------------------
 
-  private hashSource(): string {
+  private readSourceHash(): string {
     const { fs } = this.deps;
     const src = this.config.pluginBinary;
     const stat = fs.stat(src);
@@ -128,7 +128,7 @@ export class Installer {
     const dest = this.binaryPath;
     const now = fs.stat(dest);
     if (now && this.binaryStat && sameStat(now, this.binaryStat)) return;
-    const want = this.hashSource();
+    const want = this.readSourceHash();
     if (now && fs.hash(dest) === want) {
       if (!this.binaryStat) log.info(`${dest} already holds this meshcni binary`);
     } else {
@@ -148,7 +148,7 @@ export class Installer {
   // --- the plugin's kubeconfig -------------------------------------------------------------
 
   /** The kubeconfig as it should be now; InstallError when its inputs are missing. */
-  renderKubeconfig(): string {
+  readDesiredKubeconfig(): string {
     const { fs } = this.deps;
     const service = this.config.service;
     if (!service) {
@@ -172,7 +172,7 @@ export class Installer {
     const { fs, log } = this.deps;
     let text: string;
     try {
-      text = this.renderKubeconfig();
+      text = this.readDesiredKubeconfig();
     } catch (e) {
       if (!(e instanceof InstallError)) throw e;
       this.once("kubeconfig", "error", e.message);
@@ -192,7 +192,7 @@ export class Installer {
   private kubeconfigProblem(): string | undefined {
     let want: string;
     try {
-      want = this.renderKubeconfig();
+      want = this.readDesiredKubeconfig();
     } catch (e) {
       if (e instanceof InstallError) return e.message;
       throw e;
@@ -206,7 +206,7 @@ export class Installer {
 
   private observe: Observe = (name) => this.deps.fs.read(join(this.config.hostNetDir, name));
 
-  private select(): Selection {
+  private readSelection(): Selection {
     const { fs } = this.deps;
     const dir = this.config.hostNetDir;
     const read: ReadFile = (name) => fs.readText(join(dir, name));
@@ -219,7 +219,7 @@ export class Installer {
   chain(): ChainStatus {
     const { log } = this.deps;
     const dir = this.config.hostNetDir;
-    const sel = this.select();
+    const sel = this.readSelection();
     if (!sel.name || !sel.config) {
       const what = this.config.confName ? `${join(dir, this.config.confName)} to be a valid network config` : `a CNI network config in ${dir}`;
       this.once("chain", "info", `waiting for ${what}; the cluster's network plugin writes it`);
@@ -275,7 +275,7 @@ export class Installer {
 
   private chainProblem(): string | undefined {
     const dir = this.config.hostNetDir;
-    const sel = this.select();
+    const sel = this.readSelection();
     if (!sel.name || !sel.config) return `no CNI network config in ${dir} yet`;
     return isChained(sel.config, this.config.entry) ? undefined : `meshcni is not chained in ${join(dir, sel.name)}`;
   }

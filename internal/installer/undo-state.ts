@@ -3,6 +3,7 @@
 // restart or a kill -9 too. Pure.
 import { createHash } from "node:crypto";
 import * as v from "valibot";
+import { describeFirstIssue } from "../conflist/schema.ts";
 
 export const UNDO_FILE = "ZZZ-meshcni-undo";
 
@@ -43,9 +44,7 @@ export function parseUndoState(text: string): UndoState {
   }
   const r = v.safeParse(UndoStateSchema, raw);
   if (!r.success) {
-    const issue = r.issues[0]!;
-    const path = issue.path?.map((p) => String(p.key)).join(".");
-    throw new UndoStateError(`${UNDO_FILE} is not a meshcni undo record: ${path ? `${path}: ` : ""}${issue.message}`);
+    throw new UndoStateError(`${UNDO_FILE} is not a meshcni undo record: ${describeFirstIssue(r.issues)}`);
   }
   return r.output;
 }

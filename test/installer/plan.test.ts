@@ -137,7 +137,7 @@ describe("undo record", () => {
   });
 
   test("a bad undo record is refused with the reason", () => {
-    expect(() => parseUndoState("{}")).toThrow(/not a meshcni undo record: version/);
+    expect(() => parseUndoState("{}")).toThrow(/not a meshcni undo record: "version" is missing/);
     expect(() => parseUndoState('{"version":1,"records":[{"file":"../x","before":null,"mode":420,"wrote":"00"}]}')).toThrow(/records\.0\.file: must be a file name/);
     expect(() => parseUndoState("{")).toThrow(/not JSON/);
   });
