@@ -93,18 +93,20 @@ describe("explain prints what the plugin applies", () => {
   });
 
   const pairs: { pod: string; ns?: string; flags: string[]; entry: Parameters<typeof buildPluginEntry>[0] }[] = [
-    { pod: "linkerd-meshed", ns: "namespace-emojivoto-annotated", flags: [], entry: {} },
-    { pod: "linkerd-annotated", ns: "namespace-emojivoto", flags: ["--ipv6", "--skip-outbound-ports", "25"], entry: { ipv6: true, skipOutboundPorts: ["25"] } },
+    { pod: "pods/linkerd-meshed", ns: "pods/namespace-emojivoto-annotated", flags: [], entry: {} },
+    { pod: "pods/linkerd-annotated", ns: "pods/namespace-emojivoto", flags: ["--ipv6", "--skip-outbound-ports", "25"], entry: { ipv6: true, skipOutboundPorts: ["25"] } },
     // No --namespace-file: the API's namespace has no annotations either.
-    { pod: "linkerd-control-plane", flags: ["--proxy-gid", "2102", "--redirect-ports", "8086"], entry: { proxyGid: 2102, redirectPorts: [8086] } },
+    { pod: "pods/linkerd-control-plane", flags: ["--proxy-gid", "2102", "--redirect-ports", "8086"], entry: { proxyGid: 2102, redirectPorts: [8086] } },
+    { pod: "istio/pods/sidecar", ns: "istio/pods/namespace-bookinfo", flags: ["--mesh", "istio"], entry: { mesh: "istio" } },
+    { pod: "istio/pods/native-sidecar", flags: ["--mesh", "istio", "--outbound-port", "15011"], entry: { mesh: "istio", outboundPort: 15011 } },
   ];
   for (const p of pairs) {
     test(`${p.pod} ${p.flags.join(" ")}`, async () => {
-      const pod = JSON.parse(readFileSync(repoPath(`testdata/pods/${p.pod}.json`), "utf8"));
-      const ns = p.ns ? JSON.parse(readFileSync(repoPath(`testdata/pods/${p.ns}.json`), "utf8")) : { apiVersion: "v1", kind: "Namespace", metadata: { name: pod.metadata.namespace } };
+      const pod = JSON.parse(readFileSync(repoPath(`testdata/${p.pod}.json`), "utf8"));
+      const ns = p.ns ? JSON.parse(readFileSync(repoPath(`testdata/${p.ns}.json`), "utf8")) : { apiVersion: "v1", kind: "Namespace", metadata: { name: pod.metadata.namespace } };
       api.addPod(pod);
       api.addNamespace(ns);
-      const dry = join(tmp, `${p.pod}.dry-run`);
+      const dry = join(tmp, `${p.pod.replaceAll("/", "-")}.dry-run`);
       const entry = buildPluginEntry(p.entry);
       const conf = { cniVersion: "1.0.0", ...entry, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
       // Asynchronously: the stand-in API server answers from this process.
@@ -128,8 +130,8 @@ describe("explain prints what the plugin applies", () => {
       expect(code).toBe(0);
       const applied = readFileSync(dry, "utf8");
       expect(applied).toContain("*nat");
-      const nsFlag = p.ns ? ["--namespace-file", repoPath(`testdata/pods/${p.ns}.json`)] : [];
-      const explained = runCli(["explain", "-f", repoPath(`testdata/pods/${p.pod}.json`), ...nsFlag, ...p.flags]);
+      const nsFlag = p.ns ? ["--namespace-file", repoPath(`testdata/${p.ns}.json`)] : [];
+      const explained = runCli(["explain", "-f", repoPath(`testdata/${p.pod}.json`), ...nsFlag, ...p.flags]);
       expect(explained.code).toBe(0);
       const payloads = explained.stdout.slice(explained.stdout.indexOf("# iptables-restore"));
       expect(payloads).toBe(applied);
