@@ -114,56 +114,28 @@ describe("install.sh", () => {
     });
   }
 
-  test("a checksum mismatch installs nothing", async () => {
-    const sums = readFileSync(join(releaseDir, "SHA256SUMS"), "utf8");
-    overrides.set("SHA256SUMS", sums.replace(/^[0-9a-f]{64}(?=  meshcnictl-linux-amd64$)/m, "0".repeat(64)));
-    try {
-      const r = await install();
-      expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`);
-      expect(r.stderr).toContain("nothing was installed");
-      expect(r.installed).toBe(false);
-      expect(r.leftovers).toEqual([]);
-    } finally {
-      overrides.clear();
-    }
-  });
-
-  test("a tampered binary installs nothing", async () => {
-    overrides.set("meshcnictl-linux-amd64", "#!/bin/sh\necho pwned\n");
-    try {
-      const r = await install();
-      expect(r.code).toBe(1);
-      expect(r.stderr).toContain("checksum mismatch");
-      expect(r.installed).toBe(false);
-    } finally {
-      overrides.clear();
-    }
-  });
-
-  test("SHA256SUMS without the file's line installs nothing", async () => {
-    overrides.set("SHA256SUMS", `${"a".repeat(64)}  meshcnictl-other\n`);
-    try {
-      const r = await install();
-      expect(r.code).toBe(1);
-      expect(r.stderr).toContain("SHA256SUMS has no line for meshcnictl-linux-amd64");
-      expect(r.installed).toBe(false);
-    } finally {
-      overrides.clear();
-    }
-  });
-
-  test("a missing release file is named", async () => {
-    overrides.set("meshcnictl-linux-amd64", 404);
-    try {
-      const r = await install();
-      expect(r.code).toBe(1);
-      expect(r.stderr).toContain(`cannot download http://127.0.0.1:${server.port}/v0.1.0/meshcnictl-linux-amd64`);
-      expect(r.installed).toBe(false);
-    } finally {
-      overrides.clear();
-    }
-  });
+  const sums = () => readFileSync(join(releaseDir, "SHA256SUMS"), "utf8");
+  const refusals: [string, () => [string, string | number], string[]][] = [
+    ["a checksum mismatch", () => ["SHA256SUMS", sums().replace(/^[0-9a-f]{64}(?=  meshcnictl-linux-amd64$)/m, "0".repeat(64))],
+      [`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`, "nothing was installed"]],
+    ["a tampered binary", () => ["meshcnictl-linux-amd64", "#!/bin/sh\necho pwned\n"], ["checksum mismatch", "nothing was installed"]],
+    ["SHA256SUMS without the file's line", () => ["SHA256SUMS", `${"a".repeat(64)}  meshcnictl-other\n`], ["SHA256SUMS has no line for meshcnictl-linux-amd64"]],
+    ["a missing release file", () => ["meshcnictl-linux-amd64", 404], ["cannot download http://127.0.0.1:", "/v0.1.0/meshcnictl-linux-amd64"]],
+  ];
+  for (const [what, override, messages] of refusals) {
+    test(`${what} installs nothing`, async () => {
+      overrides.set(...override());
+      try {
+        const r = await install();
+        expect(r.code).toBe(1);
+        for (const m of messages) expect(r.stderr).toContain(m);
+        expect(r.installed).toBe(false);
+        expect(r.leftovers).toEqual([]);
+      } finally {
+        overrides.clear();
+      }
+    });
+  }
 
   for (const [os, arch, message] of [
     ["FreeBSD", "amd64", "unsupported operating system FreeBSD: meshcnictl is built for Linux and macOS"],

@@ -37,14 +37,24 @@ export interface Run {
   stderr: string;
 }
 
-export function runCli(args: readonly string[], opts: { stdin?: string; env?: Record<string, string | undefined>; cwd?: string } = {}): Run {
-  const r = Bun.spawnSync([CLI, ...args], {
+export interface RunOptions {
+  stdin?: string;
+  env?: Record<string, string | undefined>;
+  cwd?: string;
+}
+
+function spawnOptions(opts: RunOptions) {
+  return {
     cwd: opts.cwd ?? repoPath(),
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...opts.env },
-    stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+    stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : ("ignore" as const),
+    stdout: "pipe" as const,
+    stderr: "pipe" as const,
+  };
+}
+
+export function runCli(args: readonly string[], opts: RunOptions = {}): Run {
+  const r = Bun.spawnSync([CLI, ...args], spawnOptions(opts));
   return { code: r.exitCode ?? -1, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
 
@@ -105,14 +115,8 @@ export function ensureHelm(): string {
 }
 
 /** Like runCli, without blocking this process (for servers the test itself runs). */
-export async function runCliAsync(args: readonly string[], opts: { stdin?: string; env?: Record<string, string | undefined>; cwd?: string } = {}): Promise<Run> {
-  const p = Bun.spawn([CLI, ...args], {
-    cwd: opts.cwd ?? repoPath(),
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...opts.env },
-    stdin: opts.stdin !== undefined ? new TextEncoder().encode(opts.stdin) : "ignore",
-    stdout: "pipe",
-    stderr: "pipe",
-  });
+export async function runCliAsync(args: readonly string[], opts: RunOptions = {}): Promise<Run> {
+  const p = Bun.spawn([CLI, ...args], spawnOptions(opts));
   const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
   return { code, stdout, stderr };
 }
