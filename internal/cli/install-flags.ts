@@ -16,7 +16,7 @@ const platformDirs = (key: "cniBinDir" | "cniConfDir") =>
 export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
   mesh: { type: "string", arg: "MESH", default: "linkerd", choices: MESHES, help: "the mesh whose sidecar proxy takes the traffic" },
   platform: {
-    type: "string", arg: "NAME", choices: PLATFORM_NAMES,
+    type: "string", arg: "NAME", choices: PLATFORM_NAMES, default: "none",
     help: `preset CNI folders for a hosted or packaged Kubernetes: ${PLATFORM_NAMES.join(", ")}`,
   },
   "dest-cni-net-dir": {
@@ -27,7 +27,7 @@ export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
     type: "string", arg: "DIR", dir: true, default: DEFAULT_DIRS.cniBinDir,
     help: `the host's CNI plugin folder (${platformDirs("cniBinDir")})`,
   },
-  "conf-name": { type: "string", arg: "FILE", help: "chain into this conflist in the config folder instead of the one the runtime picks" },
+  "conf-name": { type: "string", arg: "FILE", default: "the first file, as the runtime picks it", help: "the conflist in the config folder to chain meshcni into" },
   "cni-log-level": { type: "string", arg: "LEVEL", default: "info", choices: LOG_LEVELS, help: "the plugin's log level" },
   "exclude-namespaces": {
     type: "string", arg: "NS,...", multiple: true,
@@ -56,7 +56,7 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "image-pull-policy": { type: "string", arg: "POLICY", default: "IfNotPresent", choices: PULL_POLICIES, help: "the image's pull policy" },
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
-  "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, help: "an extra annotation on the DaemonSet's pods" },
+  "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
 };
 
 /** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
