@@ -21,14 +21,16 @@ const FLOOR_SOURCE = `
 import { readFileSync, renameSync, watch, writeFileSync } from "node:fs";
 const dir = process.argv[2];
 const file = dir + "/${FILE}";
-watch(dir, (_e, name) => {
-  if (name !== "${FILE}") return;
+const check = () => {
   let text; try { text = readFileSync(file, "utf8"); } catch { return; }
-  if (text.includes('"meshcni"')) return;
-  let doc; try { doc = JSON.parse(text); } catch { return; } // half-written: the next event comes
+  // Half-written (an in-place rewrite read between its write and its truncate): look again
+  // shortly, since the event of the rest of the write may have been folded into this one.
+  let doc; try { doc = JSON.parse(text); } catch { setTimeout(check, 1); return; }
+  if (doc.plugins.some((p) => p.type === "meshcni")) return;
   doc.plugins.push({ type: "meshcni" });
   writeFileSync(dir + "/.floor.tmp", JSON.stringify(doc, null, 2)); renameSync(dir + "/.floor.tmp", file);
-});
+};
+watch(dir, (_e, name) => { if (name === "${FILE}") check(); });
 console.log("ready");
 `;
 
@@ -87,7 +89,9 @@ export async function benchRechain(rewrites = 200): Promise<string> {
       for (const [dirs, out] of [[a, ours], [b, base]] as const) {
         const marker = `"mtu": ${1000 + i}`;
         const t0 = performance.now();
-        const done = whenTrue(dirs.net, holds(dirs, marker));
+        const done = whenTrue(dirs.net, holds(dirs, marker)).catch((e) => {
+          throw new Error(`${dirs === a ? "meshcni-installer" : "the floor"}, rewrite ${i}: ${e.message}; the file: ${dirs.file(FILE)}\n${dirs === a ? inst!.log() : ""}`);
+        });
         rewrite(dirs, i);
         out.push((await done) - t0);
         await Bun.sleep(GAP_MS);

@@ -13,6 +13,8 @@ import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } 
 import { EMPTY_STATE, parseUndoState, renderUndoState, sha256Hex, UNDO_FILE, type UndoRecord, type UndoState } from "./undo-state.ts";
 
 export const PLUGIN_BINARY_NAME = "meshcni";
+/** The kubeconfig holds a token: owner only. */
+const KUBECONFIG_MODE = 0o600;
 
 export interface InstallerConfig {
   hostNetDir: string;
@@ -75,6 +77,7 @@ export class Installer {
   prepare(): void {
     const { fs, log } = this.deps;
     fs.ensureDir(this.config.hostNetDir);
+    fs.ensureDir(this.config.hostBinDir);
     for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
       for (const name of fs.removeTempFiles(dir)) log.info(`removed ${join(dir, name)}, left by an interrupted write`);
     }
@@ -179,11 +182,11 @@ export class Installer {
       return false;
     }
     const path = this.kubeconfigPath;
-    const current = fs.readText(path);
-    if (current === text) return true;
-    fs.writeAtomic(path, text, 0o600);
+    const current = fs.read(path);
+    if (current && current.mode === KUBECONFIG_MODE && new TextDecoder().decode(current.bytes) === text) return true;
+    fs.writeAtomic(path, text, KUBECONFIG_MODE);
     const server = renderServerUrl(this.config.service!.host, this.config.service!.port);
-    const why = current === undefined ? "wrote the plugin's kubeconfig" : "rewrote the plugin's kubeconfig (token or CA changed)";
+    const why = current === undefined ? "wrote the plugin's kubeconfig" : "rewrote the plugin's kubeconfig (token, CA or mode changed)";
     this.said.delete("kubeconfig");
     log.info(`${why} for ${server}: ${path}`);
     return true;
@@ -197,9 +200,10 @@ export class Installer {
       if (e instanceof InstallError) return e.message;
       throw e;
     }
-    const have = this.deps.fs.readText(this.kubeconfigPath);
+    const have = this.deps.fs.read(this.kubeconfigPath);
     if (have === undefined) return `${this.kubeconfigPath} is missing`;
-    return have === want ? undefined : `${this.kubeconfigPath} is out of date`;
+    if (have.mode !== KUBECONFIG_MODE) return `${this.kubeconfigPath} has mode ${have.mode.toString(8)}, not 600`;
+    return new TextDecoder().decode(have.bytes) === want ? undefined : `${this.kubeconfigPath} is out of date`;
   }
 
   // --- the chain ---------------------------------------------------------------------------
@@ -212,7 +216,14 @@ export class Installer {
     const read: ReadFile = (name) => fs.readText(join(dir, name));
     const sel = this.config.confName ? selectNamedConfig(this.config.confName, read) : selectPrimaryConfig(fs.list(dir) ?? [], read);
     for (const s of sel.skipped) this.once(`skip:${s.name}`, "warn", `skipped ${join(dir, s.name)}: ${s.reason}`);
+    this.skippedLast = sel.skipped.length;
     return sel;
+  }
+
+  private skippedLast = 0;
+  /** The last look at the folder passed over files it could not use (perhaps caught mid-write). */
+  get sawUnusableConfig(): boolean {
+    return this.skippedLast > 0;
   }
 
   /** Chains meshcni into the runtime's config, unless it is there already. */

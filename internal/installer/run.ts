@@ -16,6 +16,13 @@ export interface RunDeps {
 
 /** Events come in bursts (a rename is several); one reconcile answers a burst. */
 export const DEBOUNCE_MS = 10;
+/**
+ * A config caught mid-write (an in-place rewrite read between its write and its truncate) is
+ * unusable, and the event of the rest of the write can be folded into the one already handled:
+ * after such a look, look again a few times before trusting that the file is really broken.
+ */
+const RECHECK_MS = 100;
+const RECHECKS = 10;
 /** After a failed reconcile (a full disk, a read-only mount), try again after this, doubling. */
 const RETRY_MS = 500;
 const RETRY_MAX_MS = 30_000;
@@ -29,6 +36,7 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
 
   let timer: ReturnType<typeof setTimeout> | undefined;
   let failures = 0;
+  let rechecks = 0;
   let finished: () => void = () => {};
   const done = new Promise<void>((resolve) => (finished = resolve));
   const watches: Watch[] = [];
@@ -53,23 +61,32 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
       return;
     }
     if (status.kind === "backoff") schedule(status.delayMs);
+    if (!inst.sawUnusableConfig) rechecks = 0;
+    else if (rechecks++ < RECHECKS) schedule(RECHECK_MS);
     if (mode === "once" && settled(status)) finished();
   };
 
+  // A folder that cannot be watched (missing, or inotify out of watches) is tried again, less
+  // and less often; a reconcile follows each new watch, so nothing that changed meanwhile is lost.
   const watchOrRetry = (dir: string, relevant: (name: string | null) => boolean) => {
+    let wait = RETRY_MS;
+    const retry = (why: string) => {
+      log.error(`${why}; watching it again in ${wait} ms`);
+      setTimeout(start, wait);
+      wait = Math.min(RETRY_MAX_MS, wait * 2);
+    };
     const start = (): void => {
       if (signal.aborted) return;
       try {
         const w = deps.watch(dir, (name) => relevant(name) && schedule(DEBOUNCE_MS), (e) => {
-          log.error(`${e.message}; watching it again in 1 s`);
           w.close();
-          setTimeout(start, 1000);
-          schedule(DEBOUNCE_MS);
+          retry(e.message);
         });
         watches.push(w);
+        if (wait > RETRY_MS) schedule(DEBOUNCE_MS);
+        wait = RETRY_MS;
       } catch (e) {
-        log.error(`${(e as Error).message}; trying again in 5 s`);
-        setTimeout(start, 5000);
+        retry((e as Error).message);
       }
     };
     start();

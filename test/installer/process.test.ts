@@ -94,10 +94,11 @@ describe("meshcni-installer process", () => {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 5000, "the chain");
     const latencies: number[] = [];
     let last = CALICO;
-    for (let i = 0; i < 30; i++) {
+    for (let i = 0; i < 30; i++) { // under the back-off budget (40 re-chains of a file in 5 s)
       last = CALICO.replace('"mtu": 0', `"mtu": ${1400 + i}`);
       expect(last).not.toBe(CALICO);
-      // Half of the rewrites in place (truncate + write, as `cp` does), half by rename.
+      // Half of the rewrites in place (Bun writes, then truncates: a reader can catch it torn),
+      // half by rename.
       if (i % 2) writeFileSync(join(dirs.net, "10-calico.conflist"), last);
       else dirs.writeHost("10-calico.conflist", last);
       const t0 = performance.now();
@@ -139,7 +140,7 @@ describe("meshcni-installer process", () => {
     await until(() => readFileSync(kubeconfig, "utf8").includes('token: "token-two-rotated"'), 2000, "the new token");
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
     await until(async () => (await readyz(port)).status === 200, 2000, "ready again");
-    await p.waitForLog(/rewrote the plugin's kubeconfig \(token or CA changed\)/);
+    await p.waitForLog(/rewrote the plugin's kubeconfig \(token, CA or mode changed\)/);
     expect(await p.stop()).toBe(0);
     expect(p.log()).not.toMatch(/token-one|token-two/);
   }, 30_000);
