@@ -48,11 +48,10 @@ async function main(): Promise<number> {
     log.info(`meshcni-installer ${VERSION}: ${opts.mode === "once" ? "installing once" : "installing and keeping meshcni chained"} (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
     const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, () => inst.check());
     try {
-      await runInstaller(inst, opts.mode, { watch: watchDir, log }, stop.signal);
+      return (await runInstaller(inst, opts.mode, { watch: watchDir, log }, stop.signal)) ? 0 : 1;
     } finally {
       health?.stop();
     }
-    return 0;
   } catch (e) {
     log.error((e as Error).message);
     return 1;

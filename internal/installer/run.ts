@@ -27,8 +27,11 @@ const RECHECKS = 10;
 const RETRY_MS = 500;
 const RETRY_MAX_MS = 30_000;
 
-/** Watches and reconciles until `signal` aborts (run) or the chain is in place (once). */
-export async function runInstaller(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<void> {
+/**
+ * Watches and reconciles until `signal` aborts (run) or the chain is in place (once). Returns
+ * false when --once was stopped before the chain was in place.
+ */
+export async function runInstaller(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<boolean> {
   const { log } = deps;
   const { hostNetDir, hostBinDir, serviceAccountDir } = inst.config;
   inst.prepare();
@@ -36,6 +39,7 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
 
   let timer: ReturnType<typeof setTimeout> | undefined;
   let failures = 0;
+  let installed = false;
   let rechecks = 0;
   let finished: () => void = () => {};
   const done = new Promise<void>((resolve) => (finished = resolve));
@@ -63,7 +67,10 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
     if (status.kind === "backoff") schedule(status.delayMs);
     if (!inst.sawUnusableConfig) rechecks = 0;
     else if (rechecks++ < RECHECKS) schedule(RECHECK_MS);
-    if (mode === "once" && settled(status)) finished();
+    if (mode === "once" && settled(status)) {
+      installed = true;
+      finished();
+    }
   };
 
   // A folder that cannot be watched (missing, or inotify out of watches) is tried again, less
@@ -107,5 +114,9 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
   if (mode === "run") {
     log.info("stopping: undoing the installation");
     inst.uninstall();
+    return true;
   }
+  if (installed) log.info("installed; exiting (--once)");
+  else log.error("stopped before meshcni was chained (--once)");
+  return installed;
 }

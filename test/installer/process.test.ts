@@ -233,6 +233,14 @@ describe("meshcni-installer process", () => {
     expect(dirs.file("10-broken.conflist")).toBe('{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bri');
   }, 30_000);
 
+  test("--once stopped before any config appeared exits 1", async () => {
+    setup();
+    const p = start(["--once"]);
+    await p.waitForLog(/waiting for a CNI network config in/);
+    expect(await p.stop("SIGTERM")).toBe(1);
+    expect(p.log()).toContain("stopped before meshcni was chained (--once)");
+  }, 30_000);
+
   test("--conf-name picks the file, and finds a converted .conf under its new name after a restart", async () => {
     setup({ "05-first.conflist": KINDNET, "10-flannel.conf": FLANNEL_CONF });
     const a = start(["--once", "--conf-name", "10-flannel.conf"]);
