@@ -36,6 +36,12 @@ export interface Log {
   error(msg: string): void;
 }
 
+export interface Watch {
+  close(): void;
+}
+/** Calls onChange(name) for each change in `dir`, onError when the watch ends. */
+export type WatchDir = (dir: string, onChange: (name: string | null) => void, onError: (e: Error) => void) => Watch;
+
 export interface InstallerDeps {
   fs: HostFs;
   log: Log;

@@ -1,13 +1,8 @@
 // The installer's life: install, then sleep on inotify until the host's config folder, the
 // plugin binary or the service account token changes, reconcile shortly after, and undo
 // everything when told to stop. No polling: when nothing changes, nothing runs.
-import type { Log } from "./deps.ts";
+import type { Log, Watch, WatchDir } from "./deps.ts";
 import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
-
-export interface Watch {
-  close(): void;
-}
-export type WatchDir = (dir: string, onChange: (name: string | null) => void, onError: (e: Error) => void) => Watch;
 
 export interface RunDeps {
   watch: WatchDir;

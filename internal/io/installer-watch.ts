@@ -1,15 +1,12 @@
 // Watching folders with inotify (node:fs watch): the installer sleeps until something changes.
 import { type FSWatcher, watch } from "node:fs";
-
-export interface Watch {
-  close(): void;
-}
+import type { Watch, WatchDir } from "../installer/deps.ts";
 
 /**
  * Calls `onChange(name)` for every change in `dir` (name may be null when the kernel does not
  * say), and `onError` when the watch ends (the folder went away, or inotify gave up).
  */
-export function watchDir(dir: string, onChange: (name: string | null) => void, onError: (e: Error) => void): Watch {
+export const watchDir: WatchDir = (dir, onChange, onError): Watch => {
   let w: FSWatcher;
   try {
     w = watch(dir, { persistent: true }, (_event, name) => onChange(typeof name === "string" ? name : null));
@@ -18,4 +15,4 @@ export function watchDir(dir: string, onChange: (name: string | null) => void, o
   }
   w.on("error", (e) => onError(new Error(`watching ${dir} stopped: ${e.message}`, { cause: e })));
   return { close: () => w.close() };
-}
+};
