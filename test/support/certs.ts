@@ -1,6 +1,6 @@
 // A throwaway CA, a server certificate for 127.0.0.1/localhost and a client certificate, made
 // with openssl for tests that need TLS.
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -21,9 +21,11 @@ function openssl(args: string[], cwd: string): void {
 
 let cached: TestPki | undefined;
 
-export function makePki(): TestPki {
-  if (cached) return cached;
-  const dir = mkdtempSync(join(tmpdir(), "meshcni-pki-"));
+/** One PKI for every test process of the day, kept in the system's temp folder (certificates last 2 days). */
+const SHARED = join(tmpdir(), "meshcni-test-pki");
+const FRESH_MS = 24 * 3600 * 1000;
+
+function generate(dir: string): void {
   openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
     "-subj", "/CN=meshcni-test-ca", "-keyout", "ca.key", "-out", "ca.crt"], dir);
   Bun.spawnSync(["sh", "-c", "printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\\n' > san.ext"], { cwd: dir });
@@ -35,7 +37,23 @@ export function makePki(): TestPki {
     "-keyout", "client.key", "-out", "client.csr"], dir);
   openssl(["x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
     "-out", "client.crt"], dir);
-  const read = (f: string) => require("node:fs").readFileSync(join(dir, f), "utf8") as string;
+}
+
+export function makePki(): TestPki {
+  if (cached) return cached;
+  const ready = existsSync(join(SHARED, "client.crt")) && Date.now() - statSync(join(SHARED, "client.crt")).mtimeMs < FRESH_MS;
+  if (!ready) {
+    const fresh = mkdtempSync(join(tmpdir(), "meshcni-pki-"));
+    generate(fresh);
+    rmSync(SHARED, { recursive: true, force: true });
+    try {
+      renameSync(fresh, SHARED);
+    } catch {
+      rmSync(fresh, { recursive: true, force: true }); // another process won the race; use theirs
+    }
+  }
+  const dir = SHARED;
+  const read = (f: string) => readFileSync(join(dir, f), "utf8");
   cached = {
     dir,
     caPem: read("ca.crt"),

@@ -76,7 +76,7 @@ export class PodmanLab {
       cniArgs ? { CNI_ARGS: cniArgs } : {});
     if (r.code !== 0) throw new Error(`podman run ${name} failed: ${r.stderr.trim()}`);
     this.containers.add(name);
-    const ip = (await this.podman(["inspect", "-f", "{{.NetworkSettings.Networks." + network + ".IPAddress}}", name])).stdout.trim();
+    const ip = (await this.podman(["inspect", "-f", `{{(index .NetworkSettings.Networks ${JSON.stringify(network)}).IPAddress}}`, name])).stdout.trim();
     if (!ip) throw new Error(`no IP for ${name}: ${(await this.podman(["inspect", name])).stdout}`);
     return ip;
   }
