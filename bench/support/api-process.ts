@@ -1,7 +1,7 @@
 // The stand-in API server in a process of its own, so that benchmarks can time the plugin with
 // blocking spawns. Prints one JSON line {url, kubeconfig, caFile, token} once it listens; exits
 // when stdin closes.
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startApiServer } from "../../test/support/apiserver.ts";
@@ -21,3 +21,4 @@ for await (const _ of Bun.stdin.stream()) {
   // keep running until the parent closes our stdin
 }
 await api.close();
+rmSync(dir, { recursive: true, force: true });
