@@ -6,13 +6,42 @@ import { CniError } from "../cni/errors.ts";
 import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
 
 const Port = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535));
+
+/**
+ * A JSON object with these keys, others kept. valibot's object schemas also take arrays (as
+ * objects with index keys), so `"linkerd": []` or `"prevResult": [..]` would pass as objects.
+ */
+const jsonObject = <E extends v.ObjectEntries>(entries: E) => v.pipe(
+  v.custom<Record<string, unknown>>((x) => typeof x === "object" && x !== null && !Array.isArray(x), "must be a JSON object"),
+  v.looseObject(entries),
+);
+
+/** Deeper nesting is refused when decoding (Go's encoding/json stops at 10000; CNI configs are shallow). */
+export const MAX_JSON_DEPTH = 1000;
+
+/** Whether JSON text nests arrays and objects deeper than `max`; a scan, so deep input cannot overflow the stack. */
+function nestsDeeperThan(text: string, max: number): boolean {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // backslash: skip the escaped character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > max) return true;
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return false;
+}
 const Id = v.pipe(v.number(), v.integer(), v.minValue(-1), v.maxValue(4294967294));
 const PortItem = v.union([v.string(), Port]);
 
 export const IPTABLES_MODES = ["auto", "legacy", "nft", "plain"] as const;
 export type IptablesMode = (typeof IPTABLES_MODES)[number];
 
-export const LinkerdSectionSchema = v.looseObject({
+export const LinkerdSectionSchema = jsonObject({
   "incoming-proxy-port": v.optional(Port, 4143),
   "outgoing-proxy-port": v.optional(Port, 4140),
   "proxy-uid": v.optional(Id, 2102),
@@ -35,7 +64,7 @@ const ProxyId = v.pipe(v.number(), v.integer(), v.minValue(1), v.maxValue(429496
 // Istio's capture ports and proxy ids are fixed in istio-cni; they are optional keys here with
 // Istio's values as defaults (istio-iptables -p, -z, -e, -u, -g). A pod's istio-proxy
 // runAsUser/runAsGroup, when set and not 0, still wins over proxy-uid/proxy-gid.
-export const IstioSectionSchema = v.looseObject({
+export const IstioSectionSchema = jsonObject({
   "iptables-mode": v.optional(v.union([v.picklist(IPTABLES_MODES), v.literal("")]), "auto"),
   "use-wait-flag": v.optional(v.boolean(), false),
   simulate: v.optional(v.boolean(), false),
@@ -47,7 +76,7 @@ export const IstioSectionSchema = v.looseObject({
 });
 export type IstioSection = v.InferOutput<typeof IstioSectionSchema>;
 
-export const KubernetesSectionSchema = v.looseObject({
+export const KubernetesSectionSchema = jsonObject({
   kubeconfig: v.optional(v.string()),
   exclude_namespaces: v.optional(v.array(v.string()), []),
   /** The namespace of meshcni's own DaemonSet (the installer writes it): its pods pass through. */
@@ -65,7 +94,7 @@ export const PluginConfSchema = v.looseObject({
   kubernetes: v.optional(KubernetesSectionSchema, {}),
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),
-  prevResult: v.optional(v.looseObject({ cniVersion: v.optional(v.string()) })),
+  prevResult: v.optional(jsonObject({ cniVersion: v.optional(v.string()) })),
 });
 export type PluginConf = v.InferOutput<typeof PluginConfSchema> & { cniVersion: CniVersion };
 
@@ -79,6 +108,10 @@ function describePath(issue: v.BaseIssue<unknown>): string {
  * version we do not speak code 1, everything else that does not fit the schema code 7.
  */
 export function parsePluginConf(stdin: string): PluginConf {
+  if (nestsDeeperThan(stdin, MAX_JSON_DEPTH)) {
+    throw new CniError(Code.DecodeFailure, "error decoding network config",
+      `it nests deeper than ${MAX_JSON_DEPTH} levels; the runtime must pass the plugin's conflist entry as JSON on stdin`);
+  }
   let raw: unknown;
   try {
     raw = JSON.parse(stdin);
