@@ -1,0 +1,57 @@
+// 110 pods (kubelet's default maximum per node) created at the same moment on this machine, each
+// a real network namespace wired by bridge + host-local with the compiled meshcni chained after
+// them, through the spec's call sequence; with the nft backend and with legacy iptables (which
+// takes the xtables lock). Every ADD succeeds, every pod has exactly its own rules, nothing
+// waited on or failed for the xtables lock; DEL takes everything away again.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { type Backend, type BurstPod, BurstLab, type BurstRound, checkOwnRules, KUBELET_MAX_PODS, lockTrouble } from "./burst/burst-lab.ts";
+
+for (const backend of ["nft", "legacy"] as Backend[]) {
+  describe(`burst of ${KUBELET_MAX_PODS} pods, iptables ${backend}`, () => {
+    let lab: BurstLab;
+    let pods: BurstPod[];
+    let round: BurstRound;
+    const rt = () => lab.runtime(true, backend, backend);
+
+    beforeAll(async () => {
+      lab = await BurstLab.start();
+      pods = lab.createNamespaces(backend[0]!);
+      round = await lab.burst(rt(), pods);
+      console.log(`burst (${backend}): ${KUBELET_MAX_PODS} pods in ${round.wallMs.toFixed(0)} ms; slowest chain ${round.worstChainMs.toFixed(0)} ms, slowest meshcni ADD ${round.worstMeshcniMs?.toFixed(0)} ms`);
+    });
+    afterAll(async () => {
+      await lab?.close();
+    });
+
+    test("every ADD succeeded", () => {
+      expect(round.failures).toEqual([]);
+      expect(round.runs.filter((r) => r.type === "meshcni" && r.code === 0).length).toBe(KUBELET_MAX_PODS);
+    });
+
+    test("no iptables call waited on or failed for the xtables lock", () => {
+      expect(lockTrouble(round.runs)).toEqual([]);
+    });
+
+    test("each pod has exactly its own rules, once", () => {
+      const problems = pods.flatMap((p) => checkOwnRules(lab.save(p, backend), p.index, KUBELET_MAX_PODS));
+      expect(problems).toEqual([]);
+      // and nothing landed in the other backend's tables
+      const other: Backend = backend === "nft" ? "legacy" : "nft";
+      expect(pods.filter((p) => lab.save(p, other).includes("PROXY_INIT")).map((p) => p.name)).toEqual([]);
+    });
+
+    test("the whole burst took at most 3 s (2 cores); reported above", () => {
+      // The target is for an otherwise idle 2-core machine; CI runners share theirs, so the test
+      // allows twice as much and bench/burst.ts reports the figure.
+      expect(round.wallMs).toBeLessThan(6000);
+    });
+
+    test("DEL of every pod at once removes all rules and frees every address", async () => {
+      const errors = await lab.teardown(rt(), pods);
+      expect(errors).toEqual([]);
+      expect(pods.filter((p) => lab.save(p, backend).includes("PROXY_INIT")).map((p) => p.name)).toEqual([]);
+      const left = Bun.spawnSync(["sh", "-c", `ls ${lab.dir}/ipam/*/ 2>/dev/null | grep -c '^10\\.' || true`]).stdout.toString().trim();
+      expect(left).toBe("0");
+    });
+  });
+}

@@ -1,0 +1,194 @@
+// A burst of pods on one machine: N real network namespaces wired at the same moment by the
+// reference bridge + host-local plugins with the compiled meshcni chained after them, each
+// through the spec's call sequence (test/support/cni-runtime.ts), against the stand-in API
+// server holding N meshed pods. Each pod has an annotation of its own, so the rules of one pod
+// can be told from another's. Used by test/hardening/burst.test.ts and bench/burst.ts.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
+import { type Attachment, bridgeConflist, CniRuntime, type PluginRun } from "../../support/cni-runtime.ts";
+import { repoPath } from "../../support/golden.ts";
+import { sh, uniq } from "../../support/netns.ts";
+import { DIST, REFERENCE_PLUGINS } from "../../support/pod-lab.ts";
+
+/** kubelet's default --max-pods. */
+export const KUBELET_MAX_PODS = 110;
+const NS = "burst";
+/** Each pod's own inbound port to skip: 20000 + its number. */
+export const ownPort = (i: number) => 20000 + i;
+
+export type Backend = "nft" | "legacy";
+
+export interface BurstPod {
+  index: number;
+  name: string;
+  netns: string;
+  attachment: Attachment;
+}
+
+export interface BurstRound {
+  /** From the first ADD starting to the last one finishing. */
+  wallMs: number;
+  /** The slowest chain (bridge then meshcni) of one pod. */
+  worstChainMs: number;
+  /** The slowest single meshcni ADD (empty when meshcni is not in the chain). */
+  worstMeshcniMs?: number;
+  failures: { pod: string; error: string }[];
+  runs: PluginRun[];
+}
+
+let labCounter = 0;
+
+export class BurstLab {
+  readonly dir: string;
+  readonly kubeconfig: string;
+  readonly bridge: string;
+  readonly subnet: string;
+  private readonly tag = uniq();
+  private netnsNames: string[] = [];
+
+  private constructor(readonly api: ApiServer, readonly size: number) {
+    this.dir = mkdtempSync(join(tmpdir(), "meshcni-burst-"));
+    this.kubeconfig = join(this.dir, "ZZZ-meshcni-kubeconfig");
+    writeFileSync(this.kubeconfig, api.kubeconfig(), { mode: 0o600 });
+    this.bridge = `mcburst${this.tag}`.slice(0, 15);
+    // A /24 of its own: 253 addresses for host-local, the gateway takes one.
+    this.subnet = `10.${200 + ((process.pid + labCounter++ * 13) % 50)}.${(process.pid >> 3) % 250}.0/24`;
+  }
+
+  static async start(size = KUBELET_MAX_PODS): Promise<BurstLab> {
+    const api = await startApiServer({ token: "burst-token" });
+    const base = await Bun.file(repoPath("testdata/pods/linkerd-meshed.json")).json();
+    api.addNamespace({ metadata: { name: NS } });
+    for (let i = 0; i < size; i++) {
+      const pod = structuredClone(base);
+      pod.metadata.name = `web-${i}`;
+      pod.metadata.namespace = NS;
+      pod.metadata.annotations = { ...pod.metadata.annotations, "config.linkerd.io/skip-inbound-ports": String(ownPort(i)) };
+      api.addPod(pod);
+    }
+    return new BurstLab(api, size);
+  }
+
+  meshcniEntry(backend: Backend): Record<string, unknown> {
+    return {
+      type: "meshcni",
+      name: "meshcni",
+      log_level: "info",
+      kubernetes: { kubeconfig: this.kubeconfig },
+      linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": backend },
+    };
+  }
+
+  runtime(withMeshcni: boolean, backend: Backend, round: string): CniRuntime {
+    const conflist = bridgeConflist({
+      name: `burst-${this.tag}`,
+      bridge: this.bridge,
+      subnet: this.subnet,
+      ipamDir: join(this.dir, "ipam"),
+      meshcni: this.meshcniEntry(backend),
+      cniVersion: "1.0.0",
+    });
+    if (!withMeshcni) conflist.plugins = conflist.plugins.slice(0, 1);
+    return new CniRuntime(conflist, [REFERENCE_PLUGINS, DIST], join(this.dir, `cache-${round}`));
+  }
+
+  /** Creates `size` fresh network namespaces (one `ip -batch`), returning the pods that use them. */
+  createNamespaces(round: string): BurstPod[] {
+    const pods: BurstPod[] = [];
+    for (let i = 0; i < this.size; i++) {
+      const netns = `mcb${this.tag}${round}${i}`;
+      pods.push({
+        index: i,
+        name: `web-${i}`,
+        netns,
+        attachment: {
+          containerId: `c${this.tag}${round}${i}`,
+          netns: `/var/run/netns/${netns}`,
+          ifname: "eth0",
+          cniArgs: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=web-${i};K8S_POD_INFRA_CONTAINER_ID=c${i}`,
+        },
+      });
+    }
+    this.netnsNames.push(...pods.map((p) => p.netns));
+    const r = sh(["ip", "-batch", "-"], { stdin: pods.map((p) => `netns add ${p.netns}\n`).join("") });
+    if (r.code !== 0) throw new Error(`creating ${this.size} network namespaces failed: ${r.stderr}`);
+    return pods;
+  }
+
+  deleteNamespaces(pods: BurstPod[]): void {
+    const names = new Set(pods.map((p) => p.netns));
+    sh(["ip", "-batch", "-force", "-"], { stdin: [...names].map((n) => `netns del ${n}\n`).join("") });
+    this.netnsNames = this.netnsNames.filter((n) => !names.has(n));
+  }
+
+  /** ADD for every pod at the same moment. */
+  async burst(rt: CniRuntime, pods: BurstPod[]): Promise<BurstRound> {
+    const chainMs: number[] = [];
+    const failures: BurstRound["failures"] = [];
+    const t0 = performance.now();
+    await Promise.all(pods.map(async (p) => {
+      const s = performance.now();
+      try {
+        await rt.add(p.attachment);
+        chainMs.push(performance.now() - s);
+      } catch (e) {
+        failures.push({ pod: p.name, error: (e as Error).message });
+      }
+    }));
+    const wallMs = performance.now() - t0;
+    const meshcni = rt.runs.filter((r) => r.type === "meshcni" && r.code === 0).map((r) => r.ms);
+    const round: BurstRound = { wallMs, worstChainMs: Math.max(0, ...chainMs), failures, runs: [...rt.runs] };
+    if (meshcni.length > 0) round.worstMeshcniMs = Math.max(...meshcni);
+    return round;
+  }
+
+  /** DEL for every pod (in parallel, each in the spec's reverse order); failures are returned. */
+  async teardown(rt: CniRuntime, pods: BurstPod[]): Promise<string[]> {
+    const errors: string[] = [];
+    await Promise.all(pods.map((p) => rt.del(p.attachment).catch((e) => void errors.push(`${p.name}: ${(e as Error).message}`))));
+    return errors;
+  }
+
+  /** iptables-save of one pod's namespace for a backend. */
+  save(p: BurstPod, backend: Backend): string {
+    const r = sh(["ip", "netns", "exec", p.netns, `iptables-${backend}-save`, "-t", "nat"]);
+    if (r.code !== 0) throw new Error(`iptables-${backend}-save in ${p.netns}: ${r.stderr}`);
+    return r.stdout;
+  }
+
+  async close(): Promise<void> {
+    if (this.netnsNames.length > 0) {
+      sh(["ip", "-batch", "-force", "-"], { stdin: this.netnsNames.map((n) => `netns del ${n}\n`).join("") });
+    }
+    sh(["ip", "link", "del", this.bridge]);
+    await this.api.close();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** What a pod's nat table must hold: exactly its own rules, once each (checked on iptables-save). */
+export function checkOwnRules(save: string, i: number, size: number): string[] {
+  const problems: string[] = [];
+  const lines = save.split("\n").filter((l) => l.startsWith("-A "));
+  const ours = lines.filter((l) => /PROXY_INIT/.test(l));
+  const portLists = ours.flatMap((l) => [...l.matchAll(/--dports (\S+)/g)].map((m) => m[1]!));
+  const ports = portLists.flatMap((p) => p.split(","));
+  if (!ports.includes(String(ownPort(i)))) problems.push(`web-${i}: its own port ${ownPort(i)} is missing`);
+  const foreign = ports.filter((p) => Number(p) >= 20000 && Number(p) < 20000 + size && Number(p) !== ownPort(i));
+  if (foreign.length > 0) problems.push(`web-${i}: rules of other pods: ports ${foreign.join(",")}`);
+  const jumps = (chain: string, target: string) => lines.filter((l) => l.startsWith(`-A ${chain} `) && l.endsWith(`-j ${target}`)).length;
+  if (jumps("PREROUTING", "PROXY_INIT_REDIRECT") !== 1) problems.push(`web-${i}: ${jumps("PREROUTING", "PROXY_INIT_REDIRECT")} jumps from PREROUTING`);
+  if (jumps("OUTPUT", "PROXY_INIT_OUTPUT") !== 1) problems.push(`web-${i}: ${jumps("OUTPUT", "PROXY_INIT_OUTPUT")} jumps from OUTPUT`);
+  // ignore 4191,4190 + own port; redirect-all; uid; loopback; redirect-all-outgoing; the two jumps.
+  if (ours.length !== 7) problems.push(`web-${i}: ${ours.length} rules of meshcni, expected 7:\n${ours.join("\n")}`);
+  if (new Set(ours).size !== ours.length) problems.push(`web-${i}: a rule twice`);
+  return problems;
+}
+
+/** Errors that say iptables had to wait for, or gave up on, the xtables lock. */
+export function lockTrouble(runs: readonly PluginRun[]): string[] {
+  return runs.filter((r) => /xtables lock|holding the xtables|Resource temporarily unavailable/i.test(r.stderr + r.stdout))
+    .map((r) => `${r.type}: ${(r.stderr + r.stdout).trim().slice(0, 300)}`);
+}

@@ -1,0 +1,99 @@
+// The quick variant of `bun run fuzz`: a few thousand seeded cases through the plugin's real code
+// path (in-process, dry run, real stand-in API server) and a slice through dist/meshcni, judged by
+// the independent oracle. FUZZ_SEED=N replays another seed. Plus checks that the fuzzer itself can
+// fail: it is reproducible, it reaches every stage, and its oracle catches tampered outcomes.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { buildCase, type FuzzCase } from "./fuzz/generate.ts";
+import { type FuzzHarness, type RunResult, startFuzzHarness } from "./fuzz/harness.ts";
+import { judge } from "./fuzz/oracle.ts";
+import { renderFailure, renderSummary, runFuzz } from "./fuzz/run-fuzz.ts";
+
+const SEED = Number(Bun.env.FUZZ_SEED ?? 20261121);
+const CASES = Number(Bun.env.FUZZ_CASES ?? 4000);
+
+let h: FuzzHarness;
+beforeAll(async () => {
+  h = await startFuzzHarness();
+});
+afterAll(() => h?.close());
+
+test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni: no finding`, async () => {
+  const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20 }, h);
+  console.log(renderSummary(report));
+  for (const f of report.failures) console.log(renderFailure(f));
+  expect(report.failures.map((f) => `${f.index}: ${f.problems[0]}`)).toEqual([]);
+  expect(report.binaryCases).toBe(Math.ceil(CASES / 80));
+  // The cases reach every stage: rules, the decode/version/config/environment errors, the API's.
+  const n = (k: string) => report.outcomes.get(k) ?? 0;
+  expect(n("ok with rules")).toBeGreaterThan(CASES * 0.05);
+  for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"]) expect(n(k)).toBeGreaterThan(0);
+}, 120_000);
+
+test("a case is a pure function of (seed, index)", () => {
+  for (const i of [0, 1, 999, 123_456]) {
+    const a = buildCase(SEED, i);
+    const b = buildCase(SEED, i);
+    expect(JSON.stringify(a)).toBe(JSON.stringify(b));
+    expect(JSON.stringify(buildCase(SEED + 1, i))).not.toBe(JSON.stringify(a));
+  }
+});
+
+describe("the oracle catches what it is there to catch", () => {
+  /** The first strong (non-havoc) ADD case of a mesh that gets rules, and its honest outcome. */
+  async function redirected(mesh: "linkerd" | "istio"): Promise<{ c: FuzzCase; r: RunResult }> {
+    for (let i = 0; ; i++) {
+      const c = buildCase(SEED, i);
+      if (c.mesh !== mesh || c.expect.weak || !c.expect.rules || c.expect.codes.length > 0) continue;
+      h.serve(c);
+      const r = await h.runInProcess(c);
+      h.release(c);
+      expect(judge(c, r)).toEqual([]);
+      return { c, r };
+    }
+  }
+
+  const tamper = (r: RunResult, change: Partial<RunResult>): RunResult => ({ ...r, ...change });
+  /** Adds a rule at the end of the first nat table. */
+  const addToNat = (p: string, rule: string) => {
+    const at = p.indexOf("\nCOMMIT", p.indexOf("*nat"));
+    return `${p.slice(0, at)}\n${rule}${p.slice(at)}`;
+  };
+  const otherPort = (p: string) => p.replace(/--to-ports (\d+)/, (_, n) => `--to-ports ${(Number(n) + 1) % 65536}`);
+
+  test("Linkerd: an extra rule, another redirect port, a lost rule, the other family, an option in a value", async () => {
+    const { c, r } = await redirected("linkerd");
+    const p = r.payload!;
+    const cases: [string, string][] = [
+      ["extra rule", addToNat(p, "-A OUTPUT -j ACCEPT")],
+      ["other port", otherPort(p)],
+      ["lost rule", p.split("\n").filter((l) => !l.includes("redirect-all-outgoing")).join("\n")],
+      ["accept instead of return", p.replace(/(ignore-loopback" )-j RETURN/, "$1-j ACCEPT")],
+      ["option as value", p.replace(/-o lo/, "-o -j")],
+      ["stray line", addToNat(p, "ACCEPT")],
+      ["other family", p.replace(/-o lo -m comment/, "-s fd00::/8 -m comment")],
+    ];
+    for (const [what, payload] of cases) {
+      expect({ what, problems: judge(c, tamper(r, { payload })).length > 0 }).toEqual({ what, problems: true });
+    }
+  });
+
+  test("Istio: a capture target that is not configured, a missing exclusion", async () => {
+    const { c, r } = await redirected("istio");
+    const p = r.payload!;
+    expect(judge(c, tamper(r, { payload: otherPort(p) })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -d 203.0.113.0/24 -j RETURN") })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -o eth9 -j RETURN") })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { payload: p.split("\n").filter((l) => !l.includes("--uid-owner")).join("\n") })).length).toBeGreaterThan(0);
+  });
+
+  test("crashes, stack traces, undocumented codes, writes on rejection, hangs", async () => {
+    const { c, r } = await redirected("linkerd");
+    const error = JSON.stringify({ cniVersion: JSON.parse(r.stdout).cniVersion, code: 100, msg: "internal error" });
+    expect(judge(c, tamper(r, { stdout: `${r.stdout}\n    at add (run.ts:1:1)` })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { exitCode: 1, stdout: error, payload: undefined })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { exitCode: 1, stdout: error.replace("100", "7") })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { exitCode: null, crash: "SIGSEGV" })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { exitCode: null, timedOut: true })).length).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { stdout: JSON.stringify({ cniVersion: "0.4.0" }) })).length).toBeGreaterThan(0);
+  });
+});

@@ -1,0 +1,126 @@
+// The fuzz loop: cases in-process (the bulk), every Nth also through the compiled plugin, with
+// the oracle on each outcome and the two runs compared with each other. Used by
+// test/hardening/fuzz.test.ts (quick) and scripts/fuzz.ts (`bun run fuzz`, full).
+import { buildCase, type FuzzCase } from "./generate.ts";
+import { type FuzzHarness, type RunResult, startFuzzHarness } from "./harness.ts";
+import { judge } from "./oracle.ts";
+
+export interface Failure {
+  seed: number;
+  index: number;
+  where: "in-process" | "binary" | "in-process vs binary";
+  problems: string[];
+  tags: string[];
+  log: string;
+}
+
+export interface FuzzReport {
+  seed: number;
+  cases: number;
+  binaryCases: number;
+  failures: Failure[];
+  /** "ok" / "rules" / "code N" -> count. */
+  outcomes: Map<string, number>;
+  tags: Map<string, number>;
+  ms: number;
+  slowestMs: number;
+}
+
+export interface FuzzOptions {
+  seed: number;
+  cases: number;
+  /** Every Nth case also runs through dist/meshcni (0: none). */
+  binaryEvery: number;
+  /** Stop after this many failures. */
+  maxFailures?: number;
+  onProgress?: (done: number, report: FuzzReport) => void;
+}
+
+function outcomeKey(r: RunResult): string {
+  if (r.crash) return "crash";
+  if (r.timedOut) return "hang";
+  if (r.exitCode === 0) return r.payload ? "ok with rules" : "ok";
+  try {
+    return `code ${JSON.parse(r.stdout).code}`;
+  } catch {
+    return "unparsable";
+  }
+}
+
+/** The two runs of one case must agree (VERSION may answer in its own version in the binary). */
+function compare(c: FuzzCase, a: RunResult, b: RunResult): string[] {
+  const p: string[] = [];
+  if (a.exitCode !== b.exitCode) p.push(`exit code ${a.exitCode} in-process, ${b.exitCode} compiled`);
+  if (c.env.CNI_COMMAND !== "VERSION" && a.stdout !== b.stdout) p.push(`stdout differs:\n  in-process: ${a.stdout.slice(0, 400)}\n  compiled:   ${b.stdout.slice(0, 400)}`);
+  if (a.payload !== b.payload) p.push("the dry-run payloads differ");
+  return p;
+}
+
+export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise<FuzzReport> {
+  const h = harness ?? (await startFuzzHarness());
+  const report: FuzzReport = { seed: opts.seed, cases: 0, binaryCases: 0, failures: [], outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0 };
+  const started = performance.now();
+  const inflight = new Set<Promise<void>>();
+  const slots = [0, 1];
+  const fail = (c: FuzzCase, where: Failure["where"], problems: string[], log: string) =>
+    report.failures.push({ seed: opts.seed, index: c.index, where, problems, tags: c.tags, log: log.slice(-3000) });
+  try {
+    for (let i = 0; i < opts.cases; i++) {
+      if (opts.maxFailures !== undefined && report.failures.length >= opts.maxFailures) break;
+      const c = buildCase(opts.seed, i);
+      h.serve(c);
+      const r = await h.runInProcess(c);
+      report.cases++;
+      report.slowestMs = Math.max(report.slowestMs, r.ms);
+      const key = outcomeKey(r);
+      report.outcomes.set(key, (report.outcomes.get(key) ?? 0) + 1);
+      for (const t of c.tags) report.tags.set(t, (report.tags.get(t) ?? 0) + 1);
+      const problems = judge(c, r);
+      if (problems.length > 0) fail(c, "in-process", problems, r.log);
+      if (opts.binaryEvery > 0 && i % opts.binaryEvery === 0) {
+        while (slots.length === 0) await Promise.race(inflight);
+        const slot = slots.pop()!;
+        const task = (async () => {
+          try {
+            const b = await h.runBinary(c, slot);
+            report.binaryCases++;
+            const bp = judge(c, b);
+            if (bp.length > 0) fail(c, "binary", bp, b.log);
+            const diff = compare(c, r, b);
+            if (diff.length > 0) fail(c, "in-process vs binary", diff, b.log);
+          } finally {
+            h.release(c);
+            slots.push(slot);
+          }
+        })();
+        inflight.add(task);
+        void task.finally(() => inflight.delete(task));
+      } else {
+        h.release(c);
+      }
+      if (opts.onProgress && (i + 1) % 1000 === 0) opts.onProgress(i + 1, report);
+    }
+    await Promise.all(inflight);
+  } finally {
+    if (!harness) await h.close();
+  }
+  report.ms = performance.now() - started;
+  return report;
+}
+
+export function renderFailure(f: Failure): string {
+  return [
+    `case ${f.index} (seed ${f.seed}) failed ${f.where}: [${f.tags.join(" ")}]`,
+    ...f.problems.map((p) => `  - ${p}`),
+    `  replay: bun run fuzz --seed ${f.seed} --case ${f.index}`,
+  ].join("\n");
+}
+
+export function renderSummary(r: FuzzReport): string {
+  const outcomes = [...r.outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ");
+  return [
+    `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
+    `outcomes: ${outcomes}`,
+    `failures: ${r.failures.length}`,
+  ].join("\n");
+}
