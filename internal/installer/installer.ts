@@ -3,7 +3,7 @@
 // idempotent, so a reconcile after any event (or a restart) simply does what is missing. Files
 // are touched only through deps.fs; decisions come from the pure planners.
 import { isChained, type JsonObject } from "../conflist/chain.ts";
-import { isConfigFileName } from "../conflist/parse.ts";
+import { isConfigFileName, parseHostConfig } from "../conflist/parse.ts";
 import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "../conflist/select.ts";
 import { NAMES } from "../config/entry.ts";
 import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
@@ -230,7 +230,7 @@ export class Installer {
   chain(): ChainStatus {
     const { log } = this.deps;
     const dir = this.config.hostNetDir;
-    const sel = this.readSelection();
+    const sel = this.withoutReplacedList(this.readSelection());
     if (!sel.name || !sel.config) {
       const what = this.config.confName ? `${join(dir, this.config.confName)} to be a valid network config` : `a CNI network config in ${dir}`;
       this.once("chain", "info", `waiting for ${what}; the cluster's network plugin writes it`);
@@ -265,6 +265,28 @@ export class Installer {
     }
     this.undoStale(plan.stale);
     return { kind: "chained", file: plan.target };
+  }
+
+  /**
+   * A list meshcni made from a single-plugin file stands for that file only while the file is
+   * gone. Once the host writes the file again, the list is out of date: the host's file is the
+   * one to chain (a `.json` sorts after its `.conflist`, so selection alone would keep the old
+   * list), or, when the runtime cannot use it, the list is undone and another file chosen.
+   */
+  private withoutReplacedList(sel: Selection): Selection {
+    for (let i = 0; i <= this.state.records.length; i++) {
+      const record = this.state.records.find((r) => r.file === sel.name && r.convertedFrom);
+      const source = record?.convertedFrom?.name;
+      const text = source === undefined ? undefined : this.deps.fs.readText(join(this.config.hostNetDir, source));
+      if (!record || source === undefined || text === undefined) return sel;
+      const parsed = parseHostConfig(source, text);
+      if (parsed.ok) return { name: source, config: parsed.config, text, skipped: sel.skipped };
+      this.deps.log.info(`${join(this.config.hostNetDir, source)} was written again and cannot be used; ${record.file}, made from its earlier content, is out of date`);
+      this.apply(planUndoRecord(record, this.observe));
+      this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
+      sel = this.readSelection();
+    }
+    return sel;
   }
 
   /** meshcni chained this file before and something has changed it since (or wrote the `.conf` again). */
