@@ -20,6 +20,14 @@ export interface HostFs {
   hash(path: string): string | undefined;
   /** Temp file in the same folder, fsync, rename: readers see the old bytes or the new ones. */
   writeAtomic(path: string, data: Uint8Array | string, mode: number): void;
+  /**
+   * Like writeAtomic, but only if the file still holds `expected` (decoded as UTF-8; null: it
+   * is absent) at the instant it is replaced. False, with the file left as the host wrote it,
+   * when it changed meanwhile.
+   */
+  replaceIfUnchanged(path: string, data: Uint8Array | string, mode: number, expected: string | null): boolean;
+  /** Removes the file only if it still holds `expected`. */
+  removeIfUnchanged(path: string, expected: string): "removed" | "absent" | "changed";
   /** Copies `src` to `dest` the same way. */
   copyAtomic(src: string, dest: string, mode: number): void;
   /** True when something was removed. */

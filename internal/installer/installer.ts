@@ -36,7 +36,9 @@ export type ChainStatus =
   | { kind: "in-place"; file: string }
   | { kind: "waiting" }
   | { kind: "blocked"; reason: string }
-  | { kind: "backoff"; file: string; delayMs: number };
+  | { kind: "backoff"; file: string; delayMs: number }
+  /** The host wrote the file while meshcni was chaining it: look again. */
+  | { kind: "changed"; file: string };
 
 export interface Readiness {
   ready: boolean;
@@ -101,14 +103,35 @@ export class Installer {
     else this.deps.fs.writeAtomic(this.undoPath, renderUndoState(state), 0o600);
   }
 
-  private apply(steps: Step[]): void {
+  /**
+   * Runs the steps in order, each only over the content it was planned from. False when the host
+   * changed a file meanwhile: its write stands, the remaining steps are not run.
+   */
+  private apply(steps: Step[]): boolean {
     const { fs, log } = this.deps;
     for (const step of steps) {
       const path = join(this.config.hostNetDir, step.file);
-      if (step.op === "write") fs.writeAtomic(path, step.data, step.mode);
-      else if (!fs.remove(path)) continue;
+      if (step.op === "write") {
+        if (!fs.replaceIfUnchanged(path, step.data, step.mode, step.expect)) return this.changed(path);
+      } else {
+        const r = fs.removeIfUnchanged(path, step.expect);
+        if (r === "changed" || (r === "absent" && step.mustExist)) return this.changed(path);
+        if (r === "absent") continue;
+      }
       log.info(`${step.why}: ${step.op === "remove" ? "removed " : "wrote "}${path}`);
     }
+    return true;
+  }
+
+  private changed(path: string): false {
+    this.deps.log.info(`${path} changed while meshcni was updating it; the host's write stands, looking again`);
+    return false;
+  }
+
+  /** Undoes a record, planning again while the host keeps changing the file under it. */
+  private undoRecord(record: UndoRecord): void {
+    for (let i = 0; i < 5 && !this.apply(planUndoRecord(record, this.observe)); i++);
+    this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
   }
 
   // --- the plugin binary -------------------------------------------------------------------
@@ -236,7 +259,7 @@ export class Installer {
       this.once("chain", "info", `waiting for ${what}; the cluster's network plugin writes it`);
       return { kind: "waiting" };
     }
-    const primary = { name: sel.name, config: sel.config };
+    const primary = { name: sel.name, config: sel.config, ...(sel.text !== undefined ? { text: sel.text } : {}) };
     if (isChained(sel.config, this.config.entry)) {
       this.undoStale(this.state.records.filter((r) => r.file !== sel.name));
       this.once("chain", "info", `meshcni is chained in ${join(dir, sel.name)}`);
@@ -254,7 +277,17 @@ export class Installer {
     }
     const { plan } = outcome;
     this.saveState(plan.state);
-    this.apply(plan.steps);
+    if (!this.apply(plan.steps)) {
+      const made = plan.state.records[0]!;
+      const list = this.observe(made.file);
+      if (made.convertedFrom && list && sha256Hex(list.bytes) === made.wrote) {
+        // The list is written, but the host rewrote or withdrew the file it was made from: it goes again.
+        const { convertedFrom: _from, ...withoutSource } = made;
+        for (let i = 0; i < 5 && !this.apply(planUndoRecord(withoutSource, this.observe)); i++);
+        this.saveState({ version: 1, records: this.state.records.filter((r) => r !== made) });
+      }
+      return { kind: "changed", file: sel.name };
+    }
     this.said.set("chain", `meshcni is chained in ${join(dir, plan.target)}`);
     if (rechain) {
       const verdict = this.backoff.note(sel.name, this.deps.now());
@@ -282,8 +315,7 @@ export class Installer {
       const parsed = parseHostConfig(source, text);
       if (parsed.ok) return { name: source, config: parsed.config, text, skipped: sel.skipped };
       this.deps.log.info(`${join(this.config.hostNetDir, source)} was written again and cannot be used; ${record.file}, made from its earlier content, is out of date`);
-      this.apply(planUndoRecord(record, this.observe));
-      this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
+      this.undoRecord(record);
       sel = this.readSelection();
     }
     return sel;
@@ -301,8 +333,7 @@ export class Installer {
   private undoStale(stale: UndoRecord[]): void {
     for (const record of stale) {
       this.deps.log.info(`${join(this.config.hostNetDir, record.file)} is no longer the config the runtime reads first; undoing meshcni's change there`);
-      this.apply(planUndoRecord(record, this.observe));
-      this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
+      this.undoRecord(record);
     }
   }
 
@@ -346,10 +377,7 @@ export class Installer {
     };
     this.loadState();
     for (const record of [...this.state.records]) {
-      attempt(`undoing ${join(dir, record.file)}`, () => {
-        this.apply(planUndoRecord(record, this.observe));
-        this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
-      });
+      attempt(`undoing ${join(dir, record.file)}`, () => this.undoRecord(record));
     }
     for (const name of fs.list(dir) ?? []) {
       const current = this.observe(name);

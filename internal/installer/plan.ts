@@ -13,9 +13,15 @@ export interface Observed {
 }
 export type Observe = (name: string) => Observed | undefined;
 
+/**
+ * `expect`: what the file must still hold (as text; null: be absent) when the step runs. The
+ * host may write at any moment; a step planned from older content must not undo that write.
+ */
 export type Step =
-  | { op: "write"; file: string; data: Uint8Array | string; mode: number; why: string }
-  | { op: "remove"; file: string; why: string };
+  | { op: "write"; file: string; data: Uint8Array | string; mode: number; why: string; expect: string | null }
+  | { op: "remove"; file: string; why: string; expect: string; mustExist?: boolean };
+
+const textOf = (o: Observed) => new TextDecoder().decode(o.bytes);
 
 export interface ChainPlan {
   /** The conflist that ends up holding meshcni's entry. */
@@ -36,7 +42,9 @@ const NEW_FILE_MODE = 0o644;
  * Chain meshcni into the selected file. The record keeps the bytes the host had (or had last,
  * when it rewrote the file since), so that undo can put them back exactly.
  */
-export function planChain(state: UndoState, sel: Required<Pick<Selection, "name" | "config">>, entry: JsonObject, observe: Observe): ChainOutcome {
+export function planChain(
+  state: UndoState, sel: Required<Pick<Selection, "name" | "config">> & Pick<Selection, "text">, entry: JsonObject, observe: Observe,
+): ChainOutcome {
   const chained = buildChainedConfig(sel.name, sel.config, entry);
   if (!chained.ok) return { ok: false, reason: `cannot chain meshcni into ${sel.name}: ${chained.reason}` };
   const target = chained.target;
@@ -55,8 +63,14 @@ export function planChain(state: UndoState, sel: Required<Pick<Selection, "name"
   if (chained.converted && source) record.convertedFrom = { name: sel.name, before: toBase64(source.bytes), mode: source.mode };
   else if (inherit && previous.convertedFrom) record.convertedFrom = previous.convertedFrom;
 
-  const steps: Step[] = [{ op: "write", file: target, data: chained.text, mode, why: chained.converted ? `chained meshcni into ${sel.name}, now a list` : "chained meshcni" }];
-  if (chained.converted) steps.push({ op: "remove", file: sel.name, why: `replaced by ${target}` });
+  // The list is written only over what it was made from; a converted file goes only as it was read.
+  const read = sel.text ?? (chained.converted ? source && textOf(source) : current && textOf(current)) ?? null;
+  const steps: Step[] = [{
+    op: "write", file: target, data: chained.text, mode, why: chained.converted ? `chained meshcni into ${sel.name}, now a list` : "chained meshcni",
+    expect: chained.converted ? (current ? textOf(current) : null) : read,
+  }];
+  // The host's file must still be there to be replaced: if the host withdrew it, the list is out of date.
+  if (chained.converted && read !== null) steps.push({ op: "remove", file: sel.name, why: `replaced by ${target}`, expect: read, mustExist: true });
   const stale = state.records.filter((r) => r.file !== target);
   return { ok: true, plan: { target, state: { version: 1, records: [record, ...stale] }, steps, stale } };
 }
@@ -66,8 +80,9 @@ export function planEntryRemoval(file: string, current: Observed): Step[] {
   const parsed = parseHostConfig(file, new TextDecoder().decode(current.bytes));
   if (!parsed.ok || parsed.config.kind !== "conflist" || countEntries(parsed.config) === 0) return [];
   const doc = removeEntries(parsed.config.doc);
-  if (doc.plugins.length === 0) return [{ op: "remove", file, why: "it held nothing but meshcni" }];
-  return [{ op: "write", file, data: renderConfig(doc), mode: current.mode, why: "removed meshcni's entry" }];
+  const expect = textOf(current);
+  if (doc.plugins.length === 0) return [{ op: "remove", file, why: "it held nothing but meshcni", expect }];
+  return [{ op: "write", file, data: renderConfig(doc), mode: current.mode, why: "removed meshcni's entry", expect }];
 }
 
 /**
@@ -83,9 +98,10 @@ export function planUndoRecord(record: UndoRecord, observe: Observe): Step[] {
   const conf = record.convertedFrom;
   // The original goes back first, so that a runtime always finds a config.
   if (conf && !observe(conf.name)) {
-    steps.push({ op: "write", file: conf.name, data: fromBase64(conf.before), mode: conf.mode, why: `restored the host's ${conf.name}` });
+    steps.push({ op: "write", file: conf.name, data: fromBase64(conf.before), mode: conf.mode, why: `restored the host's ${conf.name}`, expect: null });
   }
-  if (record.before === null) steps.push({ op: "remove", file: record.file, why: conf ? `${conf.name} is back` : "meshcni created it" });
-  else steps.push({ op: "write", file: record.file, data: fromBase64(record.before), mode: record.mode, why: "restored the host's bytes" });
+  const expect = textOf(current);
+  if (record.before === null) steps.push({ op: "remove", file: record.file, why: conf ? `${conf.name} is back` : "meshcni created it", expect });
+  else steps.push({ op: "write", file: record.file, data: fromBase64(record.before), mode: record.mode, why: "restored the host's bytes", expect });
   return steps;
 }

@@ -60,6 +60,7 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
       return;
     }
     if (status.kind === "backoff") schedule(status.delayMs);
+    if (status.kind === "changed") schedule(DEBOUNCE_MS);
     if (!inst.sawUnusableConfig) rechecks = 0;
     else if (rechecks++ < RECHECKS) schedule(RECHECK_MS);
     if (mode === "once" && settled(status)) {

@@ -1,8 +1,9 @@
 // The installer's files: atomic writes and copies (temp file in the same folder, fsync, rename),
 // so that a runtime, or a restart after kill -9, never sees a torn file.
+import { dlopen, FFIType } from "bun:ffi";
 import { randomBytes } from "node:crypto";
 import {
-  closeSync, fchmodSync, fsyncSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync,
+  closeSync, existsSync, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync,
   realpathSync, renameSync, statSync, unlinkSync, writeSync,
 } from "node:fs";
 import { basename, dirname } from "node:path";
@@ -12,6 +13,29 @@ import type { Observed } from "../installer/plan.ts";
 /** Temp files end like this: no runtime reads them (not .conf/.conflist/.json) and start-up removes them. */
 const TEMP_SUFFIX = ".meshcni-tmp";
 const isTemp = (name: string) => name.startsWith(".") && name.endsWith(TEMP_SUFFIX);
+/** A host file taken aside by removeIfUnchanged; put back at start-up if a kill -9 left it there. */
+const HELD_SUFFIX = ".meshcni-held";
+const heldName = (path: string) => `${dirname(path)}/.${basename(path)}.${randomBytes(4).toString("hex")}${HELD_SUFFIX}`;
+const heldOriginal = (name: string) => /^\.(.+)\.[0-9a-f]{8}\.meshcni-held$/.exec(name)?.[1];
+
+const RENAME_EXCHANGE = 2;
+let exchange: ((a: string, b: string) => boolean) | null | undefined;
+
+/** renameat2(RENAME_EXCHANGE) from libc: swaps two names atomically; null where it cannot be loaded. */
+function loadExchange(): ((a: string, b: string) => boolean) | null {
+  if (exchange !== undefined) return exchange;
+  try {
+    const libc = dlopen("libc.so.6", { renameat2: { args: [FFIType.i32, FFIType.cstring, FFIType.i32, FFIType.cstring, FFIType.u32], returns: FFIType.i32 } });
+    const AT_FDCWD = -100;
+    exchange = (a, b) => libc.symbols.renameat2(AT_FDCWD, Buffer.from(`${a}\0`), AT_FDCWD, Buffer.from(`${b}\0`), RENAME_EXCHANGE) === 0;
+  } catch {
+    exchange = null;
+  }
+  return exchange;
+}
+
+const textOf = (path: string) => new TextDecoder().decode(readFileSync(path));
+const sameBytes = (path: string, bytes: Uint8Array) => Buffer.compare(readFileSync(path), bytes) === 0;
 
 const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
@@ -42,7 +66,8 @@ function tempName(target: string): string {
   return `${dirname(target)}/.${basename(target)}.${randomBytes(4).toString("hex")}${TEMP_SUFFIX}`;
 }
 
-function commit(tmp: string, target: string, fill: (fd: number) => void, mode: number): void {
+/** Fills a temp file, makes it durable, and puts it in place with `place` (a rename by default). */
+function commit(tmp: string, target: string, fill: (fd: number) => void, mode: number, place = (t: string) => (renameSync(t, target), true)): boolean {
   let fd: number | undefined;
   try {
     fill((fd = openSync(tmp, "wx", mode)));
@@ -50,7 +75,7 @@ function commit(tmp: string, target: string, fill: (fd: number) => void, mode: n
     fsyncSync(fd);
     closeSync(fd);
     fd = undefined;
-    renameSync(tmp, target);
+    return place(tmp);
   } catch (e) {
     if (fd !== undefined) closeSync(fd);
     try {
@@ -116,6 +141,67 @@ export function createHostFs(): HostFs {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
       }, mode);
     },
+    replaceIfUnchanged(path, data, mode, expected) {
+      const target = resolveTarget(path);
+      const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
+      return commit(tempName(target), target, (fd) => {
+        for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
+      }, mode, (tmp) => {
+        if (expected === null) {
+          // Only while there is still no file: a link fails when the name exists.
+          try {
+            linkSync(tmp, target);
+          } catch (e) {
+            if (code(e) !== "EEXIST") throw e;
+            unlinkSync(tmp);
+            return false;
+          }
+          unlinkSync(tmp);
+          return true;
+        }
+        const swap = loadExchange();
+        if (swap?.(tmp, target)) {
+          // The temp name now holds what was the file: is it what the plan was made from?
+          if (textOf(tmp) === expected) {
+            unlinkSync(tmp);
+            return true;
+          }
+          // The host wrote the file meanwhile: give its write back. If the host wrote yet again
+          // in these microseconds, that newest write is the one that stays.
+          if (swap(tmp, target) && !sameBytes(tmp, bytes)) renameSync(tmp, target);
+          else unlinkSync(tmp);
+          return false;
+        }
+        // No RENAME_EXCHANGE (or the file went away): compare right before renaming.
+        if (!existsSync(target) || textOf(target) !== expected) {
+          unlinkSync(tmp);
+          return false;
+        }
+        renameSync(tmp, target);
+        return true;
+      });
+    },
+    removeIfUnchanged(path, expected) {
+      const held = heldName(path);
+      try {
+        renameSync(path, held);
+      } catch (e) {
+        if (code(e) === "ENOENT") return "absent";
+        throw wrap("remove", path, e);
+      }
+      if (textOf(held) === expected) {
+        unlinkSync(held);
+        return "removed";
+      }
+      // Not what the plan was made from: back it goes, unless the host wrote the name again meanwhile.
+      try {
+        linkSync(held, path);
+      } catch (e) {
+        if (code(e) !== "EEXIST") throw wrap("restore", path, e);
+      }
+      unlinkSync(held);
+      return "changed";
+    },
     copyAtomic(src, dest, mode) {
       let from: number;
       try {
@@ -153,7 +239,14 @@ export function createHostFs(): HostFs {
     removeTempFiles(dir) {
       const removed: string[] = [];
       for (const name of this.list(dir) ?? []) {
-        if (!isTemp(name)) continue;
+        const original = heldOriginal(name);
+        // A host file taken aside when a kill -9 came: back under its name, unless the host wrote it again.
+        if (original !== undefined && !existsSync(`${dir}/${original}`)) {
+          renameSync(`${dir}/${name}`, `${dir}/${original}`);
+          removed.push(name);
+          continue;
+        }
+        if (!isTemp(name) && original === undefined) continue;
         if (this.remove(`${dir}/${name}`)) removed.push(name);
       }
       return removed;

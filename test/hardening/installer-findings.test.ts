@@ -1,7 +1,9 @@
 // Regression tests for what the installer chaos run found, against the compiled installer.
 import { afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { renameSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createHostFs } from "../../internal/io/installer-fs.ts";
 import { ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startInstaller, until } from "../installer/harness.ts";
 
 let dirs: HostDirs;
@@ -62,5 +64,60 @@ describe("a list made from a single-plugin file is out of date once the host wri
     expect(await running!.stop()).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.json"]);
     expect(dirs.file("10-flannel.json")).toBe(last);
+  });
+});
+
+describe("the installer's file operations never replace or remove what the host wrote after meshcni read it", () => {
+  // The chaos run found the host's rewrite lost when it landed between the installer reading a
+  // config and renaming its chained version over it. These are the primitives that close that.
+  const fs = createHostFs();
+  let dir: string;
+  const at = (n: string) => join(dir, n);
+  const leftovers = () => readdirSync(dir).filter((n) => n.startsWith("."));
+
+  test("replaceIfUnchanged writes over exactly what the plan was made from, and over nothing else", () => {
+    dir = mkdtempSync(join(tmpdir(), "meshcni-fs-"));
+    writeFileSync(at("10-a.conflist"), "V1");
+    expect(fs.replaceIfUnchanged(at("10-a.conflist"), "chained V1", 0o644, "V1")).toBe(true);
+    expect(readFileSync(at("10-a.conflist"), "utf8")).toBe("chained V1");
+    // the host wrote V2 after meshcni read V1: V2 stays
+    writeFileSync(at("10-a.conflist"), "V2");
+    expect(fs.replaceIfUnchanged(at("10-a.conflist"), "chained V1", 0o644, "V1")).toBe(false);
+    expect(readFileSync(at("10-a.conflist"), "utf8")).toBe("V2");
+    // expected absent, but the host created it meanwhile
+    expect(fs.replaceIfUnchanged(at("10-a.conflist"), "restored", 0o644, null)).toBe(false);
+    expect(readFileSync(at("10-a.conflist"), "utf8")).toBe("V2");
+    expect(fs.replaceIfUnchanged(at("10-b.conf"), "restored", 0o600, null)).toBe(true);
+    expect(readFileSync(at("10-b.conf"), "utf8")).toBe("restored");
+    expect(statSync(at("10-b.conf")).mode & 0o777).toBe(0o600);
+    // expected there, but the host removed it meanwhile
+    expect(fs.replaceIfUnchanged(at("10-c.conflist"), "chained", 0o644, "V1")).toBe(false);
+    expect(existsSync(at("10-c.conflist"))).toBe(false);
+    expect(leftovers()).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("removeIfUnchanged removes exactly what the plan was made from", () => {
+    dir = mkdtempSync(join(tmpdir(), "meshcni-fs-"));
+    writeFileSync(at("10-flannel.conf"), "V2");
+    expect(fs.removeIfUnchanged(at("10-flannel.conf"), "V1")).toBe("changed");
+    expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("V2");
+    expect(fs.removeIfUnchanged(at("10-flannel.conf"), "V2")).toBe("removed");
+    expect(fs.removeIfUnchanged(at("10-flannel.conf"), "V2")).toBe("absent");
+    expect(leftovers()).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("a host file held aside when a kill -9 came is put back at start-up (unless the host wrote it again)", () => {
+    dir = mkdtempSync(join(tmpdir(), "meshcni-fs-"));
+    writeFileSync(at(".10-flannel.conf.0a1b2c3d.meshcni-held"), "host's");
+    writeFileSync(at(".10-b.conf.0a1b2c3d.meshcni-held"), "older");
+    writeFileSync(at("10-b.conf"), "newer");
+    writeFileSync(at(".10-c.conflist.0a1b2c3d.meshcni-tmp"), "half a write");
+    expect(fs.removeTempFiles(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
+    expect(readdirSync(dir).sort()).toEqual(["10-b.conf", "10-flannel.conf"]);
+    expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("host's");
+    expect(readFileSync(at("10-b.conf"), "utf8")).toBe("newer");
+    rmSync(dir, { recursive: true, force: true });
   });
 });

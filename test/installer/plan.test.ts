@@ -115,7 +115,7 @@ describe("undo record", () => {
     const folder: Folder = new Map([["10-flannel.conflist", file(FLANNEL)]]);
     const plan = chain(folder, EMPTY_STATE);
     folder.set("10-flannel.conflist", file(renderConfig({ name: "cbr0", cniVersion: "0.3.1", plugins: [ENTRY] }).replace(/\n/g, " ")));
-    expect(planUndoRecord(plan.state.records[0]!, observeIn(folder))).toEqual([{ op: "remove", file: "10-flannel.conflist", why: "it held nothing but meshcni" }]);
+    expect(planUndoRecord(plan.state.records[0]!, observeIn(folder))).toMatchObject([{ op: "remove", file: "10-flannel.conflist", why: "it held nothing but meshcni" }]);
   });
 
   test("an unparseable file is never rewritten", () => {
