@@ -9,6 +9,7 @@ import { OptionsError, parseInstallerOptions, renderUsage } from "../internal/in
 import { runInstaller } from "../internal/installer/run.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
+import { stopRunningInstaller } from "../internal/io/installer-stop.ts";
 import { createInstallerLog } from "../internal/io/installer-log.ts";
 import { watchDir } from "../internal/io/installer-watch.ts";
 import { VERSION } from "../internal/version.ts";
@@ -40,7 +41,12 @@ async function main(): Promise<number> {
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
   const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now() });
   try {
-    if (opts.mode === "uninstall") {
+    if (opts.mode === "stop") {
+      // Within the pod's 30 s grace period, leaving time for the direct undo below.
+      if (await stopRunningInstaller(opts.stopPid, 20_000)) return 0;
+      log.warn(`no running installer ended on SIGTERM (pid ${opts.stopPid}); undoing directly`);
+    }
+    if (opts.mode === "uninstall" || opts.mode === "stop") {
       inst.uninstall();
       return 0;
     }

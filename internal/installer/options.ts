@@ -5,7 +5,7 @@ import * as v from "valibot";
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
-export type Mode = "run" | "once" | "uninstall";
+export type Mode = "run" | "once" | "uninstall" | "stop";
 
 export interface InstallerOptions {
   hostNetDir: string;
@@ -23,6 +23,8 @@ export interface InstallerOptions {
   servicePort?: string;
   /** POD_NAMESPACE (downward API): the plugin lets this namespace's meshcni-node-* pods through. */
   podNamespace?: string;
+  /** With --stop: the running installer's process id (1 in its container). */
+  stopPid: number;
   help: boolean;
 }
 
@@ -40,6 +42,8 @@ const FLAGS = {
   "log-level": { type: "string", arg: "LEVEL", default: "info", help: "debug, info, warn or error" },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
   uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation, then exit" },
+  stop: { type: "boolean", arg: "", default: undefined, help: "the DaemonSet's preStop: ask the running installer to undo everything and wait until it has; undo directly if it is not running or does not finish in time" },
+  "stop-pid": { type: "string", arg: "PID", default: "1", help: "with --stop, the running installer's process id" },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -101,7 +105,10 @@ export function parseInstallerOptions(
   };
   const once = bool("once");
   const uninstall = bool("uninstall");
-  if (once && uninstall) throw new OptionsError("--once and --uninstall exclude each other");
+  const stop = bool("stop");
+  if ([once, uninstall, stop].filter(Boolean).length > 1) throw new OptionsError("--once, --uninstall and --stop exclude each other");
+  const stopPid = str("stop-pid")!;
+  if (!/^[1-9][0-9]{0,9}$/.test(stopPid)) throw new OptionsError(`--stop-pid ${JSON.stringify(stopPid)}: expected a process id`);
   const logLevel = str("log-level")!;
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw new OptionsError(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(", ")}`);
@@ -128,7 +135,8 @@ export function parseInstallerOptions(
     destNetDir: dir("dest-net-dir"),
     pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
     serviceAccountDir: dir("service-account-dir"),
-    mode: once ? "once" : uninstall ? "uninstall" : "run",
+    mode: once ? "once" : uninstall ? "uninstall" : stop ? "stop" : "run",
+    stopPid: Number(stopPid),
     logLevel: logLevel as LogLevel,
     help: bool("help"),
   };

@@ -9,7 +9,8 @@ export interface HealthServer {
 export function serveHealth(port: number, check: () => Readiness): HealthServer {
   const server = Bun.serve({
     port,
-    hostname: "0.0.0.0",
+    // Both families: in an IPv6-only cluster the kubelet probes the pod's IPv6 address.
+    hostname: "::",
     fetch(req) {
       const path = new URL(req.url).pathname;
       if (path === "/healthz") return new Response("ok\n");

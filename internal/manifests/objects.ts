@@ -16,7 +16,7 @@ export const CONTAINER = {
   configKey: "plugin-config.json",
 } as const;
 
-/** Long enough for the preStop undo and then the installer's own undo on SIGTERM. */
+/** Long enough for the installer's undo, which preStop asks for and waits on (at most 20 s). */
 export const TERMINATION_GRACE_SECONDS = 30;
 
 export function commonLabels(): Record<string, string> {
@@ -141,9 +141,9 @@ export function buildDaemonSet(values: Values): K8sObject {
       ports: [{ name: "health", containerPort: values.healthPort, protocol: "TCP" }],
       livenessProbe: { httpGet: { path: "/healthz", port: "health" }, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 3 },
       readinessProbe: { httpGet: { path: "/readyz", port: "health" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
-      // Undo first (an idempotent, separate run), so nothing of meshcni is left on the node
-      // even if the main process is wedged; the SIGTERM that follows undoes again.
-      lifecycle: { preStop: { exec: { command: [CONTAINER.installer, "--uninstall", ...installerDirArgs(values)] } } },
+      // preStop asks the running installer (PID 1) to undo and waits until it has; if it is not
+      // running or wedged, the preStop run undoes by itself. One process undoes, once.
+      lifecycle: { preStop: { exec: { command: [CONTAINER.installer, "--stop", ...installerDirArgs(values)] } } },
       resources: values.resources,
       securityContext,
       volumeMounts: [

@@ -90,7 +90,7 @@ describe("install-cni objects", () => {
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
     expect(c.ports).toEqual([{ name: "health", containerPort: 9813, protocol: "TCP" }]);
     expect(c.args).toEqual(expect.arrayContaining(["--health-port", "9813", "--plugin-config", "/etc/meshcni/plugin-config.json"]));
-    expect(c.lifecycle.preStop.exec.command.slice(0, 2)).toEqual(["/opt/meshcni/meshcni-installer", "--uninstall"]);
+    expect(c.lifecycle.preStop.exec.command.slice(0, 2)).toEqual(["/opt/meshcni/meshcni-installer", "--stop"]);
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(30);
     expect(c.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
     const mounts = Object.fromEntries(c.volumeMounts.map((m: Obj) => [m.name, m.mountPath]));

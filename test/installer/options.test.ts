@@ -14,6 +14,7 @@ describe("parseInstallerOptions", () => {
       serviceAccountDir: "/var/run/secrets/kubernetes.io/serviceaccount",
       mode: "run",
       logLevel: "info",
+      stopPid: 1,
       help: false,
     });
   });
