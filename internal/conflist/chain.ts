@@ -1,7 +1,9 @@
 // Putting meshcni's entry into a host network config, and taking it out again. Pure.
 //
-// Output format (the installer's own; goldens pin it): the host's keys in the host's order,
-// two-space indent, a trailing newline. A single-plugin `.conf`/`.json` becomes a list
+// Output format (the installer's own; goldens pin it): the host's keys in the host's order
+// (except that JavaScript puts integer-like keys first; CNI configs have none), numbers as
+// JavaScript writes them, two-space indent, a trailing newline. Undo gives the host's own bytes
+// back whenever the host has not rewritten the file since. A single-plugin `.conf`/`.json` becomes a list
 // `{cniVersion, name, plugins: [<the plugin minus cniVersion>, <meshcni>]}`, keeping the host's
 // network name and cniVersion (0.3.1 when it had none, the oldest version libcni chains with
 // that old plugins still speak).
