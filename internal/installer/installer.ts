@@ -270,7 +270,11 @@ export class Installer {
       const wait = this.backoff.waitFor(sel.name, this.deps.now());
       if (wait > 0) return { kind: "backoff", file: sel.name, delayMs: wait };
     }
-    const outcome = planChain(this.state, primary, this.config.entry, this.observe);
+    // One read of the selected file for the whole plan: the bytes undo keeps are the ones the
+    // list is made from (a file rewritten in place can read differently from one moment to the next).
+    const seen = this.observe(sel.name);
+    if (!seen || new TextDecoder().decode(seen.bytes) !== sel.text) return { kind: "changed", file: sel.name };
+    const outcome = planChain(this.state, primary, this.config.entry, (name) => (name === sel.name ? seen : this.observe(name)));
     if (!outcome.ok) {
       this.once("chain", "error", outcome.reason);
       return { kind: "blocked", reason: outcome.reason };

@@ -3,6 +3,8 @@ import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { Installer } from "../../internal/installer/installer.ts";
 import { createHostFs } from "../../internal/io/installer-fs.ts";
 import { ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startInstaller, until } from "../installer/harness.ts";
 
@@ -119,5 +121,44 @@ describe("the installer's file operations never replace or remove what the host 
     expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("host's");
     expect(readFileSync(at("10-b.conf"), "utf8")).toBe("newer");
     rmSync(dir, { recursive: true, force: true });
+  });
+});
+
+describe("the bytes undo keeps are the ones the chained list was made from", () => {
+  // A file rewritten in place can be read torn (new bytes, then the old file's tail), and valid
+  // JSON that way when the tail is whitespace. Planning from one read and recording another let
+  // such bytes into the undo record.
+  test("a torn second read of the selected file: no write now; the next reconcile records the real bytes", () => {
+    dirs = new HostDirs();
+    const host = `${JSON.stringify({ cniVersion: "1.0.0", name: "k8s-pod-network", plugins: [{ type: "calico" }] }, null, 2)}\n`;
+    writeFileSync(join(dirs.net, "10-calico.conflist"), host);
+    const real = createHostFs();
+    let reads = 0;
+    const fs: typeof real = {
+      ...real,
+      read(path) {
+        const r = real.read(path);
+        // The selection reads first; the second read of the file comes back with a stale tail.
+        if (r && path.endsWith("/10-calico.conflist") && ++reads === 2) return { ...r, bytes: Buffer.concat([r.bytes, Buffer.from("\n")]) };
+        return r;
+      },
+      readText(path) {
+        const r = this.read(path);
+        return r && new TextDecoder().decode(r.bytes);
+      },
+    };
+    const plugin = join(dirs.root, "meshcni-build");
+    writeFileSync(plugin, "#!/bin/sh\n", { mode: 0o755 });
+    const quiet = { debug() {}, info() {}, warn() {}, error() {} };
+    const inst = new Installer({
+      hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
+      entry: buildPluginEntry(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
+    }, { fs, log: quiet, now: () => performance.now() });
+    inst.prepare();
+    expect(inst.reconcile().kind).toBe("changed");
+    expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(host);
+    expect(inst.reconcile()).toEqual({ kind: "chained", file: "10-calico.conflist" });
+    inst.uninstall();
+    expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(host);
   });
 });
