@@ -768,7 +768,9 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
       read.set(key, "valid");
       return { list: { text: "", validity: "valid", required: [], allowed: [], kinds: [] } };
     }
-    const l = list();
+    let l = list();
+    // A list that happens to read "*" is the star, not a list: draw again.
+    while (l.text.trim() === "*") l = list();
     annotations[key] = l.text;
     read.set(key, l.validity);
     return { list: l };

@@ -4,6 +4,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startEarlyLookup } from "../../../internal/io/early-lookup.ts";
 import { createPluginDeps } from "../../../internal/io/plugin-deps.ts";
 import { runPlugin } from "../../../internal/plugin/run.ts";
 import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
@@ -61,9 +62,13 @@ export async function startFuzzHarness(): Promise<FuzzHarness> {
     async runInProcess(c) {
       rmSync(inprocDry, { force: true });
       const lines: string[] = [];
-      const deps = createPluginDeps({ PATH, MESHCNI_DRY_RUN_FILE: inprocDry }, (line) => void lines.push(line));
       // Decoded from UTF-8 bytes as the binary reads its stdin (a leading BOM goes).
       const stdin = new TextDecoder().decode(new TextEncoder().encode(stdinOf(c)));
+      // Every other case with the binary's head start on the pod lookup (cmd/plugin.ts), the
+      // others without it, so that both ways to the API are fuzzed (and compared with the binary).
+      const env = { PATH, MESHCNI_DRY_RUN_FILE: inprocDry, ...c.env };
+      const early = c.index % 2 === 0 ? startEarlyLookup(stdin, env) : undefined;
+      const deps = createPluginDeps({ PATH, MESHCNI_DRY_RUN_FILE: inprocDry }, (line) => void lines.push(line), early);
       const t0 = performance.now();
       let timer: ReturnType<typeof setTimeout> | undefined;
       const hang = new Promise<"hang">((resolve) => (timer = setTimeout(() => resolve("hang"), CASE_BOUND_MS)));

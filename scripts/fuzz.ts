@@ -1,0 +1,83 @@
+// bun run fuzz [--seed N] [--cases N] [--binary-every N] [--case K] [--only plugin|installer] [--ops N]
+//
+// The plugin fuzzer (test/hardening/fuzz/): seeded and reproducible; by default 100,000 cases
+// in-process through the real code path in dry-run mode, every 50th also through dist/meshcni.
+// `--case K` replays one case of a seed: its inputs, both runs, and the verdict.
+// Then the installer chaos run (test/hardening/chaos/): 1,000 operations of a simulated primary
+// CNI against dist/meshcni-installer, with SIGTERM and kill -9 at random moments.
+// Exits 1 when anything failed.
+import { parseArgs } from "node:util";
+import { buildCase } from "../test/hardening/fuzz/generate.ts";
+import { startFuzzHarness } from "../test/hardening/fuzz/harness.ts";
+import { judge } from "../test/hardening/fuzz/oracle.ts";
+import { renderFailure, renderSummary, runFuzz } from "../test/hardening/fuzz/run-fuzz.ts";
+
+const { values } = parseArgs({
+  args: Bun.argv.slice(2),
+  options: {
+    seed: { type: "string" },
+    cases: { type: "string", default: "100000" },
+    "binary-every": { type: "string", default: "50" },
+    case: { type: "string" },
+    only: { type: "string" },
+    ops: { type: "string", default: "1000" },
+  },
+});
+
+const seed = values.seed !== undefined ? Number(values.seed) : (Date.now() ^ (process.pid << 16)) >>> 0;
+if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed ${values.seed}: expected a whole number`);
+
+async function replay(index: number): Promise<number> {
+  const c = buildCase(seed, index);
+  const h = await startFuzzHarness();
+  try {
+    h.serve(c);
+    console.log(`case ${index} of seed ${seed} [${c.tags.join(" ")}]`);
+    console.log(`expected: ${JSON.stringify(c.expect, null, 2).slice(0, 4000)}`);
+    console.log(`env: ${JSON.stringify(c.env, null, 2)}`);
+    console.log(`stdin: ${h.stdinOf(c).slice(0, 6000)}`);
+    console.log(`objects: ${JSON.stringify(c.objects, null, 2).slice(0, 6000)}`);
+    let bad = 0;
+    for (const [where, run] of [["in-process", () => h.runInProcess(c)], ["dist/meshcni", () => h.runBinary(c, 0)]] as const) {
+      const r = await run();
+      const problems = judge(c, r);
+      bad += problems.length;
+      console.log(`\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\nstdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`);
+      console.log(problems.length ? `PROBLEMS:\n${problems.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
+    }
+    return bad ? 1 : 0;
+  } finally {
+    await h.close();
+  }
+}
+
+async function fuzzPlugin(): Promise<number> {
+  const cases = Number(values.cases);
+  console.log(`plugin fuzz: seed ${seed}, ${cases} cases (replay one with: bun run fuzz --seed ${seed} --case K)`);
+  const report = await runFuzz({
+    seed, cases, binaryEvery: Number(values["binary-every"]), maxFailures: 200,
+    onProgress: (done, r) => {
+      if (done % 10_000 === 0) console.log(`  ${done} cases, ${r.failures.length} failures, ${((performance.now()) / 1000).toFixed(0)} s`);
+    },
+  });
+  for (const f of report.failures.slice(0, 30)) console.log(renderFailure(f));
+  console.log(renderSummary(report));
+  return report.failures.length > 0 ? 1 : 0;
+}
+
+async function chaos(): Promise<number> {
+  const { runChaos, renderChaosSummary } = await import("../test/hardening/chaos/run-chaos.ts");
+  const ops = Number(values.ops);
+  console.log(`installer chaos: seed ${seed}, ${ops} operations`);
+  const report = await runChaos({ seed, ops });
+  console.log(renderChaosSummary(report));
+  return report.violations.length > 0 ? 1 : 0;
+}
+
+let code = 0;
+if (values.case !== undefined) code = await replay(Number(values.case));
+else {
+  if (values.only === undefined || values.only === "plugin") code |= await fuzzPlugin();
+  if (values.only === undefined || values.only === "installer") code |= await chaos();
+}
+process.exit(code);
