@@ -2,7 +2,8 @@
 // every CNI config file (.conf, .conflist, .json) of a folder on each inotify event and in a
 // tight loop in between, and records every distinct content it ever saw per file name. Prints
 // "ready" once it has read the folder; when its stdin closes it writes what it saw to OUTFILE as
-// JSON { name: { content: [firstSeen, lastSeen] } } (epoch milliseconds, fractional) plus the
+// JSON { name: { content: [[from, to], ...] } }: when each content was there, as episodes of
+// consecutive sightings (epoch milliseconds, fractional; at most 1000 per content), plus the
 // number of samples, and exits.
 // Usage: bun observer.ts DIR OUTFILE
 import { readdirSync, readFileSync, watch, writeFileSync } from "node:fs";
@@ -10,7 +11,8 @@ import { readdirSync, readFileSync, watch, writeFileSync } from "node:fs";
 const [dir, outfile] = Bun.argv.slice(2);
 if (!dir || !outfile) throw new Error("usage: observer.ts DIR OUTFILE");
 
-const seen = new Map<string, Map<string, [number, number]>>();
+const seen = new Map<string, Map<string, [number, number][]>>();
+const last = new Map<string, string>();
 const now = () => performance.timeOrigin + performance.now();
 let samples = 0;
 let stopping = false;
@@ -26,9 +28,12 @@ function read(name: string): void {
   let contents = seen.get(name);
   if (!contents) seen.set(name, (contents = new Map()));
   const t = now();
-  const when = contents.get(text);
-  if (when) when[1] = t;
-  else contents.set(text, [t, t]);
+  let episodes = contents.get(text);
+  if (!episodes) contents.set(text, (episodes = []));
+  if (last.get(name) === text && episodes.length > 0) episodes[episodes.length - 1]![1] = t;
+  else if (episodes.length < 1000) episodes.push([t, t]);
+  else episodes[episodes.length - 1]![1] = Number.POSITIVE_INFINITY; // too many to tell apart
+  last.set(name, text);
 }
 
 function scan(): void {

@@ -12,6 +12,7 @@ import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync,
 import { join } from "node:path";
 import { ensureBuilt, HostDirs, type InstallerProcess, startInstaller } from "../../installer/harness.ts";
 import { repoPath } from "../../support/golden.ts";
+import { jsonEqual } from "../fuzz/expect.ts";
 import { createRng, type Rng } from "../fuzz/prng.ts";
 
 export interface ChaosOptions {
@@ -49,14 +50,6 @@ function parse(text: string): Json | undefined {
   }
 }
 
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as Json)[k], (b as Json)[k]));
-}
 
 /** Whether a runtime would use the file (a list with a name and typed plugins, or one typed plugin). */
 function usable(name: string, text: string): boolean {
@@ -215,8 +208,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
         if (meshcniCount(doc) !== 1 || doc.plugins.at(-1)?.type !== MESHCNI) p.push(`${n}: ${meshcniCount(doc)} meshcni entries, last is ${doc.plugins.at(-1)?.type}`);
         const theirs = parse(cni.files.get(choice!)!)!;
         const ok = choice === target
-          ? deepEqual(withoutMeshcni(doc), theirs)
-          : doc.plugins.length === 2 && deepEqual(doc.plugins[0], (({ cniVersion: _v, ...rest }) => rest)(theirs));
+          ? jsonEqual(withoutMeshcni(doc), theirs)
+          : doc.plugins.length === 2 && jsonEqual(doc.plugins[0], (({ cniVersion: _v, ...rest }) => rest)(theirs));
         if (!ok) p.push(`${n}: the CNI's plugins are not exactly there`);
         continue;
       }
@@ -326,12 +319,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   }
 
   // Everything the observer saw.
-  const observed = JSON.parse(readFileSync(observedFile, "utf8")) as { samples: number; seen: Record<string, Record<string, [number, number]>> };
+  const observed = JSON.parse(readFileSync(observedFile, "utf8")) as { samples: number; seen: Record<string, Record<string, [number, number][]>> };
   let contents = 0;
   let tornWhileWriting = 0;
   /** Seen only while the CNI itself was rewriting the file in place (a torn read of its own write). */
-  const duringOwnWrite = (name: string, [first, last]: [number, number]) =>
-    (cni.inPlaceWindows.get(name) ?? []).some(([a, b]) => first >= a - 2 && last <= b + 2);
+  const duringOwnWrite = (name: string, episodes: [number, number][]) =>
+    episodes.every(([first, last]) => (cni.inPlaceWindows.get(name) ?? []).some(([a, b]) => first >= a - 2 && last <= b + 2));
   for (const [name, texts] of Object.entries(observed.seen)) {
     for (const [text, when] of Object.entries(texts)) {
       contents++;
@@ -358,8 +351,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       const versions = [...(mine ?? [])].map(parse).filter((d): d is Json => !!d);
       const conf = NAMES.find((c) => !c.endsWith(".conflist") && listNameOf(c) === name);
       const confVersions = conf ? [...(cni.written.get(conf) ?? [])].map(parse).filter((d): d is Json => !!d) : [];
-      const kept = versions.some((v) => deepEqual(rest, v)) ||
-        confVersions.some((v) => rest.plugins.length === 1 && deepEqual(rest.plugins[0], (({ cniVersion: _c, ...p }) => p)(v)));
+      const kept = versions.some((v) => jsonEqual(rest, v)) ||
+        confVersions.some((v) => rest.plugins.length === 1 && jsonEqual(rest.plugins[0], (({ cniVersion: _c, ...p }) => p)(v)));
       if (!kept) violations.push(`${name} was seen without plugins the CNI wrote: ${JSON.stringify(text.slice(0, 300))}`);
     }
   }

@@ -94,9 +94,18 @@ export function versionAnswer(stdin: string): unknown {
 }
 
 /** Go's strconv.ParseBool, which istio-cni uses for inject and the proxy's env flags. */
-export function goBool(raw: string | undefined | null): boolean | undefined {
-  if (raw === undefined || raw === null) return undefined;
-  if (["1", "t", "T", "TRUE", "true", "True"].includes(raw)) return true;
-  if (["0", "f", "F", "FALSE", "false", "False"].includes(raw)) return false;
-  return undefined;
+const GO_BOOL = new Map<string, boolean>([
+  ...["1", "t", "T", "TRUE", "true", "True"].map((w) => [w, true] as const),
+  ...["0", "f", "F", "FALSE", "false", "False"].map((w) => [w, false] as const),
+]);
+export const goBool = (raw: string | undefined | null): boolean | undefined => (raw == null ? undefined : GO_BOOL.get(raw));
+
+/** Equal as JSON values (key order aside). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  const kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
 }

@@ -547,10 +547,42 @@ function malform(b: Builder, pod: Json): unknown {
   return p;
 }
 
-interface AnnotationChoice<T> {
-  pod?: string;
-  ns?: string;
-  list?: TypedList<T>;
+/**
+ * Where the proxy sits: a sidecar (the default), a native sidecar, next to the mesh's own init
+ * container (no rules), absent, or another mesh's. `p` are the cumulative chances of the last
+ * four. The proxy object is placed as it is, so what is set on it later lands in the pod.
+ */
+function shape(b: Builder, spec: Json, app: Json, proxy: Json, names: { mesh: string; init: string; other: string }, p: [number, number, number, number]): boolean {
+  const kind = b.rng.next();
+  if (kind < p[0]) {
+    spec.containers = [app];
+    proxy.restartPolicy = "Always";
+    spec.initContainers = [proxy];
+    b.tag(`${names.mesh}-native-sidecar`);
+    return true;
+  }
+  if (kind < p[1]) {
+    spec.initContainers = [container(names.init)];
+    b.tag(names.init);
+  } else if (kind < p[2]) {
+    spec.containers = [app];
+    b.tag("no-proxy");
+  } else if (kind < p[3]) {
+    spec.containers = [app, container(names.other)];
+    b.tag("other-mesh-pod");
+  } else return true;
+  return false;
+}
+
+/** What the API stand-in serves for the pod: mostly the pod, sometimes nothing (404) or nonsense. */
+function served(b: Builder, pod: Json, meshed: boolean): { state: PodState; body: unknown } {
+  const pr = b.rng.next();
+  if (pr < 0.03) {
+    b.tag("pod-missing");
+    return { state: "missing", body: pod };
+  }
+  if (pr < 0.07) return { state: "malformed", body: malform(b, pod) };
+  return { state: meshed ? "meshed" : "skip", body: pod };
 }
 
 function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
@@ -562,24 +594,7 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const app = container("app");
   const spec: Json = { containers: [app, proxy] };
   let meshed = true;
-  const kind = rng.next();
-  if (kind < 0.1) {
-    spec.containers = [app];
-    spec.initContainers = [{ ...proxy, restartPolicy: "Always" }];
-    b.tag("linkerd-native-sidecar");
-  } else if (kind < 0.17) {
-    spec.initContainers = [container("linkerd-init")];
-    meshed = false;
-    b.tag("linkerd-init");
-  } else if (kind < 0.26) {
-    spec.containers = [app];
-    meshed = false;
-    b.tag("no-proxy");
-  } else if (kind < 0.3) {
-    spec.containers = [app, container("istio-proxy")];
-    meshed = false;
-    b.tag("other-mesh-pod");
-  }
+  meshed = shape(b, spec, app, proxy, { mesh: "linkerd", init: "linkerd-init", other: "istio-proxy" }, [0.1, 0.17, 0.26, 0.3]);
   let controlPlane = false;
   if (rng.chance(0.08)) {
     const v = rng.pick(["destination", "identity", ""]);
@@ -637,16 +652,7 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const nsBody: Json = { apiVersion: "v1", kind: "Namespace", metadata: { name: id.ns, annotations: nsAnnotations } };
   if (rng.chance(0.1)) (pod.metadata as Json).annotations = { ...annotations, "unrelated.example.com/x": "y\n-A OUTPUT -j ACCEPT" };
 
-  let state: PodState = meshed ? "meshed" : "skip";
-  let body: unknown = pod;
-  const pr = rng.next();
-  if (pr < 0.03) {
-    state = "missing";
-    b.tag("pod-missing");
-  } else if (pr < 0.07) {
-    state = "malformed";
-    body = malform(b, pod);
-  }
+  const { state, body } = served(b, pod, meshed);
   let nsState: "missing" | "malformed" | "ok" = "ok";
   let ns: unknown = nsBody;
   const nr = rng.next();
@@ -687,26 +693,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const app = container("reviews");
   const spec: Json = { containers: [app, proxy] };
   let meshed = true;
-  const kind = rng.next();
-  if (kind < 0.1) {
-    // A native sidecar: the same container object, so what is set on it below lands there.
-    spec.containers = [app];
-    proxy.restartPolicy = "Always";
-    spec.initContainers = [proxy];
-    b.tag("istio-native-sidecar");
-  } else if (kind < 0.15) {
-    spec.initContainers = [container("istio-init")];
-    meshed = false;
-    b.tag("istio-init");
-  } else if (kind < 0.2) {
-    spec.containers = [app];
-    meshed = false;
-    b.tag("no-proxy");
-  } else if (kind < 0.24) {
-    spec.containers = [app, container("linkerd-proxy")];
-    meshed = false;
-    b.tag("other-mesh-pod");
-  }
+  meshed = shape(b, spec, app, proxy, { mesh: "istio", init: "istio-init", other: "linkerd-proxy" }, [0.1, 0.15, 0.2, 0.24]);
   // DISABLE_ENVOY, the proxy's mode, the inject label/annotation and the status annotation.
   if (rng.chance(0.08)) {
     const v = rng.pick(["true", "1", "t", "TRUE", "True", "false", "0", "garbage", "", "yes"]);
@@ -819,16 +806,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   if (validity !== "valid") b.tag(`annotation-${validity}`);
 
   const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, labels, annotations }, spec };
-  let state: PodState = meshed ? "meshed" : "skip";
-  let body: unknown = pod;
-  const pr = rng.next();
-  if (pr < 0.03) {
-    state = "missing";
-    b.tag("pod-missing");
-  } else if (pr < 0.07) {
-    state = "malformed";
-    body = malform(b, pod);
-  }
+  const { state, body } = served(b, pod, meshed);
 
   const excludeInList = excIn?.star ? [] : excIn?.list?.required ?? [];
   const rules: IstioRules = {

@@ -1,7 +1,7 @@
 // Judging one outcome of a fuzz case: never a crash, a hang, or anything but a result or a CNI
 // error on stdout; an error has a documented code (the expected one when the case says), and a
 // rejected input never writes the dry-run file; accepted rules mean exactly what the input said.
-import { asRead, DOCUMENTED_CODES, expectedResult, SUPPORTED, versionAnswer } from "./expect.ts";
+import { asRead, DOCUMENTED_CODES, expectedResult, jsonEqual, SUPPORTED, versionAnswer } from "./expect.ts";
 import type { FuzzCase } from "./generate.ts";
 import { checkPayload } from "./payload-check.ts";
 
@@ -28,14 +28,6 @@ function parseJson(text: string): { ok: true; value: any } | { ok: false } {
   }
 }
 
-function deepEqual(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  const kb = Object.keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && deepEqual((a as any)[k], (b as any)[k]));
-}
 
 const short = (s: string, n = 300) => (s.length > n ? `${s.slice(0, n)}… (${s.length} chars)` : s);
 
@@ -75,7 +67,7 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
   if (!out.ok) return [...p, `stdout of a success is not JSON: ${JSON.stringify(short(o.stdout))}`];
   if (command === "VERSION") {
     const v = out.value as { cniVersion?: unknown; supportedVersions?: unknown };
-    if (!deepEqual(v.supportedVersions, [...SUPPORTED])) p.push(`VERSION lists ${JSON.stringify(v.supportedVersions)}`);
+    if (!jsonEqual(v.supportedVersions, [...SUPPORTED])) p.push(`VERSION lists ${JSON.stringify(v.supportedVersions)}`);
     // Answering in the request's version (spec) or in the latest (libcni's skel) are both fine.
     if (v.cniVersion !== requested && v.cniVersion !== "1.1.0") p.push(`VERSION answers in ${JSON.stringify(v.cniVersion)}`);
     if (o.payload !== undefined) p.push("VERSION wrote the dry-run file");
@@ -90,7 +82,7 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
         want = expectedResult(prev && typeof prev === "object" ? prev : undefined, conf.value.cniVersion);
       }
     }
-    if (want !== undefined && !deepEqual(out.value, want)) {
+    if (want !== undefined && !jsonEqual(out.value, want)) {
       p.push(`ADD result ${short(JSON.stringify(out.value))} is not prevResult in version ${requested}: ${short(JSON.stringify(want))}`);
     }
     if (o.payload === undefined) p.push("a successful ADD in a dry run did not write the dry-run file");
