@@ -119,7 +119,8 @@ export class BurstLab {
 
   deleteNamespaces(pods: BurstPod[]): void {
     const names = new Set(pods.map((p) => p.netns));
-    sh(["ip", "-batch", "-force", "-"], { stdin: [...names].map((n) => `netns del ${n}\n`).join("") });
+    const r = sh(["ip", "-force", "-batch", "-"], { stdin: [...names].map((n) => `netns del ${n}\n`).join("") });
+    if (r.code !== 0) throw new Error(`deleting the burst's network namespaces failed: ${r.stderr}`);
     this.netnsNames = this.netnsNames.filter((n) => !names.has(n));
   }
 
@@ -158,13 +159,17 @@ export class BurstLab {
     return r.stdout;
   }
 
+  /** Deletes every namespace, the bridge and the files; throws if a namespace of this lab is left. */
   async close(): Promise<void> {
-    if (this.netnsNames.length > 0) {
-      sh(["ip", "-batch", "-force", "-"], { stdin: this.netnsNames.map((n) => `netns del ${n}\n`).join("") });
-    }
+    const names = this.netnsNames;
+    if (names.length > 0) sh(["ip", "-force", "-batch", "-"], { stdin: names.map((n) => `netns del ${n}\n`).join("") });
+    this.netnsNames = [];
     sh(["ip", "link", "del", this.bridge]);
     await this.api.close();
     rmSync(this.dir, { recursive: true, force: true });
+    const listed = new Set(sh(["ip", "netns", "list"]).stdout.split("\n").map((l) => l.split(" ")[0]));
+    const left = names.filter((n) => listed.has(n));
+    if (left.length > 0) throw new Error(`${left.length} network namespaces of the burst were not deleted, e.g. ${left[0]}`);
   }
 }
 
