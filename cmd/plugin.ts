@@ -6,9 +6,7 @@ import { startEarlyLookup } from "../internal/io/early-lookup.ts";
 
 async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
-    // Like every plugin built on libcni's skel, VERSION does not read stdin: it answers with the
-    // versions meshcni speaks, in the latest one. Runtimes only read supportedVersions.
-    await Bun.write(Bun.stdout, renderVersionInfo(undefined) + "\n");
+    await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
     return 0;
   }
   const stdin = Bun.env.CNI_COMMAND ? await Bun.stdin.text() : "";

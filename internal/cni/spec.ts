@@ -57,8 +57,11 @@ export function compareVersions(a: string, b: string): number {
   return 0;
 }
 
-/** The VERSION answer, in the version the caller asked in (or the latest when it did not say). */
-export function renderVersionInfo(requested: unknown): string {
-  const cniVersion = isSupportedVersion(requested) ? requested : LATEST_VERSION;
-  return JSON.stringify({ cniVersion, supportedVersions: SUPPORTED_VERSIONS });
+/**
+ * The VERSION answer. Like every plugin built on libcni's skel, meshcni answers in the latest
+ * version it speaks without reading stdin (runtimes read only supportedVersions), which keeps
+ * VERSION at Bun's start-up floor.
+ */
+export function renderVersionInfo(): string {
+  return JSON.stringify({ cniVersion: LATEST_VERSION, supportedVersions: SUPPORTED_VERSIONS });
 }

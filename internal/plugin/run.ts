@@ -178,7 +178,8 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     const stdin = await inv.readStdin();
     requestVersion = peekVersion(stdin);
     const args = parseCmdArgs(inv.getenv);
-    if (args.command === "VERSION") return { stdout: renderVersionInfo(requestVersion) + "\n", exitCode: 0 };
+    // The same answer as cmd/plugin.ts's fast path.
+    if (args.command === "VERSION") return { stdout: renderVersionInfo() + "\n", exitCode: 0 };
     const conf = parsePluginConf(stdin);
     const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
