@@ -149,6 +149,8 @@ describe("meshcni-installer process", () => {
     setup({ "10-flannel.conf": FLANNEL_CONF });
     const p = start();
     await until(() => isChainedIn(dirs, "10-flannel.conflist"), 5000, "the conversion");
+    // The .conf goes only after the .conflist is in place: a moment later.
+    await until(() => !dirs.names().includes("10-flannel.conf"), 5000, "the .conf removed");
     expect(dirs.names()).toEqual(["10-flannel.conflist", "ZZZ-meshcni-kubeconfig", "ZZZ-meshcni-undo"]);
     expect(await p.stop("SIGTERM")).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf"]);
