@@ -20,7 +20,6 @@ pkg_for() { # command -> Debian package
     /usr/lib/cni/bridge) echo containernetworking-plugins ;;
     podman) echo podman ;;
     containerd|ctr) echo containerd ;;
-    busybox) echo busybox-static ;;
     ip) echo iproute2 ;;
     nsenter) echo util-linux ;;
     openssl) echo openssl ;;
@@ -28,7 +27,7 @@ pkg_for() { # command -> Debian package
     time) echo time ;;
   esac
 }
-for c in iptables-legacy iptables-nft nft ip nsenter openssl curl /usr/lib/cni/bridge podman containerd busybox; do
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl /usr/lib/cni/bridge podman containerd; do
   case "$c" in
     /*) [ -x "$c" ] && continue ;;
     *) have "$c" && continue ;;
@@ -36,11 +35,18 @@ for c in iptables-legacy iptables-nft nft ip nsenter openssl curl /usr/lib/cni/b
   need="$need $(pkg_for "$c")"
 done
 [ -x /usr/bin/time ] || need="$need time"
+# podman here runs containers with runc (crun cannot on this kernel's cgroup layout), and the
+# test containers' rootfs is a statically linked busybox.
+installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
+installed runc || need="$need runc"
+installed busybox-static || need="$need busybox-static"
+need=$(printf '%s\n' $need | sort -u | tr '\n' ' ')
+need=${need% }
 if [ -n "$need" ]; then
   if [ "$(id -u)" != 0 ]; then
-    echo "setup: missing Debian packages:$need (run as root to install them)" >&2
+    echo "setup: missing Debian packages: $need (run as root to install them)" >&2
   else
-    echo "setup: installing Debian packages:$need"
+    echo "setup: installing Debian packages: $need"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     # shellcheck disable=SC2086
