@@ -1,8 +1,8 @@
 #!/bin/sh
 # Installs what `npm test`, `npm run demo` and `bun run bench` need and this machine lacks:
 # bun (from npm, into node_modules) and, as root on Debian, the packages for real network
-# namespaces, iptables (legacy and nft), the reference CNI plugins, podman, containerd and
-# openssl. Packages already present are left alone. Safe to run again.
+# namespaces, iptables (legacy and nft), the reference CNI plugins, podman, containerd, openssl,
+# curl, wget and zsh. Packages already present are left alone. Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -24,10 +24,13 @@ pkg_for() { # command -> Debian package
     nsenter) echo util-linux ;;
     openssl) echo openssl ;;
     curl) echo curl ;;
+    wget) echo wget ;;
+    zsh) echo zsh ;;
     time) echo time ;;
   esac
 }
-for c in iptables-legacy iptables-nft nft ip nsenter openssl curl /usr/lib/cni/bridge podman containerd; do
+# wget and zsh: meshcnictl's install.sh and zsh completion are tested with them.
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh /usr/lib/cni/bridge podman containerd; do
   case "$c" in
     /*) [ -x "$c" ] && continue ;;
     *) have "$c" && continue ;;
