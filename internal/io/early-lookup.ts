@@ -5,7 +5,7 @@
 // everything again before it uses the answer.
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
-import { type Connection, getJson, readKubeconfig } from "./kube-http.ts";
+import { type Connection, getJson, podPath, readKubeconfig } from "./kube-http.ts";
 
 export interface EarlyLookup {
   kubeconfig: string;
@@ -44,7 +44,7 @@ export function startEarlyLookup(stdin: string, env: Record<string, string | und
   try {
     const c = readKubeconfig(kubeconfig);
     connection = Promise.resolve(c);
-    pod = getJson(c, `/api/v1/namespaces/${ns}/pods/${name}`, `pod ${ns}/${name}`, signal);
+    pod = getJson(c, podPath(ns, name), `pod ${ns}/${name}`, signal);
   } catch (e) {
     connection = Promise.reject(e);
     pod = connection;

@@ -88,6 +88,10 @@ function statusError(status: number, what: string, server: string): CniError {
   }
 }
 
+/** API paths of the objects the plugin reads (names already checked as Kubernetes names). */
+export const podPath = (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/pods/${name}`;
+export const namespacePath = (name: string) => `/api/v1/namespaces/${name}`;
+
 export async function getJson(conn: Connection, path: string, what: string, signal: AbortSignal): Promise<unknown> {
   const server = conn.target.server;
   const headers: Record<string, string> = { Accept: "application/json", "User-Agent": "meshcni" };

@@ -3,9 +3,7 @@ import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
 import type { KubeClient } from "../plugin/deps.ts";
-import { type Connection, getJson } from "./kube-http.ts";
-
-export const podPath = (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/pods/${name}`;
+import { type Connection, getJson, namespacePath, podPath } from "./kube-http.ts";
 
 /** A pod lookup already under way (started by the early lookup), handed over to the client. */
 export interface PendingPod {
@@ -29,7 +27,7 @@ export function kubeClient(conn: Connection, pending?: PendingPod): KubeClient {
       return pod;
     },
     async getNamespace(name, signal): Promise<Namespace> {
-      const ns = parseNamespace(await getJson(conn, `/api/v1/namespaces/${name}`, `namespace ${name}`, signal));
+      const ns = parseNamespace(await getJson(conn, namespacePath(name), `namespace ${name}`, signal));
       if (!ns) throw unexpected("Namespace", conn.target.server);
       return ns;
     },
