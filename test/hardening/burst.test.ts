@@ -2,7 +2,8 @@
 // a real network namespace wired by bridge + host-local with the compiled meshcni chained after
 // them, through the spec's call sequence; with the nft backend and with legacy iptables (which
 // takes the xtables lock). Every ADD succeeds, every pod has exactly its own rules, nothing
-// waited on or failed for the xtables lock; DEL takes everything away again.
+// waited on or failed for the xtables lock; DEL takes everything away again. How long it took is
+// printed here and measured against floors in bench/burst.ts, not asserted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type Backend, type BurstPod, BurstLab, type BurstRound, checkOwnRules, KUBELET_MAX_PODS, lockTrouble } from "./burst/burst-lab.ts";
 
@@ -40,11 +41,6 @@ for (const backend of ["nft", "legacy"] as Backend[]) {
       expect(pods.filter((p) => lab.save(p, other).includes("PROXY_INIT")).map((p) => p.name)).toEqual([]);
     });
 
-    test("the whole burst took at most 3 s (2 cores); reported above", () => {
-      // The target is for an otherwise idle 2-core machine; CI runners share theirs, so the test
-      // allows twice as much and bench/burst.ts reports the figure.
-      expect(round.wallMs).toBeLessThan(6000);
-    });
 
     test("DEL of every pod at once removes all rules and frees every address", async () => {
       const errors = await lab.teardown(rt(), pods);

@@ -76,6 +76,10 @@ export class BurstLab {
       type: "meshcni",
       name: "meshcni",
       log_level: "info",
+      // The burst is about contention, not speed: on a slow 2-core machine 110 plugins at once
+      // can take longer than the default 5 s bound, which would turn a slow run into failures.
+      // bench/burst.ts reports how long it took.
+      timeout_seconds: 60,
       kubernetes: { kubeconfig: this.kubeconfig },
       linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": backend },
     };
