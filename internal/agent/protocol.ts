@@ -1,0 +1,126 @@
+// The wire between the plugin and the node agent (meshcni-installer), and the files they share
+// in the state folder. Pure and light: the plugin imports this on its hot path, so no schema
+// library here; each side checks what it reads.
+//
+// The agent serves HTTP/1.1 on a Unix socket (`agent_socket` in the plugin's conflist entry,
+// default /var/run/meshcni/agent.sock, mode 0600 in a 0700 folder):
+//
+//   GET  /v1/pods/NAMESPACE/NAME[?uid=UID]
+//     200 PodAnswer                the pod (and its namespace), from the watch cache or from one
+//                                  GET by the agent; when `uid` is given, only a pod with that UID
+//     404 AgentError (code 106)    the API server says the pod does not exist, or it exists with
+//                                  another UID (deleted and recreated under the same name)
+//     503 AgentError               the agent cannot answer (cache not in sync and its own GET
+//                                  failed); the plugin falls back to its kubeconfig
+//   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines
+//
+// Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
+// the plugin fall back to its own kubeconfig GET, exactly as without an agent.
+
+/** Where the installer and the manifests put the socket and the records (host paths). */
+export const DEFAULT_STATE_DIR = "/var/run/meshcni";
+export const DEFAULT_AGENT_SOCKET = `${DEFAULT_STATE_DIR}/agent.sock`;
+
+/**
+ * How long the plugin waits for the agent's answer before it falls back to its own GET. The
+ * agent answers a cached pod at once; a pod it does not hold yet costs it a short wait for the
+ * watch and then one GET, both bounded below this (AGENT_WATCH_WAIT_MS + AGENT_GET_TIMEOUT_MS).
+ */
+export const AGENT_TIMEOUT_MS = 1500;
+export const AGENT_WATCH_WAIT_MS = 300;
+export const AGENT_GET_TIMEOUT_MS = 1000;
+
+/** Names are Kubernetes names (checked by parseK8sArgs); the UID is percent-encoded. */
+export function podLookupPath(namespace: string, name: string, uid?: string): string {
+  const base = `/v1/pods/${namespace}/${name}`;
+  return uid ? `${base}?uid=${encodeURIComponent(uid)}` : base;
+}
+export const REPORTS_PATH = "/v1/reports";
+
+/** 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields the profiles never read). */
+export interface PodAnswer {
+  pod: unknown;
+  namespace: unknown;
+  /** "cache": from the watch cache; "api": the agent's own GET. */
+  source: "cache" | "api";
+}
+
+/** Non-200 answers carry a CNI error the plugin can return as is (404) or log before falling back (503). */
+export interface AgentError {
+  code: number;
+  msg: string;
+  details?: string;
+}
+
+export type Command = "ADD" | "DEL" | "CHECK" | "STATUS" | "GC";
+
+/**
+ * What the plugin decided for a command:
+ * - meshed: rules applied (ADD) or verified (CHECK);
+ * - skipped: the pod gets no rules (the reason says why);
+ * - removed: DEL removed rules;
+ * - untouched: DEL of a container meshcni never touched (no process ran);
+ * - failed: the command answered a CNI error (`code`);
+ * - ok: STATUS/GC/anything else that succeeded.
+ */
+export type Outcome = "meshed" | "skipped" | "removed" | "untouched" | "failed" | "ok";
+
+/** Where the pod object came from for this command. */
+export type LookupSource = "agent-cache" | "agent-api" | "kubeconfig" | "none";
+
+export interface Report {
+  v: 1;
+  command: Command;
+  containerId?: string;
+  pod?: { namespace: string; name: string; uid?: string };
+  outcome: Outcome;
+  /** The decision's reason, or the error's msg and details. */
+  reason: string;
+  /** CNI error code when outcome is "failed". */
+  code?: number;
+  /** Rules applied (ADD) or expected (CHECK). */
+  rules?: number;
+  /** e.g. "iptables-nft", "nftables". */
+  backend?: string;
+  lookup?: LookupSource;
+  durationMs: number;
+  /** The plugin's log lines of this command, each starting with "meshcni:", without newline. */
+  lines: string[];
+  /** ISO time the command started. */
+  time: string;
+  /** The plugin's version. */
+  version: string;
+}
+
+// Records: one small JSON file per container the plugin handled for a Kubernetes pod, written
+// atomically (temp file + rename) before ADD returns success, removed by DEL. They outlive agent
+// restarts; the agent reads them to know which pods of its node went through the plugin.
+
+/** STATE_DIR/containers/CONTAINER_ID.json */
+export const RECORDS_SUBDIR = "containers";
+export const recordPath = (stateDir: string, containerId: string) => `${stateDir}/${RECORDS_SUBDIR}/${containerId}.json`;
+
+export interface PodRecord {
+  v: 1;
+  containerId: string;
+  namespace: string;
+  name: string;
+  /** From K8S_POD_UID, else from the pod object; absent when neither was known. */
+  uid?: string;
+  /** "meshed": rules applied (DEL must remove them); "skipped": no rules (DEL runs nothing). */
+  decision: "meshed" | "skipped";
+  reason: string;
+  backend?: string;
+  /** Address families ruled, for DEL. */
+  families?: number[];
+  /** ISO time of the ADD. */
+  time: string;
+}
+
+/**
+ * When the agent is down the plugin appends its lines here instead (bounded: at
+ * FALLBACK_LOG_MAX_BYTES the file moves to `.1`, replacing the older one). The agent prints and
+ * empties both when it starts.
+ */
+export const FALLBACK_LOG = "plugin.log";
+export const FALLBACK_LOG_MAX_BYTES = 1 << 20;
