@@ -1,11 +1,12 @@
-// The installer at rest: CPU time and wake-ups over a quiet minute, and resident memory, once the
-// chain is in place. Floor, measured side by side: a compiled Bun program that only watches a
+// The installer (the node agent) at rest: CPU time and wake-ups over a quiet minute, and resident
+// memory, once the chain is in place and the agent answers on its socket (a stand-in API server
+// holds its DaemonSet). Floor, measured side by side: a compiled Bun program that only watches a
 // folder (what any inotify-driven Bun daemon costs).
 //
 //   node_modules/.bin/bun bench/installer-idle.ts [seconds]
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, freePort, HostDirs, isChainedIn, readyz, startInstaller, until } from "../test/installer/harness.ts";
+import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/installer/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 
 interface Sample {
@@ -28,7 +29,9 @@ function sample(pid: number): Sample {
 
 export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 60)): Promise<string> {
   ensureBuilt();
-  const dirs = new HostDirs();
+  const cluster = await startCluster();
+  cluster.setDaemonSet("present");
+  const dirs = cluster.dirs();
   writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
   const floorSrc = join(dirs.root, "idle-watcher.ts");
   const floorBin = join(dirs.root, "idle-watcher");
@@ -36,7 +39,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
   const built = Bun.spawnSync([repoPath("node_modules/.bin/bun"), "build", "--compile", floorSrc, "--outfile", floorBin], { stdout: "pipe", stderr: "pipe" });
   if (built.exitCode !== 0) throw new Error(`building the floor failed: ${built.stderr.toString()}`);
   const port = freePort();
-  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)]);
+  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)], cluster.env);
   const floor = Bun.spawn([floorBin, dirs.root], { stdout: "ignore", stderr: "inherit" });
   try {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
@@ -53,7 +56,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     return [
       "## Installer: idle cost",
       "",
-      `Over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched):`,
+      `Over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched, the agent's socket served, a resync each minute):`,
       "",
       "| process | CPU time | CPU share | wake-ups | resident memory |",
       "|---|---|---|---|---|",
@@ -68,6 +71,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     floor.kill("SIGKILL");
     await floor.exited;
     dirs.cleanup();
+    await cluster.close();
   }
 }
 
