@@ -1,7 +1,8 @@
 // The agent's Unix socket: HTTP/1.1 (Bun.serve) on --agent-socket, root only: the socket 0600 in
 // a folder of meshcni's own, 0700. A socket left by an earlier agent (a crash, kill -9) is
 // replaced atomically; anything else at that path is not touched.
-import { chmodSync, lstatSync, mkdirSync, renameSync, unlinkSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { chmodSync, lstatSync, mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
 import { MAX_REPORT_BYTES } from "../agent/report.ts";
 
@@ -33,6 +34,27 @@ function identify(path: string): { id: string; socket: boolean } | undefined {
   }
 }
 
+/** Sockets an agent bound aside and never renamed (it died in between), a minute old or more. */
+export function removeLeftovers(path: string): void {
+  const dir = dirname(path);
+  const prefix = `.${basename(path)}.`;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (!n.startsWith(prefix)) continue;
+    try {
+      const st = lstatSync(`${dir}/${n}`);
+      if (st.isSocket() && Date.now() - st.mtimeMs > 60_000) unlinkSync(`${dir}/${n}`);
+    } catch {
+      // gone meanwhile
+    }
+  }
+}
+
 export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<Response>, onError: (e: Error) => void): AgentSocket {
   prepareSocketDir(dirname(path));
   const before = identify(path);
@@ -40,8 +62,9 @@ export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<
   // Bound under a name of its own, then renamed over the path: a plugin connecting meanwhile
   // finds the earlier agent's socket or this one, never nothing; and Bun's stop, which unlinks
   // the path it bound, cannot remove a newer agent's socket.
-  const bound = `${dirname(path)}/.${basename(path)}.${process.pid}`;
-  if (identify(bound)?.socket) unlinkSync(bound);
+  // Not the process id: every agent is PID 1 in its container, and two can overlap on a node.
+  const bound = `${dirname(path)}/.${basename(path)}.${randomBytes(6).toString("hex")}`;
+  removeLeftovers(path);
   // Created 0600 from the start (the umask applies to bind), then made sure of.
   const umask = process.umask(0o177);
   let server: ReturnType<typeof Bun.serve>;

@@ -1,7 +1,9 @@
 // The state folder the plugin and the agent share (protocol.ts): the plugin's records of the
 // containers it handled, read for /status; the fallback log the plugin appends to while the agent
 // is down, printed and emptied by the agent; and all of it removed on uninstall.
+import { randomBytes } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
+import { basename, dirname } from "node:path";
 import { FALLBACK_LOG, RECORDS_SUBDIR } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
 
@@ -37,7 +39,7 @@ export function takeFallbackLog(stateDir: string): { file: string; content: stri
   const out: { file: string; content: string }[] = [];
   for (const name of [`${FALLBACK_LOG}.1`, FALLBACK_LOG]) {
     const path = `${stateDir}/${name}`;
-    const taken = `${stateDir}/.${name}.printing-${process.pid}`;
+    const taken = `${stateDir}/.${name}.printing-${randomBytes(6).toString("hex")}`;
     try {
       renameSync(path, taken);
     } catch {
@@ -83,6 +85,18 @@ export function removeAgentState(stateDir: string, socket: string): string[] {
   } catch {
     // absent
   }
+  // What an agent that died mid-step left: a socket bound aside, a fallback log being printed.
+  const leftovers = (dir: string, prefixes: string[]) => {
+    let all: string[] = [];
+    try {
+      all = readdirSync(dir);
+    } catch {
+      // absent
+    }
+    for (const n of all) if (prefixes.some((p) => n.startsWith(p))) rm(`${dir}/${n}`);
+  };
+  leftovers(dirname(socket), [`.${basename(socket)}.`]);
+  leftovers(stateDir, [`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`]);
   try {
     rmdirSync(stateDir); // fails when not empty, or when it is a mount point: both fine
   } catch {

@@ -3,7 +3,7 @@
 // in front of the in-memory PodLookup of test/support: the folder's and the socket's modes, a
 // stale socket replaced, every answer of protocol.ts, and bad requests answered 400, never 404.
 import { afterEach, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../internal/agent/handler.ts";
@@ -83,6 +83,24 @@ describe("the agent's socket", () => {
     newer.stop();
     served = undefined;
     expect(existsSync(path)).toBe(false);
+  });
+
+  test("a socket an agent bound aside and never renamed (it died in between) is removed once a minute old", async () => {
+    root = mkdtempSync(join(tmpdir(), "meshcni-sock-"));
+    const path = join(root, "agent.sock");
+    const bindAndDie = async (name: string) => {
+      const child = Bun.spawn([process.execPath, "-e", `require("node:net").createServer().listen(${JSON.stringify(join(root, name))}, () => console.log("up"))`], { stdout: "pipe" });
+      await child.stdout.getReader().read();
+      child.kill("SIGKILL");
+      await child.exited;
+    };
+    await bindAndDie(".agent.sock.0a1b2c3d4e5f");
+    await bindAndDie(".agent.sock.fresh0000000");
+    const old = new Date(Date.now() - 120_000);
+    lutimesSync(join(root, ".agent.sock.0a1b2c3d4e5f"), old, old);
+    served = serveAgentSocket(path, createSocketHandler({ lookup: new MemoryPodLookup(), onReport() {}, onLookup() {}, onBadRequest() {} }), () => {});
+    // The old one goes; a fresh one may be another agent's, between its bind and its rename.
+    expect(readdirSync(root).sort()).toEqual([".agent.sock.fresh0000000", "agent.sock"]);
   });
 
   test("what is not a socket is never replaced, and a shared folder is refused", () => {
