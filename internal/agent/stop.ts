@@ -7,7 +7,7 @@
 // - the DaemonSet is gone (404) or being deleted (deletionTimestamp);
 // - its namespace is being deleted (or gone);
 // - the API server rejects the agent's own service account token (401) or refuses it the GET of
-//   its own DaemonSet (403). A rollout, an eviction and a crash loop keep the ServiceAccount and
+//   its own DaemonSet or of its namespace (403). A rollout, an eviction and a crash loop keep the ServiceAccount and
 //   the RBAC objects; only a removal (`kubectl delete -f`, `helm uninstall`) deletes them, and
 //   often before the pod gets its SIGTERM. With them gone, the plugin left behind could not read
 //   any pod either (its kubeconfig holds the same account's token), so keeping it would fail
@@ -77,6 +77,9 @@ export function decideOnStop(f: StopFacts): StopDecision {
     if (nsGone) return undo(`its namespace ${f.namespace} is being deleted (deletionTimestamp ${nsGone})`);
   } else if (ns?.kind === "status" && ns.status === 404) {
     return undo(`its namespace ${f.namespace} is gone (404)`);
+  } else if (ns?.kind === "status" && (ns.status === 401 || ns.status === 403)) {
+    // The ClusterRole (or the account) went before the Role: a removal under way.
+    return undo(`the agent may no longer read its namespace ${f.namespace} (${ns.status}): its ClusterRole or ServiceAccount was deleted, which only a removal of meshcni does`);
   }
   if (f.nodeName !== undefined && f.node?.kind === "object") {
     const fit = targetsNode(a.object, f.node.object);

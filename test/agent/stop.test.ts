@@ -31,6 +31,8 @@ describe("decideOnStop", () => {
     ["not asked at all", { daemonSet: undefined }, false, /could not ask/],
     ["a nodeSelector that no longer matches", { daemonSet: obj(ds({ nodeSelector: { pool: "mesh" } })) }, true, /no longer runs on node node-a: its nodeSelector wants pool=mesh, the node has no label pool/],
     ["the node cannot be read: assumed to run here", { daemonSet: obj(ds({ nodeSelector: { pool: "mesh" } })), node: status(403) }, false, /exists and runs on node node-a/],
+    ["the ClusterRole was deleted first", { daemonSet: obj(ds()), namespaceObject: status(403) }, true, /may no longer read its namespace meshcni \(403\)/],
+    ["a node that cannot be read (an older ClusterRole): kept", { daemonSet: obj(ds()), node: status(403) }, false, /exists and runs on node node-a/],
     ["a namespace that cannot be read: kept", { daemonSet: obj(ds()), namespaceObject: { kind: "unreachable", reason: "timeout" } }, false, /exists/],
   ];
   for (const [what, facts, undo, why] of cases) {
