@@ -45,7 +45,7 @@ export function serviceAccountApi(o: { host: string; port: string; serviceAccoun
       } catch (e) {
         const err = e as Error;
         const timedOut = bound.aborted || err.name === "TimeoutError";
-        return { kind: "unreachable", reason: timedOut ? `no answer within ${timeoutMs} ms` : err.message };
+        return { kind: "unreachable", reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message };
       }
       let parsed: unknown;
       try {
