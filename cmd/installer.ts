@@ -31,7 +31,7 @@ interface PodSource {
 }
 
 /**
- * The wiring point of the pod lookup. Until the watch cache (kube-cache) is wired here, every
+ * The wiring point of the pod lookup. Until the watch cache is wired here, every
  * question costs the agent one GET of the pod and its namespace with its own service account.
  */
 function podSource(api: AgentApi): PodSource {
