@@ -1,13 +1,15 @@
 // The DaemonSet image: `podman build` of the Containerfile offline (FROM scratch, the two
 // binaries, the libraries ldd names), then the image run against host folders bind-mounted at
-// /host/etc/cni/net.d and /host/opt/cni/bin, checked from outside: install, re-chain, undo.
+// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, with a stand-in API server on
+// ::1, checked from outside: install, the agent's socket, re-chain, undo once the DaemonSet is
+// gone.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, uniq } from "../support/netns.ts";
-import { ensureBuilt, freePort, HostDirs, INSTALLER, isChainedIn, PLUGIN, readyz, until } from "./harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, INSTALLER, isChainedIn, PLUGIN, readyz, startCluster, until } from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const canRun = isRoot() && Bun.which("podman") !== null;
@@ -29,6 +31,7 @@ function neededLibraries(): string[] {
 describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
   let scratch: string;
   let dirs: HostDirs;
+  let cluster: Cluster;
   const tag = `localhost/meshcni-test:${uniq()}`;
   const name = `meshcni-installer-${uniq()}`;
 
@@ -41,18 +44,21 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
   };
 
-  beforeAll(() => {
+  beforeAll(async () => {
     ensureBuilt();
+    cluster = await startCluster({ host: "::1" });
     scratch = mkdtempSync(join(tmpdir(), "meshcni-image-"));
     mkdirSync(join(scratch, "net.d"));
     writeFileSync(join(scratch, "containers.conf"), [
       "[network]", 'network_backend = "cni"', `network_config_dir = ${JSON.stringify(join(scratch, "net.d"))}`,
       "[engine]", 'runtime = "runc"', 'cgroup_manager = "cgroupfs"', 'events_logger = "file"', "",
     ].join("\n"));
-    dirs = new HostDirs("image-token");
+    dirs = cluster.dirs("image-token");
+    mkdirSync(dirs.state, { recursive: true });
   }, 60_000);
 
-  afterAll(() => {
+  afterAll(async () => {
+    await cluster?.close();
     dirs?.cleanup();
     if (!scratch) return;
     podman(["rm", "-f", "-t", "0", name]);
@@ -82,10 +88,12 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
 
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const port = freePort();
+    const apiPort = cluster.env.KUBERNETES_SERVICE_PORT!;
+    // The DaemonSet's mounts: the host's CNI folders and the agent's folder at its own path.
     const run = podman(["run", "-d", "--name", name, ...ULIMITS, "--network", "host",
-      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`,
+      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`,
       "-v", `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
-      "-e", "KUBERNETES_SERVICE_HOST=fd00:10:96::1", "-e", "KUBERNETES_SERVICE_PORT=443", "-e", "POD_NAMESPACE=mesh-system",
+      "-e", "KUBERNETES_SERVICE_HOST=::1", "-e", `KUBERNETES_SERVICE_PORT=${apiPort}`, "-e", "POD_NAMESPACE=meshcni", "-e", "NODE_NAME=node-a",
       tag, "--health-port", String(port)]);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
@@ -95,11 +103,18 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     await until(async () => (await readyz(port).catch(() => ({ status: 0 }))).status === 200, 10_000, "/readyz 200");
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(PLUGIN))).toBe(0);
     const kubeconfig = readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8");
-    expect(kubeconfig).toContain("server: https://[fd00:10:96::1]:443");
+    expect(kubeconfig).toContain(`server: https://[::1]:${apiPort}`);
     expect(kubeconfig).toContain('token: "image-token"');
     const entry = JSON.parse(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).plugins.at(-1);
     expect(entry.kubernetes.kubeconfig).toBe("/etc/cni/net.d/ZZZ-meshcni-kubeconfig");
-    expect(entry.kubernetes.pod_namespace).toBe("mesh-system");
+    expect(entry.kubernetes.pod_namespace).toBe("meshcni");
+    expect([entry.agent_socket, entry.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
+    // The socket the container serves is there on the host, root only, and answers.
+    const socket = join(dirs.state, "agent.sock");
+    await until(() => statSync(socket, { throwIfNoEntry: false })?.isSocket() === true, 5000, "the agent's socket on the host");
+    expect(statSync(socket).mode & 0o777).toBe(0o600);
+    const answer = await fetch("http://localhost/v1/pods/Not_A_Name/x", { unix: socket } as RequestInit);
+    expect(answer.status).toBe(400);
 
     // The primary CNI rewrites its config: chained again.
     const rewritten = CALICO.replace('"mtu": 0', '"mtu": 1450');
@@ -108,13 +123,20 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     dirs.projectToken("image-token-2");
     await until(() => readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8").includes("image-token-2"), 5000, "the rotated token");
 
-    // podman stop sends SIGTERM: the container undoes everything and exits 0.
-    expect(podman(["stop", "-t", "20", name]).code).toBe(0);
+    // podman stop sends SIGTERM: with its DaemonSet gone (the stand-in holds none) the
+    // container undoes everything and exits 0.
+    // Not spawnSync: the stand-in API server in this process must answer the agent meanwhile.
+    const stop = Bun.spawn(["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), "stop", "-t", "20", name], {
+      env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") }, stdout: "ignore", stderr: "inherit",
+    });
+    expect(await stop.exited).toBe(0);
     expect(podman(["inspect", "--format", "{{.State.ExitCode}}", name]).stdout.trim()).toBe("0");
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(rewritten);
     expect(Bun.spawnSync(["ls", dirs.bin]).stdout.toString()).toBe("");
+    expect(readdirSync(dirs.state)).toEqual([]);
     const logs = podman(["logs", name]);
+    expect(logs.stdout + logs.stderr).toContain("its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
     expect(logs.stdout + logs.stderr).toContain("meshcni is uninstalled from this node");
     expect(logs.stdout + logs.stderr).not.toContain("image-token");
   }, 120_000);
