@@ -14,13 +14,13 @@ import { createInstallerLog } from "../internal/io/installer-log.ts";
 import { watchDir } from "../internal/io/installer-watch.ts";
 import { VERSION } from "../internal/version.ts";
 
-async function main(): Promise<number> {
+export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise<number> {
   // First of all, so that a stop request during start-up still ends in an undo.
   const stop = new AbortController();
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
-    opts = parseInstallerOptions(Bun.argv.slice(2), Bun.env, { pluginBinary: `${dirname(process.execPath)}/meshcni` });
+    opts = parseInstallerOptions(argv, Bun.env, { pluginBinary: `${dirname(process.execPath)}/meshcni` });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
     process.stderr.write(`meshcni-installer: ${e.message}\n`);
@@ -64,4 +64,5 @@ async function main(): Promise<number> {
   }
 }
 
-process.exit(await main());
+// Built alone (bun build cmd/installer.ts); in dist/meshcni, cmd/node.ts loads this module and calls main.
+if (import.meta.main) process.exit(await main());

@@ -10,12 +10,12 @@ export const INSTALLER = repoPath("dist/meshcni-installer");
 export const PLUGIN = repoPath("dist/meshcni");
 const BUN = repoPath("node_modules/.bin/bun");
 
-/** Builds dist/meshcni and dist/meshcni-installer when missing or older than the installer's sources. */
+/** Builds dist/meshcni and its link dist/meshcni-installer when missing or older than the installer's sources. */
 export function ensureBuilt(): void {
   const newest = (dir: string): number => readdirSync(repoPath(dir), { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile() && e.name.endsWith(".ts"))
     .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
-  const sources = Math.max(newest("internal"), statSync(repoPath("cmd/installer.ts")).mtimeMs, statSync(repoPath("cmd/plugin.ts")).mtimeMs);
+  const sources = Math.max(newest("internal"), ...["cmd/node.ts", "cmd/installer.ts", "cmd/plugin.ts"].map((f) => statSync(repoPath(f)).mtimeMs));
   const stale = [INSTALLER, PLUGIN].some((f) => !existsSync(f) || statSync(f).mtimeMs < sources);
   if (!stale) return;
   const r = Bun.spawnSync([BUN, "scripts/build.ts", "meshcni", "meshcni-installer"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });

@@ -1,7 +1,8 @@
-// The compiled binaries: they carry their version, and a stray .env or bunfig.toml in the
-// directory a runtime starts them in changes nothing.
+// The compiled binaries: they carry their version, a stray .env or bunfig.toml in the directory
+// a runtime starts them in changes nothing, and dist/meshcni is the plugin and (run as
+// meshcni-installer or with `installer` first) the agent, whose code the plugin never loads.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
@@ -17,6 +18,52 @@ describe("compiled binaries", () => {
 
   test("all three exist", () => {
     for (const b of ["meshcni", "meshcni-installer", "meshcnictl"]) expect(existsSync(repoPath("dist", b))).toBe(true);
+  });
+
+  test("meshcni-installer is a link to the one node binary, and the name chooses the program", () => {
+    expect(lstatSync(repoPath("dist/meshcni-installer")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(repoPath("dist/meshcni-installer"))).toBe("meshcni");
+    const run = (argv: string[], argv0?: string) => {
+      const r = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", ...(argv0 ? { argv0 } : {}), env: { PATH: Bun.env.PATH! } });
+      return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+    };
+    const usage = "meshcni-installer: installs the meshcni CNI plugin";
+    expect(run([repoPath("dist/meshcni-installer"), "--help"]).out).toStartWith(usage);
+    expect(run([PLUGIN, "installer", "--help"]).out).toStartWith(usage);
+    // Any other link name is the plugin, as is the plugin's own name with any other argument.
+    const other = join(dir, "some-cni");
+    symlinkSync(PLUGIN, other);
+    for (const r of [run([other, "--help"]), run([PLUGIN, "--help"])]) {
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.out).code).toBe(4);
+    }
+    // The agent's flag errors come from the agent, with its exit code for bad usage.
+    const bad = run([PLUGIN, "installer", "--no-such-flag"]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain("meshcni-installer:");
+  });
+
+  test("the plugin's start-up loads no code of the agent (a separate chunk, imported lazily)", async () => {
+    const out = join(dir, "chunks");
+    const r = await Bun.build({ entrypoints: [repoPath("cmd/node.ts")], target: "bun", format: "esm", minify: true, splitting: true, outdir: out });
+    expect(r.success).toBe(true);
+    // What the plugin parses at start-up: the entry chunk and what it imports statically.
+    const loaded = new Set<string>();
+    const visit = (name: string) => {
+      if (loaded.has(name)) return;
+      loaded.add(name);
+      const code = readFileSync(join(out, name), "utf8");
+      for (const m of code.matchAll(/(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g)) visit(m[1]!);
+    };
+    visit("node.js");
+    const startup = [...loaded].map((n) => readFileSync(join(out, n), "utf8")).join("\n");
+    const all = readdirSync(out).map((n) => readFileSync(join(out, n), "utf8")).join("\n");
+    // Strings only the agent's code holds: its usage text and its flags.
+    for (const marker of ["keeps it chained", "host-net-dir", "service-account-dir"]) {
+      expect(all.includes(marker)).toBe(true);
+      expect({ marker, inStartupChunks: startup.includes(marker) }).toEqual({ marker, inStartupChunks: false });
+    }
+    for (const heavy of ["node:fs", "consola"]) expect({ heavy, inStartupChunks: startup.includes(heavy) }).toEqual({ heavy, inStartupChunks: false });
   });
 
   test("the plugin carries its version (shown when run by hand)", () => {
