@@ -7,6 +7,7 @@ import { buildPluginEntry, EntryError } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
+import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
 import { stopRunningInstaller } from "../internal/io/installer-stop.ts";
@@ -20,7 +21,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
-    opts = parseInstallerOptions(argv, Bun.env, { pluginBinary: `${dirname(process.execPath)}/meshcni` });
+    opts = parseInstallerOptions(argv, Bun.env, { pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(",") });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
     process.stderr.write(`meshcni-installer: ${e.message}\n`);
@@ -39,7 +40,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     return 2;
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
-  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now() });
+  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now(), canRun: checkBinaryOnHost });
   try {
     if (opts.mode === "stop") {
       // Within the pod's 30 s grace period, leaving time for the direct undo below.
