@@ -35,6 +35,17 @@ function alpineRoot(): string {
   return root;
 }
 
+/** Polls /readyz until it answers `status` (harness.until does not await an async condition). */
+async function readyzUntil(port: number, status: number): Promise<{ status: number; body: string }> {
+  const deadline = performance.now() + 10_000;
+  for (;;) {
+    const r = await readyz(port).catch(() => undefined);
+    if (r?.status === status) return r;
+    if (performance.now() > deadline) throw new Error(`/readyz never answered ${status} (last: ${r?.status} ${r?.body})`);
+    await Bun.sleep(20);
+  }
+}
+
 function start(extra: string[]): InstallerProcess {
   const p = startInstaller(dirs, extra);
   running.push(p);
@@ -48,7 +59,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
     const port = freePort();
     const p = start(["--host-root", "/", "--health-port", String(port)]);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
-    await until(async () => (await readyz(port).catch(() => ({ status: 0 }))).status === 200, 10_000, "/readyz 200");
+    await readyzUntil(port, 200);
     await p.waitForLog(/this host can run \S+\/meshcni \(x86-64, glibc, loader \/lib64\/ld-linux-x86-64\.so\.2\)/);
   });
 
@@ -60,10 +71,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
     const p = start(["--host-root", root, "--health-port", String(port)]);
     const why = `the host has no /lib64/ld-linux-x86-64.so.2 (glibc's loader for x86-64), which ${PLUGIN} needs to start`;
     await p.waitForLog(new RegExp(why.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")));
-    const r = await until(async () => {
-      const x = await readyz(port).catch(() => undefined);
-      return x && x.status === 503 ? x : undefined;
-    }, 10_000, "/readyz 503");
+    const r = await readyzUntil(port, 503);
     expect(r.body).toContain(`this host cannot run the plugin, so meshcni is not installed here: ${PLUGIN}: ${why}`);
     expect(p.log()).toContain("A host without glibc needs meshcni's musl build");
     // Nothing chained, no binary copied: the host's pods keep starting without meshcni.
@@ -84,7 +92,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
     const p = start(["--host-root", root, "--plugin-binary", `${PLUGIN},${musl}`, "--health-port", String(port)]);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(musl))).toBe(0);
-    await until(async () => (await readyz(port).catch(() => ({ status: 0 }))).status === 200, 10_000, "/readyz 200");
+    await readyzUntil(port, 200);
     await p.waitForLog(/this host can run \S+meshcni-musl \(x86-64, musl, loader \/lib\/ld-musl-x86_64\.so\.1\) \(not \S+\/meshcni: the host has no \/lib64\/ld-linux-x86-64\.so\.2/);
   });
 });
