@@ -4,7 +4,7 @@
 // running installer take meshcni out again and waits for it, or undoes by itself when no
 // installer runs. This holds the manifests to the installer's switches.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -38,10 +38,16 @@ function setUp(name: string) {
   // The container's view, mapped onto scratch folders.
   const root = join(tmp, name, "container");
   const inside = ["/host", "/opt/meshcni", "/etc/meshcni"];
-  const map = (p: string) => (inside.some((d) => p === d || p.startsWith(`${d}/`)) ? join(root, p) : p);
+  const mapOne = (p: string) => (inside.some((d) => p === d || p.startsWith(`${d}/`)) ? join(root, p) : p);
+  // --plugin-binary names candidates, comma-separated.
+  const map = (p: string) => p.split(",").map(mapOne).join(",");
   const netDir = map("/host/etc/cni/net.d");
   const binDir = map("/host/opt/cni/bin");
   for (const d of [netDir, binDir, map("/opt/meshcni"), map("/etc/meshcni")]) mkdirSync(d, { recursive: true });
+  // The host's root, mounted where the DaemonSet mounts it: this machine is the node.
+  const rootMount = c.volumeMounts.find((m: Obj) => m.name === "host-root");
+  const rootVolume = ds.spec.template.spec.volumes.find((v: Obj) => v.name === "host-root");
+  symlinkSync(rootVolume.hostPath.path, map(rootMount.mountPath));
   copyFileSync(repoPath("dist/meshcni-installer"), map("/opt/meshcni/meshcni-installer"));
   copyFileSync(repoPath("dist/meshcni"), map("/opt/meshcni/meshcni"));
   for (const [key, text] of Object.entries(cm.data as Record<string, string>)) writeFileSync(join(map("/etc/meshcni"), key), text);
@@ -64,7 +70,8 @@ function setUp(name: string) {
     netDir,
     binDir,
     conflist,
-    main: [map(c.command[0]), ...args, "--service-account-dir", sa],
+    // --host-root's default is the mount's path in the container; here it is mapped.
+    main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(rootMount.mountPath)],
     preStop: (c.lifecycle.preStop.exec.command as string[]).map(map),
     isChained: () => conflist().plugins.some((p: Obj) => p.type === "meshcni"),
     leftovers: () => [join(binDir, "meshcni"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) => existsSync(f)),
@@ -89,6 +96,8 @@ test("the rendered DaemonSet's installer command installs, and its preStop undoe
   expect(ours.kubernetes.pod_namespace).toBe("mesh-system");
   expect(ours.kubernetes.kubeconfig).toBe("/etc/cni/net.d/ZZZ-meshcni-kubeconfig");
   expect(node.leftovers().length).toBe(2);
+  // The installer checked the plugin against the mounted host root before installing it.
+  expect(install.stdout.toString() + install.stderr.toString()).toContain(`this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`);
 
   const undo = run(node.preStop);
   expect(undo.exitCode).toBe(0);

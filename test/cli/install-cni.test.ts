@@ -99,6 +99,10 @@ describe("install-cni objects", () => {
     expect(mounts["cni-bin-dir"]).toBe("/host/opt/cni/bin");
     expect(vols["cni-net-dir"]).toBe("/etc/cni/net.d");
     expect(vols["cni-bin-dir"]).toBe("/opt/cni/bin");
+    // The host's / read-only for the host check, and both plugin builds as candidates.
+    expect(c.volumeMounts).toContainEqual({ name: "host-root", mountPath: "/host/root", readOnly: true, mountPropagation: "HostToContainer" });
+    expect(pod.volumes).toContainEqual({ name: "host-root", hostPath: { path: "/", type: "Directory" } });
+    expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
   test("the ClusterRole only reads pods and namespaces", () => {
@@ -127,7 +131,7 @@ describe("install-cni objects", () => {
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
-      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath).map((v: Obj) => [v.name, v.hostPath.path]));
+      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "host-root").map((v: Obj) => [v.name, v.hostPath.path]));
     };
     expect(dirs("gke")).toEqual({ "cni-bin-dir": "/home/kubernetes/bin", "cni-net-dir": "/etc/cni/net.d" });
     expect(dirs("openshift")).toEqual({ "cni-bin-dir": "/var/lib/cni/bin", "cni-net-dir": "/var/run/multus/cni/net.d" });
