@@ -11,6 +11,7 @@ const SUITES: [file: string, fn: string][] = [
   ["installer-rechain.ts", "benchRechain"],
   ["installer-idle.ts", "benchIdle"],
   ["cli-install-cni.ts", "benchInstallCni"],
+  ["image.ts", "benchImage"],
 ];
 
 function machine(): string {
