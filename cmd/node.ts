@@ -3,13 +3,13 @@
 // `meshcni-installer` (a link to it) or `meshcni installer ARGS...` is the agent. One Bun runtime
 // (~100 MB) on the node and in the image instead of two.
 //
-// The plugin's code is in this entry chunk, as it was when cmd/plugin.ts was the entrypoint;
-// the agent's is a separate chunk inside the executable, loaded only on the agent's path, so the
-// plugin's start-up parses nothing of it (bench/plugin.ts measures VERSION against an empty
-// program, test/plugin/build.test.ts checks the chunks).
-import { main as plugin } from "./plugin.ts";
+// Start-up is on every pod's critical path, so this entry chunk holds only the choice and the
+// VERSION answer; the plugin's code (cmd/plugin.ts) and the agent's (cmd/installer.ts) are
+// separate chunks inside the executable, each imported only on its own path: the plugin never
+// parses the agent's code, and VERSION parses neither (bench/plugin.ts measures VERSION against
+// an empty program, test/plugin/build.test.ts checks the chunks).
+import { renderVersionInfo } from "../internal/cni/spec.ts";
 
-/** The agent's name, as a link to this binary or as the first argument. */
 const AGENT_NAME = "meshcni-installer";
 const AGENT_ARG = "installer";
 
@@ -19,4 +19,9 @@ if (self === AGENT_NAME || args[0] === AGENT_ARG) {
   const { main } = await import("./installer.ts");
   process.exit(await main(self === AGENT_NAME ? args : args.slice(1)));
 }
-process.exit(await plugin());
+if (Bun.env.CNI_COMMAND === "VERSION") {
+  await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
+  process.exit(0);
+}
+const { main } = await import("./plugin.ts");
+process.exit(await main());

@@ -43,27 +43,47 @@ describe("compiled binaries", () => {
     expect(bad.err).toContain("meshcni-installer:");
   });
 
-  test("the plugin's start-up loads no code of the agent (a separate chunk, imported lazily)", async () => {
+  test("the plugin's path loads no code of the agent, and VERSION nothing but the entry and the CNI spec", async () => {
     const out = join(dir, "chunks");
-    const r = await Bun.build({ entrypoints: [repoPath("cmd/node.ts")], target: "bun", format: "esm", minify: true, splitting: true, outdir: out });
+    const r = await Bun.build({ entrypoints: [repoPath("cmd/node.ts")], target: "bun", format: "esm", minify: true, splitting: true, outdir: out, naming: { chunk: "[name]-[hash].[ext]" } });
     expect(r.success).toBe(true);
-    // What the plugin parses at start-up: the entry chunk and what it imports statically.
-    const loaded = new Set<string>();
-    const visit = (name: string) => {
-      if (loaded.has(name)) return;
-      loaded.add(name);
-      const code = readFileSync(join(out, name), "utf8");
-      for (const m of code.matchAll(/(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g)) visit(m[1]!);
+    const code = (name: string) => readFileSync(join(out, name), "utf8");
+    const imports = (name: string, dynamic: boolean) =>
+      [...code(name).matchAll(dynamic ? /import\(\s*["']\.\/([^"']+)["']\s*\)/g : /(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g)].map((m) => m[1]!);
+    /** Chunks loaded from `start`: static imports always, dynamic ones when `follow` says so. */
+    const closure = (start: string, follow: (chunk: string) => boolean) => {
+      const seen = new Set<string>();
+      const visit = (n: string) => {
+        if (seen.has(n)) return;
+        seen.add(n);
+        for (const i of imports(n, false)) visit(i);
+        for (const i of imports(n, true)) if (follow(i)) visit(i);
+      };
+      visit(start);
+      return [...seen];
     };
-    visit("node.js");
-    const startup = [...loaded].map((n) => readFileSync(join(out, n), "utf8")).join("\n");
-    const all = readdirSync(out).map((n) => readFileSync(join(out, n), "utf8")).join("\n");
+    const entryDynamic = imports("node.js", true);
+    const agentChunk = entryDynamic.find((n) => n.startsWith("installer-"));
+    const pluginChunk = entryDynamic.find((n) => n.startsWith("plugin-"));
+    expect([agentChunk !== undefined, pluginChunk !== undefined]).toEqual([true, true]);
+    // VERSION: the entry and what it imports statically.
+    const version = closure("node.js", () => false);
+    // The plugin's commands: also its own chunk and everything it imports, never the agent's chunk.
+    const pluginPath = closure("node.js", (c) => c !== agentChunk);
+    const text = (names: string[]) => names.map(code).join("\n");
+    const all = text(readdirSync(out));
     // Strings only the agent's code holds: its usage text and its flags.
     for (const marker of ["keeps it chained", "host-net-dir", "service-account-dir"]) {
       expect(all.includes(marker)).toBe(true);
-      expect({ marker, inStartupChunks: startup.includes(marker) }).toEqual({ marker, inStartupChunks: false });
+      expect({ marker, onPluginPath: text(pluginPath).includes(marker) }).toEqual({ marker, onPluginPath: false });
     }
-    for (const heavy of ["node:fs", "consola"]) expect({ heavy, inStartupChunks: startup.includes(heavy) }).toEqual({ heavy, inStartupChunks: false });
+    for (const heavy of ["node:fs", 'from"fs"', "consola"]) {
+      expect({ heavy, onPluginPath: text(pluginPath).includes(heavy) }).toEqual({ heavy, onPluginPath: false });
+    }
+    // VERSION parses no plugin code either: not even the pod lookup that ADD starts first.
+    expect(version.length).toBeLessThanOrEqual(3);
+    expect(text(version).includes("kubeconfig")).toBe(false);
+    expect(text(version)).toContain("supportedVersions");
   });
 
   test("the plugin carries its version (shown when run by hand)", () => {
