@@ -127,11 +127,11 @@ export function startInstaller(dirs: HostDirs, extra: string[] = [], env: Record
   };
 }
 
-/** Polls `fn` every few ms until it returns something other than undefined/false. */
-export async function until<T>(fn: () => T | undefined | false, timeoutMs = 5000, what = "condition"): Promise<T> {
+/** Polls `fn` every few ms until it returns (or resolves to) something other than undefined/false. */
+export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000, what = "condition"): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v !== undefined && v !== false) return v;
     if (performance.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await Bun.sleep(2);
