@@ -1,11 +1,12 @@
-// The installer at rest: CPU time and wake-ups over a quiet minute, and resident memory, once the
-// chain is in place. Floor, measured side by side: a compiled Bun program that only watches a
+// The installer (the node agent) at rest: CPU time and wake-ups over a quiet minute, and resident
+// memory, once the chain is in place and the agent answers on its socket (a stand-in API server
+// holds its DaemonSet). Floor, measured side by side: a compiled Bun program that only watches a
 // folder (what any inotify-driven Bun daemon costs).
 //
 //   node_modules/.bin/bun bench/installer-idle.ts [seconds]
 import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, freePort, HostDirs, isChainedIn, readyz, startInstaller, until } from "../test/installer/harness.ts";
+import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/installer/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 
 interface Sample {
@@ -28,7 +29,9 @@ function sample(pid: number): Sample {
 
 export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 60)): Promise<string> {
   ensureBuilt();
-  const dirs = new HostDirs();
+  const cluster = await startCluster();
+  cluster.setDaemonSet("present");
+  const dirs = cluster.dirs();
   writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
   const floorSrc = join(dirs.root, "idle-watcher.ts");
   const floorBin = join(dirs.root, "idle-watcher");
@@ -36,7 +39,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
   const built = Bun.spawnSync([repoPath("node_modules/.bin/bun"), "build", "--compile", floorSrc, "--outfile", floorBin], { stdout: "pipe", stderr: "pipe" });
   if (built.exitCode !== 0) throw new Error(`building the floor failed: ${built.stderr.toString()}`);
   const port = freePort();
-  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)]);
+  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)], cluster.env);
   const floor = Bun.spawn([floorBin, dirs.root], { stdout: "ignore", stderr: "inherit" });
   try {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
@@ -47,13 +50,33 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     await Bun.sleep(seconds * 1000);
     const [a1, f1] = [sample(pid), sample(floor.pid)];
     if (inst.proc.exitCode !== null) throw new Error(`installer died:\n${inst.log()}`);
+    // Then busy: 110 pods looked up through the agent (its own GETs) and 1,000 reports printed.
+    for (let i = 0; i < 110; i++) {
+      cluster.api.addPod({ metadata: { name: `web-${i}`, namespace: "bench", uid: `uid-${i}` } } as never);
+    }
+    cluster.api.addNamespace({ metadata: { name: "bench" } });
+    const ask = (path: string, init: RequestInit = {}) => fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
+    const b0 = sample(pid);
+    await Promise.all(Array.from({ length: 110 }, (_, i) => ask(`/v1/pods/bench/web-${i}`).then((r) => r.arrayBuffer())));
+    for (let i = 0; i < 1000; i += 50) {
+      await Promise.all(Array.from({ length: 50 }, (_, k) => ask("/v1/reports", {
+        method: "POST",
+        body: JSON.stringify({
+          v: 1, command: "ADD", containerId: `c${i + k}`.padEnd(64, "0"), pod: { namespace: "bench", name: `web-${(i + k) % 110}`, uid: `uid-${(i + k) % 110}` },
+          outcome: "meshed", reason: "has a linkerd-proxy container", rules: 12, backend: "iptables-nft", lookup: "agent-api", durationMs: 20 + ((i + k) % 40),
+          lines: ["meshcni: info applied 12 rules (iptables-nft, IPv4)"], time: new Date().toISOString(), version: "bench",
+        }),
+      }).then((r) => r.arrayBuffer())));
+    }
+    await until(() => (inst.log().match(/plugin ADD pod=bench\//g)?.length ?? 0) >= 1000, 30_000, "the reports printed");
+    const b1 = sample(pid);
     const row = (name: string, s0: Sample, s1: Sample) =>
       `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;
     const rssMb = a1.rssKb / 1024;
     return [
       "## Installer: idle cost",
       "",
-      `Over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched):`,
+      `Over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched, the agent's socket served, a resync each minute):`,
       "",
       "| process | CPU time | CPU share | wake-ups | resident memory |",
       "|---|---|---|---|---|",
@@ -62,12 +85,15 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
       "",
       `Targets: CPU essentially zero (no polling) and resident memory at most 60 MB: ${(a1.cpuNs - a0.cpuNs) / 1e6 < 50 ? "CPU met" : "CPU NOT met"}, ${rssMb <= 60 ? "memory met" : "memory NOT met"}.`,
       "",
+      `Then 110 pod lookups on the agent's socket (each one GET of the pod and one of its namespace by the agent) and 1,000 reports printed: ${((b1.cpuNs - b0.cpuNs) / 1e6).toFixed(0)} ms of CPU, resident memory ${(b1.rssKb / 1024).toFixed(1)} MB afterwards (${b1.rssKb / 1024 <= 60 ? "within" : "NOT within"} 60 MB).`,
+      "",
     ].join("\n");
   } finally {
     await inst.stop();
     floor.kill("SIGKILL");
     await floor.exited;
     dirs.cleanup();
+    await cluster.close();
   }
 }
 

@@ -6,7 +6,7 @@
 //   node_modules/.bin/bun bench/installer-rechain.ts [rewrites]
 import { type FSWatcher, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startInstaller } from "../test/installer/harness.ts";
+import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller } from "../test/installer/harness.ts";
 import { DEBOUNCE_MS } from "../internal/installer/run.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, summarize } from "./lib.ts";
@@ -69,7 +69,9 @@ const holds = (dirs: HostDirs, marker: string) => () => {
 
 export async function benchRechain(rewrites = 200): Promise<string> {
   ensureBuilt();
-  const a = new HostDirs();
+  // A stand-in cluster without the agent's DaemonSet: the final SIGTERM undoes, as on removal.
+  const cluster = await startCluster();
+  const a = cluster.dirs();
   const b = new HostDirs();
   writeFileSync(join(a.net, FILE), CALICO);
   writeFileSync(join(b.net, FILE), CALICO);
@@ -78,7 +80,7 @@ export async function benchRechain(rewrites = 200): Promise<string> {
   let inst: InstallerProcess | undefined;
   const floor = Bun.spawn([repoPath("node_modules/.bin/bun"), floorScript, b.net], { stdout: "pipe", stderr: "inherit" });
   try {
-    inst = startInstaller(a, ["--plugin-binary", repoPath("dist/meshcni")]);
+    inst = startInstaller(a, ["--plugin-binary", repoPath("dist/meshcni")], cluster.env);
     await whenTrue(a.net, holds(a, '"mtu": 0'), 20_000);
     const reader = floor.stdout.getReader();
     await reader.read();
@@ -122,6 +124,7 @@ export async function benchRechain(rewrites = 200): Promise<string> {
     await floor.exited;
     a.cleanup();
     b.cleanup();
+    await cluster.close();
   }
 }
 

@@ -1,22 +1,155 @@
-// meshcni-installer: the process of the meshcni DaemonSet. It wires the real files, watches,
-// clock, log and signals to the installer (internal/installer) and maps the outcome to an exit
+// meshcni-installer: the process of the meshcni DaemonSet, the node agent. It wires the real
+// files, watches, clock, log, signals, sockets and API server to the installer
+// (internal/installer) and the agent's parts (internal/agent), and maps the outcome to an exit
 // code: 0 done, 1 failed, 2 bad usage.
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { buildPluginEntry, EntryError } from "../internal/installer/entry.ts";
+import { createSocketHandler } from "../internal/agent/handler.ts";
+import { countLookup, countReport, newCounters, renderMetrics } from "../internal/agent/metrics.ts";
+import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
+import { buildStatus } from "../internal/agent/status.ts";
+import { decideOnStop } from "../internal/agent/stop.ts";
+import type { CacheStatus, PodLookup } from "../internal/agent/types.ts";
+import { buildPluginEntry } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
-import { OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
+import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
+import type { Log } from "../internal/installer/deps.ts";
+import { type AgentApi, apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
+import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
+import { readRecords, removeAgentState, takeFallbackLog } from "../internal/io/agent-state.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
-import { stopRunningInstaller } from "../internal/io/installer-stop.ts";
-import { createInstallerLog } from "../internal/io/installer-log.ts";
+import { createInstallerLog, printPluginLines } from "../internal/io/installer-log.ts";
 import { watchDir } from "../internal/io/installer-watch.ts";
 import { VERSION } from "../internal/version.ts";
 
+/** The agent's answers to the plugin: a pod lookup and, once there is a watch cache, its state. */
+interface PodSource {
+  lookup: PodLookup;
+  status?: () => CacheStatus;
+}
+
+/**
+ * The wiring point of the pod lookup. Until the watch cache is wired here, every
+ * question costs the agent one GET of the pod and its namespace with its own service account.
+ */
+function podSource(api: AgentApi): PodSource {
+  return { lookup: apiPodLookup(api) };
+}
+
+/** Prints the plugin's fallback log, if it wrote one while no agent answered. */
+function drainFallbackLog(stateDir: string, log: Log): number {
+  let printed = 0;
+  try {
+    for (const { file, content } of takeFallbackLog(stateDir)) {
+      const lines = renderFallbackLog(file, content);
+      printPluginLines(lines);
+      printed += Math.max(0, lines.length - 2);
+    }
+  } catch (e) {
+    log.warn(`cannot print the plugin's fallback log in ${stateDir}: ${(e as Error).message}`);
+  }
+  return printed;
+}
+
+async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, log: Log, signal: AbortSignal): Promise<number> {
+  const counters = newCounters();
+  const startedAt = new Date();
+  const source = podSource(api);
+  const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };
+  if (!opts.nodeName) log.warn("no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node");
+
+  let lastBadRequest = 0;
+  const handler = createSocketHandler({
+    lookup: source.lookup,
+    onReport(r) {
+      countReport(counters, r);
+      printPluginLines(renderReport(r, VERSION));
+    },
+    onLookup: (r) => countLookup(counters, r),
+    onBadRequest(why) {
+      counters.badRequests++;
+      if (performance.now() - lastBadRequest > 10_000) log.warn(`a bad request on ${opts.agentSocket}: ${why}`);
+      lastBadRequest = performance.now();
+    },
+  });
+  let socket: AgentSocket | undefined;
+  let socketProblem: string | undefined;
+  try {
+    socket = serveAgentSocket(opts.agentSocket, handler, (e) => log.error(`the agent's socket: ${e.message}`));
+    log.info(`answering the plugin on ${opts.agentSocket}`);
+  } catch (e) {
+    // Keeping the chain matters more than the socket: the plugin falls back to its kubeconfig.
+    socketProblem = `the agent's socket is not served: ${(e as Error).message}`;
+    log.error(socketProblem);
+  }
+  counters.fallbackLogLines += drainFallbackLog(opts.stateDir, log);
+
+  if (opts.podNamespace) {
+    // Said at start, not discovered at SIGTERM: a DaemonSet the agent cannot see means undo then.
+    void api.get(daemonSetPath(opts.podNamespace, opts.daemonSetName), 5000).then((a) => {
+      const ds = `DaemonSet ${opts.podNamespace}/${opts.daemonSetName}`;
+      if (a.kind === "status" && a.status === 404) log.warn(`${ds} is not in the API server: on SIGTERM this agent will undo everything; check --daemonset-name`);
+      else if (a.kind === "status" && (a.status === 401 || a.status === 403)) log.warn(`the agent may not read its ${ds} (${a.status}): on SIGTERM it will undo everything; check its Role (meshcnictl install-cni renders it)`);
+    });
+  } else {
+    log.warn("POD_NAMESPACE is not set: on SIGTERM the agent cannot look at its DaemonSet and leaves everything in place (--uninstall undoes)");
+  }
+
+  const check = () => {
+    const r = inst.check();
+    return socketProblem ? { ready: false, problems: [...r.problems, socketProblem] } : r;
+  };
+  const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, {
+    check,
+    metrics: () => renderMetrics({
+      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: 0,
+      ...(source.status ? { cache: source.status() } : {}),
+    }),
+    status: () => buildStatus({
+      version: VERSION, daemonSet: opts.daemonSetName, install: inst.status(), records: readRecords(opts.stateDir), counters,
+      ...(opts.nodeName ? { node: opts.nodeName } : {}),
+      ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
+      ...(source.status ? { cache: source.status() } : {}),
+      agent: { socket: opts.agentSocket, stateDir: opts.stateDir, startedAt: startedAt.toISOString(), uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000) },
+    }),
+  });
+
+  let undone = false;
+  try {
+    const ok = await runInstaller(inst, "run", {
+      watch: watchDir,
+      log,
+      resyncMs: opts.resyncSeconds * 1000,
+      onResync(before, fixed) {
+        counters.resyncs++;
+        if (before.length > 0 && fixed) {
+          counters.resyncRepairs++;
+          log.warn(`periodic resync put right what no watch event announced: ${before.join("; ")}`);
+        }
+        counters.fallbackLogLines += drainFallbackLog(opts.stateDir, log);
+      },
+      async decideOnStop() {
+        const decision = decideOnStop(await lookBeforeStopping(api, who));
+        undone = decision.undo;
+        return decision;
+      },
+    }, signal);
+    return ok ? 0 : 1;
+  } finally {
+    socket?.stop();
+    health?.stop();
+    if (undone) {
+      const removed = removeAgentState(opts.stateDir, opts.agentSocket);
+      if (removed.length > 0) log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
+    }
+  }
+}
+
 export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise<number> {
-  // First of all, so that a stop request during start-up still ends in an undo.
+  // First of all, so that a stop request during start-up is seen.
   const stop = new AbortController();
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
@@ -34,7 +167,8 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   const log = createInstallerLog(opts.logLevel);
   let entry;
   try {
-    entry = buildPluginEntry(opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8"), opts.destNetDir, opts.podNamespace);
+    const text = opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8");
+    entry = buildPluginEntry(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
   } catch (e) {
     log.error(`--plugin-config ${opts.pluginConfig}: ${(e as Error).message}`);
     return 2;
@@ -42,23 +176,25 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
   const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now(), canRun: checkBinaryOnHost });
   try {
-    if (opts.mode === "stop") {
-      // Within the pod's 30 s grace period, leaving time for the direct undo below.
-      if (await stopRunningInstaller(opts.stopPid, 20_000)) return 0;
-      log.warn(`no running installer ended on SIGTERM (pid ${opts.stopPid}); undoing directly`);
-    }
-    if (opts.mode === "uninstall" || opts.mode === "stop") {
+    if (opts.mode === "uninstall") {
       inst.uninstall();
+      const removed = removeAgentState(opts.stateDir, opts.agentSocket);
+      if (removed.length > 0) log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
       return 0;
     }
     if (!service) throw new Error("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them");
-    log.info(`meshcni-installer ${VERSION}: ${opts.mode === "once" ? "installing once" : "installing and keeping meshcni chained"} (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
-    const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, () => inst.check());
-    try {
-      return (await runInstaller(inst, opts.mode, { watch: watchDir, log }, stop.signal)) ? 0 : 1;
-    } finally {
-      health?.stop();
+    if (opts.mode === "once") {
+      log.info(`meshcni-installer ${VERSION}: installing once (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
+      const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, { check: () => inst.check() });
+      try {
+        return (await runInstaller(inst, "once", { watch: watchDir, log }, stop.signal)) ? 0 : 1;
+      } finally {
+        health?.stop();
+      }
     }
+    log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
+    const api = serviceAccountApi({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir });
+    return await runAgent(opts, inst, api, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);
     return 1;

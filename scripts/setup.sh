@@ -21,7 +21,7 @@ pkg_for() { # command -> Debian package
     nft) echo nftables ;;
     /usr/lib/cni/bridge) echo containernetworking-plugins ;;
     podman) echo podman ;;
-    containerd|ctr) echo containerd ;;
+    containerd|ctr|containerd-shim-runc-v2) echo containerd ;;
     ip) echo iproute2 ;;
     nsenter) echo util-linux ;;
     openssl) echo openssl ;;
@@ -31,8 +31,9 @@ pkg_for() { # command -> Debian package
     time) echo time ;;
   esac
 }
-# wget and zsh: meshcnictl's install.sh and zsh completion are tested with them.
-for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh /usr/lib/cni/bridge podman containerd; do
+# wget and zsh: meshcnictl's install.sh and zsh completion are tested with them. containerd, ctr
+# and the runc shim: test/support/cri.ts runs containerd's CRI as kubelet drives it.
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh /usr/lib/cni/bridge podman containerd ctr containerd-shim-runc-v2; do
   case "$c" in
     /*) [ -x "$c" ] && continue ;;
     *) have "$c" && continue ;;

@@ -22,6 +22,8 @@ const PLURALS: Record<string, string> = {
   ServiceAccount: "serviceaccounts",
   ClusterRole: "clusterroles",
   ClusterRoleBinding: "clusterrolebindings",
+  Role: "roles",
+  RoleBinding: "rolebindings",
   ConfigMap: "configmaps",
   DaemonSet: "daemonsets",
 };
@@ -122,15 +124,27 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
       ...(r.allowed ? {} : { detail: r.detail, hint: "install-cni renders this object; ask a cluster admin to install meshcni or to grant you create on it" }),
     });
   }
-  // RBAC's escalation rule: a ClusterRole can only grant what its creator holds.
-  for (const kind of ["pods", "namespaces"]) {
-    const r = await canI(api, accessReview("get", { apiVersion: "v1", kind: kind === "pods" ? "Pod" : "Namespace" }));
-    out.push({
-      category: "pre-install",
-      name: `you hold get on ${kind}, which meshcni's ClusterRole grants`,
-      ok: r.allowed,
-      ...(r.allowed ? {} : { detail: r.detail, hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)" }),
-    });
+  // RBAC's escalation rule: a role can only grant what its creator holds.
+  for (const role of expectedObjects(namespace).filter((o) => o.kind === "ClusterRole" || o.kind === "Role")) {
+    for (const rule of role.rules as { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[]) {
+      for (const resource of rule.resources) {
+        const group = rule.apiGroups[0] ?? "";
+        const denied: string[] = [];
+        for (const verb of rule.verbs) {
+          const attrs: Record<string, string> = { verb, group, resource };
+          if (role.metadata.namespace) attrs.namespace = role.metadata.namespace;
+          if (rule.resourceNames?.[0]) attrs.name = rule.resourceNames[0];
+          const r = await canI(api, { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: attrs } });
+          if (!r.allowed) denied.push(`${verb}: ${r.detail}`);
+        }
+        out.push({
+          category: "pre-install",
+          name: `you hold ${rule.verbs.join(", ")} on ${resource}, which meshcni's ${role.kind} grants`,
+          ok: denied.length === 0,
+          ...(denied.length === 0 ? {} : { detail: denied.join("; "), hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)" }),
+        });
+      }
+    }
   }
   return out;
 }

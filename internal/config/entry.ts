@@ -9,6 +9,8 @@ export const NAMES = {
   serviceAccount: "meshcni",
   configMap: "meshcni-config",
   clusterRole: "meshcni",
+  /** The Role (and its binding) in meshcni's namespace: the agent reads its own DaemonSet. */
+  role: "meshcni",
   kubeconfigFile: "ZZZ-meshcni-kubeconfig",
   /** Label on every object meshcnictl renders, for `kubectl apply --prune -l`. */
   resourceLabel: "meshcni.io/cni-resource",

@@ -1,5 +1,6 @@
 // The entry meshcni-installer appends to the host's conflist: the --plugin-config JSON (or the
-// contract's default) with the kubeconfig path and the DaemonSet's namespace filled in. Pure.
+// contract's default) with the kubeconfig path, the DaemonSet's namespace and the agent's socket
+// and state folder filled in. Pure.
 import * as v from "valibot";
 import { describeFirstIssue, PLUGIN_TYPE } from "../conflist/schema.ts";
 import { defaultPluginEntry, NAMES } from "../config/entry.ts";
@@ -8,11 +9,17 @@ import type { JsonObject } from "../conflist/chain.ts";
 
 export class EntryError extends Error {}
 
+/** Where the plugin finds the agent and keeps its records, as the host sees them. */
+export interface AgentPaths {
+  socket: string;
+  stateDir: string;
+}
+
 /**
  * `configText` is the content of --plugin-config, or undefined for the default entry. The
  * runtime injects `cniVersion` (and `name`) from the list, so `cniVersion` is dropped.
  */
-export function buildPluginEntry(configText: string | undefined, destNetDir: string, podNamespace?: string): JsonObject {
+export function buildPluginEntry(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
   let entry: JsonObject;
   if (configText === undefined) {
     entry = defaultPluginEntry("linkerd", destNetDir);
@@ -35,6 +42,10 @@ export function buildPluginEntry(configText: string | undefined, destNetDir: str
   const kubernetes: JsonObject = { ...k8s, kubeconfig: `${destNetDir.replace(/\/+$/, "")}/${NAMES.kubeconfigFile}` };
   if (podNamespace) kubernetes.pod_namespace = podNamespace;
   const out: JsonObject = { ...rest, kubernetes };
+  if (agent) {
+    out.agent_socket = agent.socket;
+    out.state_dir = agent.stateDir;
+  }
   // Judge it as the plugin will when the runtime hands it over.
   const check = v.safeParse(PluginConfSchema, { cniVersion: "1.0.0", name: "check", ...out });
   if (!check.success) {

@@ -7,6 +7,7 @@ import { isConfigFileName, parseHostConfig } from "../conflist/parse.ts";
 import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "../conflist/select.ts";
 import { NAMES } from "../config/entry.ts";
 import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
+import type { InstallStatus } from "../agent/status.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
 import type { FileStat, InstallerDeps } from "./deps.ts";
 import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } from "./plan.ts";
@@ -383,11 +384,14 @@ export class Installer {
     }
   }
 
-  private chainProblem(): string | undefined {
+  private chainStatus(): InstallStatus["chain"] {
     const dir = this.config.hostNetDir;
     const sel = this.readSelection();
-    if (!sel.name || !sel.config) return `no CNI network config in ${dir} yet`;
-    return isChained(sel.config, this.config.entry) ? undefined : `meshcni is not chained in ${join(dir, sel.name)}`;
+    if (!sel.name || !sel.config) return { path: dir, current: false, problem: `no CNI network config in ${dir} yet` };
+    const path = join(dir, sel.name);
+    return isChained(sel.config, this.config.entry)
+      ? { path, file: sel.name, current: true }
+      : { path, file: sel.name, current: false, problem: `meshcni is not chained in ${path}` };
   }
 
   // --- all of it ---------------------------------------------------------------------------
@@ -399,9 +403,20 @@ export class Installer {
     return this.chain();
   }
 
+  /** Each part, where it is and why it is not current (a binary the host cannot run says so). */
+  status(): InstallStatus {
+    const part = (path: string, problem: string | undefined) => (problem === undefined ? { path, current: true } : { path, current: false, problem });
+    return {
+      chain: this.chainStatus(),
+      binary: part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()),
+      kubeconfig: part(this.kubeconfigPath, this.kubeconfigProblem()),
+    };
+  }
+
   /** Ready only while the host can run the plugin, the chain is in place and the binary and kubeconfig are current. */
   check(): Readiness {
-    const problems = [...this.hostProblems, this.chainProblem(), this.binaryProblem(), this.kubeconfigProblem()].filter((p): p is string => p !== undefined);
+    const s = this.status();
+    const problems = [s.chain.problem, s.binary.problem, s.kubeconfig.problem].filter((p): p is string => p !== undefined);
     return { ready: problems.length === 0, problems };
   }
 

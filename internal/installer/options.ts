@@ -2,10 +2,12 @@
 // contract's default. Pure: argv and the environment are passed in.
 import { parseArgs } from "node:util";
 import * as v from "valibot";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { NAMES } from "../config/entry.ts";
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
-export type Mode = "run" | "once" | "uninstall" | "stop";
+export type Mode = "run" | "once" | "uninstall";
 
 export interface InstallerOptions {
   hostNetDir: string;
@@ -26,8 +28,16 @@ export interface InstallerOptions {
   servicePort?: string;
   /** POD_NAMESPACE (downward API): the plugin lets this namespace's meshcni-node-* pods through. */
   podNamespace?: string;
-  /** With --stop: the running installer's process id (1 in its container). */
-  stopPid: number;
+  /** --node-name, else NODE_NAME (downward API: spec.nodeName). */
+  nodeName?: string;
+  /** The Unix socket the plugin asks (host path; the host folder is mounted at the same path). */
+  agentSocket: string;
+  /** The plugin's records and fallback log (host path, mounted at the same path). */
+  stateDir: string;
+  /** The DaemonSet this agent belongs to (in POD_NAMESPACE): SIGTERM undoes only when it is gone or being deleted. */
+  daemonSetName: string;
+  /** Chain, binary and kubeconfig are checked this often besides inotify. */
+  resyncSeconds: number;
   help: boolean;
 }
 
@@ -44,10 +54,13 @@ const FLAGS = {
   "conf-name": { type: "string", arg: "NAME", default: undefined, help: "chain into this file instead of the one the runtime picks" },
   "health-port": { type: "string", arg: "N", default: undefined, help: "serve /healthz and /readyz over HTTP on this port" },
   "log-level": { type: "string", arg: "LEVEL", default: "info", help: "debug, info, warn or error" },
+  "node-name": { type: "string", arg: "NAME", default: undefined, help: "this node's name (default: env NODE_NAME, which the DaemonSet sets from spec.nodeName)" },
+  "agent-socket": { type: "string", arg: "PATH", default: DEFAULT_AGENT_SOCKET, help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)" },
+  "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
+  "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
+  "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
-  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation, then exit" },
-  stop: { type: "boolean", arg: "", default: undefined, help: "the DaemonSet's preStop: ask the running installer to undo everything and wait until it has; undo directly if it is not running or does not finish in time" },
-  "stop-pid": { type: "string", arg: "PID", default: "1", help: "with --stop, the running installer's process id" },
+  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation (chain, binary, kubeconfig, the plugin's records), then exit" },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -65,12 +78,16 @@ export function renderUsage(): string {
     "",
     "Usage: meshcni-installer [flags]",
     "  With no mode flag it installs, keeps meshcni chained while the host's CNI rewrites its",
-    "  files, and undoes everything on SIGTERM or SIGINT.",
+    "  files, and serves the plugin on --agent-socket. On SIGTERM or SIGINT it leaves everything in",
+    "  place, unless its DaemonSet is gone or being deleted: then it undoes everything.",
     "",
     ...rows,
     "",
   ].join("\n");
 }
+
+/** A DNS-1123 subdomain: what Kubernetes accepts as a node or DaemonSet name. */
+const K8S_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 const Port = v.pipe(v.string(), v.regex(/^\d+$/, "must be a number"), v.transform(Number), v.minValue(1, "must be 1-65535"), v.maxValue(65535, "must be 1-65535"));
 
@@ -109,10 +126,7 @@ export function parseInstallerOptions(
   };
   const once = bool("once");
   const uninstall = bool("uninstall");
-  const stop = bool("stop");
-  if ([once, uninstall, stop].filter(Boolean).length > 1) throw new OptionsError("--once, --uninstall and --stop exclude each other");
-  const stopPid = str("stop-pid")!;
-  if (!/^[1-9][0-9]{0,9}$/.test(stopPid)) throw new OptionsError(`--stop-pid ${JSON.stringify(stopPid)}: expected a process id`);
+  if (once && uninstall) throw new OptionsError("--once and --uninstall exclude each other");
   const logLevel = str("log-level")!;
   if (!(LOG_LEVELS as readonly string[]).includes(logLevel)) {
     throw new OptionsError(`--log-level ${JSON.stringify(logLevel)}: expected one of ${LOG_LEVELS.join(", ")}`);
@@ -129,6 +143,17 @@ export function parseInstallerOptions(
     if (!d.startsWith("/")) throw new OptionsError(`--${flag} ${JSON.stringify(d)}: must be an absolute path`);
     return d.length > 1 ? d.replace(/\/+$/, "") : d;
   };
+  const resync = str("resync-seconds")!;
+  if (!/^[1-9][0-9]{0,5}$/.test(resync)) throw new OptionsError(`--resync-seconds ${JSON.stringify(resync)}: expected a whole number of seconds, 1 or more`);
+  const agentSocket = str("agent-socket")!;
+  if (!agentSocket.startsWith("/") || agentSocket.endsWith("/")) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: must be an absolute path to a file`);
+  // sun_path holds 108 bytes, the terminating NUL included.
+  if (Buffer.byteLength(agentSocket) > 107) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: longer than a Unix socket path may be (107 bytes)`);
+  // Both reach API paths, so both must be names the API could hold.
+  const daemonSetName = str("daemonset-name")!;
+  if (!K8S_NAME.test(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
+  const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
+  if (nodeName !== undefined && !K8S_NAME.test(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
   const confName = str("conf-name");
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
     throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
@@ -140,9 +165,12 @@ export function parseInstallerOptions(
     pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
     hostRoot: dir("host-root"),
     serviceAccountDir: dir("service-account-dir"),
-    mode: once ? "once" : uninstall ? "uninstall" : stop ? "stop" : "run",
-    stopPid: Number(stopPid),
+    mode: once ? "once" : uninstall ? "uninstall" : "run",
     logLevel: logLevel as LogLevel,
+    agentSocket: agentSocket.replace(/\/{2,}/g, "/"),
+    stateDir: dir("state-dir"),
+    daemonSetName,
+    resyncSeconds: Number(resync),
     help: bool("help"),
   };
   const optional = {
@@ -152,6 +180,7 @@ export function parseInstallerOptions(
     serviceHost: env.KUBERNETES_SERVICE_HOST || undefined,
     servicePort: env.KUBERNETES_SERVICE_PORT || undefined,
     podNamespace: env.POD_NAMESPACE || undefined,
+    nodeName,
   };
   for (const [k, val] of Object.entries(optional)) if (val !== undefined) (opts as unknown as Record<string, unknown>)[k] = val;
   return opts;

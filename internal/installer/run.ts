@@ -1,13 +1,24 @@
 // The installer's life: install, then sleep on inotify until the host's config folder, the
-// plugin binary or the service account token changes, reconcile shortly after, and undo
-// everything when told to stop. No polling: when nothing changes, nothing runs.
+// plugin binary or the service account token changes, and reconcile shortly after. A periodic
+// resync (once a minute by default) reconciles too, so one missed event cannot leave a stale
+// token or a lost chain behind. When told to stop it asks whether to undo (the agent's answer:
+// internal/agent/stop.ts) and undoes only then.
+import type { StopDecision } from "../agent/stop.ts";
 import type { Log, Watch, WatchDir } from "./deps.ts";
 import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
 
 export interface RunDeps {
   watch: WatchDir;
   log: Log;
+  /** Reconcile this often besides the watches (run mode); DEFAULT_RESYNC_MS when absent. */
+  resyncMs?: number;
+  /** Called at each periodic resync with what was not current before it (empty: nothing). */
+  onResync?(problemsBefore: string[], fixed: boolean): void;
+  /** Run mode, once stopped: undo everything, or leave it all in place? */
+  decideOnStop?(): Promise<StopDecision>;
 }
+
+export const DEFAULT_RESYNC_MS = 60_000;
 
 /** Events come in bursts (a rename is several); one reconcile answers a burst. */
 export const DEBOUNCE_MS = 10;
@@ -41,6 +52,40 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
   const watches: Watch[] = [];
 
   const settled = (s: ChainStatus) => s.kind === "chained" || s.kind === "in-place";
+  // Resync: look at everything, whatever the watches said. A problem it finds is an event
+  // some watch missed (or a write that is still being retried); the reconcile puts it right.
+  let resyncTimer: ReturnType<typeof setInterval> | undefined;
+  let lastSaid = "";
+  const resync = () => {
+    if (signal.aborted) return;
+    let before: string[];
+    try {
+      before = inst.check().problems;
+    } catch (e) {
+      before = [(e as Error).message];
+    }
+    // Said once per distinct finding: a node waiting for its CNI config is not news every minute.
+    const said = before.join("; ");
+    if (said !== "" && said !== lastSaid) log.info(`periodic resync: ${said}; reconciling`);
+    lastSaid = said;
+    if (timer !== undefined) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    tick();
+    let fixed = false;
+    if (before.length > 0) {
+      try {
+        fixed = inst.check().ready;
+      } catch {
+        fixed = false;
+      }
+    }
+    deps.onResync?.(before, fixed);
+  };
+  if (mode === "run") {
+    resyncTimer = setInterval(resync, deps.resyncMs ?? DEFAULT_RESYNC_MS);
+  }
   const schedule = (delay: number) => {
     if (timer !== undefined || signal.aborted) return;
     timer = setTimeout(tick, delay);
@@ -106,10 +151,16 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
   await done;
   signal.removeEventListener("abort", onAbort);
   if (timer !== undefined) clearTimeout(timer);
+  if (resyncTimer !== undefined) clearInterval(resyncTimer);
   for (const w of watches) w.close();
   if (mode === "run") {
-    log.info("stopping: undoing the installation");
-    inst.uninstall();
+    const decision = deps.decideOnStop ? await deps.decideOnStop() : { undo: false, why: "nobody asked the API server" };
+    if (decision.undo) {
+      log.info(`stopping: ${decision.why}; undoing the installation`);
+      inst.uninstall();
+    } else {
+      log.info(`stopping: ${decision.why}; leaving meshcni installed (pods that need the mesh fail closed until an agent runs again; --uninstall undoes)`);
+    }
     return true;
   }
   if (installed) log.info("installed; exiting (--once)");

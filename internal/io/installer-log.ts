@@ -29,3 +29,13 @@ export function createInstallerLog(level: LogLevel): Log {
     error: (m) => consola.error(m),
   };
 }
+
+/**
+ * Lines printed for the plugin (its reports, its fallback log): always on stdout, whatever the
+ * agent's own level, in the same columns as the agent's log.
+ */
+export function printPluginLines(lines: readonly { level: string; text: string }[], now = new Date()): void {
+  if (lines.length === 0) return;
+  const at = now.toISOString();
+  process.stdout.write(lines.map((l) => `${at} ${l.level.padEnd(5)} ${l.text}\n`).join(""));
+}

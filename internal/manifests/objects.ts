@@ -1,6 +1,7 @@
 // The Kubernetes objects that install meshcni, built from chart values. manifests/templates/
 // renders the same objects with Helm; test/cli/helm.test.ts holds the two to equality. Pure.
 import { createHash } from "node:crypto";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { buildPluginEntry, NAMES, renderEntryJson } from "../config/entry.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
 
@@ -18,9 +19,12 @@ export const CONTAINER = {
   hostBinDir: "/host/opt/cni/bin",
   configDir: "/etc/meshcni",
   configKey: "plugin-config.json",
+  /** The agent's folder (socket, records): the host's, mounted at the same path. */
+  stateDir: DEFAULT_STATE_DIR,
+  agentSocket: DEFAULT_AGENT_SOCKET,
 } as const;
 
-/** Long enough for the installer's undo, which preStop asks for and waits on (at most 20 s). */
+/** Long enough for the agent's look at its DaemonSet on SIGTERM (at most 10 s) and an undo. */
 export const TERMINATION_GRACE_SECONDS = 30;
 
 export function commonLabels(): Record<string, string> {
@@ -60,13 +64,19 @@ export function buildServiceAccount(values: Values): K8sObject {
   };
 }
 
-/** The plugin reads one pod and, for annotations, its namespace: nothing more. */
+/**
+ * The agent watches its node's pods and all namespaces (the plugin, falling back, gets one pod and
+ * its namespace) and, on SIGTERM, reads its node to see whether its DaemonSet still runs there.
+ */
 export function buildClusterRole(): K8sObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "ClusterRole",
     metadata: { name: NAMES.clusterRole, labels: commonLabels() },
-    rules: [{ apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] }],
+    rules: [
+      { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+    ],
   };
 }
 
@@ -76,6 +86,26 @@ export function buildClusterRoleBinding(values: Values): K8sObject {
     kind: "ClusterRoleBinding",
     metadata: { name: NAMES.clusterRole, labels: commonLabels() },
     roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: NAMES.clusterRole },
+    subjects: [{ kind: "ServiceAccount", name: NAMES.serviceAccount, namespace: values.namespace }],
+  };
+}
+
+/** On SIGTERM the agent reads its own DaemonSet: gone or being deleted means undo. */
+export function buildRole(values: Values): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "Role",
+    metadata: { name: NAMES.role, namespace: values.namespace, labels: commonLabels() },
+    rules: [{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: [NAMES.daemonSet], verbs: ["get"] }],
+  };
+}
+
+export function buildRoleBinding(values: Values): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "RoleBinding",
+    metadata: { name: NAMES.role, namespace: values.namespace, labels: commonLabels() },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: NAMES.role },
     subjects: [{ kind: "ServiceAccount", name: NAMES.serviceAccount, namespace: values.namespace }],
   };
 }
@@ -94,7 +124,7 @@ export function buildConfigMap(values: Values): K8sObject {
   };
 }
 
-/** The installer's switches (see CONTRACT.md), shared by the container and its preStop undo. */
+/** The installer's folder switches (see CONTRACT.md). */
 function installerDirArgs(values: Values): string[] {
   const args = [
     "--host-net-dir", CONTAINER.hostNetDir,
@@ -136,6 +166,8 @@ export function buildDaemonSet(values: Values): K8sObject {
         ...installerDirArgs(values),
         "--plugin-binary", `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
         "--plugin-config", `${CONTAINER.configDir}/${CONTAINER.configKey}`,
+        "--agent-socket", CONTAINER.agentSocket,
+        "--state-dir", CONTAINER.stateDir,
         "--health-port", String(values.healthPort),
       ],
       env: [
@@ -145,15 +177,15 @@ export function buildDaemonSet(values: Values): K8sObject {
       ports: [{ name: "health", containerPort: values.healthPort, protocol: "TCP" }],
       livenessProbe: { httpGet: { path: "/healthz", port: "health" }, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 3 },
       readinessProbe: { httpGet: { path: "/readyz", port: "health" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
-      // preStop asks the running installer (PID 1) to undo and waits until it has; if it is not
-      // running or wedged, the preStop run undoes by itself. One process undoes, once.
-      lifecycle: { preStop: { exec: { command: [CONTAINER.installer, "--stop", ...installerDirArgs(values)] } } },
+      // No preStop: on SIGTERM the agent leaves everything in place unless its DaemonSet is
+      // gone or being deleted, so a rollout or an eviction never unmeshes the node.
       resources: values.resources,
       securityContext,
       volumeMounts: [
         { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
         { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
         { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
+        { name: "agent-state", mountPath: CONTAINER.stateDir },
         { name: "tmp", mountPath: "/tmp" },
         // The loader resolves the plugin's interpreter and libraries against the host's root
         // (/lib64 -> usr/lib64, absolute links inside): only / shows what it will see. Read
@@ -166,6 +198,9 @@ export function buildDaemonSet(values: Values): K8sObject {
       { name: "cni-bin-dir", hostPath: { path: dirs.cniBinDir, type: "DirectoryOrCreate" } },
       { name: "cni-net-dir", hostPath: { path: dirs.cniConfDir, type: "DirectoryOrCreate" } },
       { name: "plugin-config", configMap: { name: NAMES.configMap } },
+      // The same path on the host: the plugin, run there, finds the socket and the records
+      // where the conflist entry says.
+      { name: "agent-state", hostPath: { path: CONTAINER.stateDir, type: "DirectoryOrCreate" } },
       { name: "tmp", emptyDir: {} },
       { name: "host-root", hostPath: { path: "/", type: "Directory" } },
     ],
@@ -203,6 +238,8 @@ export function buildManifests(values: Values): K8sObject[] {
     buildConfigMap(values),
     buildClusterRole(),
     buildClusterRoleBinding(values),
+    buildRole(values),
+    buildRoleBinding(values),
     buildDaemonSet(values),
   ];
 }

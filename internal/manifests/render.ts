@@ -16,7 +16,7 @@ export function renderObjects(objects: readonly K8sObject[], format: OutputForma
 
 /**
  * What `kubectl delete -f -` needs to remove an installation: each object's identity, the
- * DaemonSet first (its pods undo their node's changes while the rest still exists), the
+ * DaemonSet first (its pods find it gone on SIGTERM and undo their node's changes), the
  * Namespace last.
  */
 export function buildUninstallObjects(namespace: string): K8sObject[] {
@@ -28,6 +28,8 @@ export function buildUninstallObjects(namespace: string): K8sObject[] {
   return [
     { apiVersion: "apps/v1", kind: "DaemonSet", metadata: meta(NAMES.daemonSet, true) },
     { apiVersion: "v1", kind: "ConfigMap", metadata: meta(NAMES.configMap, true) },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: meta(NAMES.role, true) },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: meta(NAMES.role, true) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.serviceAccount, true) },

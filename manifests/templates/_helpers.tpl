@@ -89,7 +89,7 @@ the chosen mesh's carrying the settings. toPrettyJson sorts keys like renderEntr
 {{- toPrettyJson $entry -}}
 {{- end }}
 
-{{/* The installer's folder switches, shared by the container and its preStop undo. */}}
+{{/* The installer's folder switches. */}}
 {{- define "meshcni.installerDirArgs" -}}
 - --host-net-dir
 - /host/etc/cni/net.d

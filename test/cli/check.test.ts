@@ -20,7 +20,7 @@ let installed: Obj[];
 
 const PLURAL: Record<string, string> = {
   Namespace: "namespaces", ServiceAccount: "serviceaccounts", ConfigMap: "configmaps",
-  ClusterRole: "clusterroles", ClusterRoleBinding: "clusterrolebindings", DaemonSet: "daemonsets",
+  ClusterRole: "clusterroles", ClusterRoleBinding: "clusterrolebindings", Role: "roles", RoleBinding: "rolebindings", DaemonSet: "daemonsets",
 };
 
 function pathOf(o: Obj): string {
@@ -115,7 +115,7 @@ describe("check (installed)", () => {
     const r = await check([]);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain("× DaemonSet meshcni-node exists\n    missing DaemonSet meshcni/meshcni-node");
-    expect(r.stdout).toContain("Status check results are × (6 of 8 checks failed)");
+    expect(r.stdout).toContain("Status check results are × (8 of 10 checks failed)");
   });
 
   test("not ready", async () => {
@@ -186,8 +186,10 @@ describe("check --pre", () => {
     const r = await check(["--pre"]);
     expect(r.code).toBe(0);
     expectGolden("testdata/cli/check/pre-ok.golden", normalize(r.stdout));
+    // One review per object to create, then one per verb the roles grant (pods and namespaces:
+    // get, list, watch; nodes: get; the DaemonSet: get).
     const reviews = api.requests.filter((q) => q.method === "POST");
-    expect(reviews.length).toBe(8);
+    expect(reviews.length).toBe(8 + 3 + 3 + 1 + 1);
   });
 
   test("no permission to create RBAC objects, and linkerd-cni installed", async () => {

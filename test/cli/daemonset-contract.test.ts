@@ -1,18 +1,21 @@
 // The DaemonSet install-cni renders, against the real meshcni-installer: its command and args
-// (the /host mounts pointed at scratch folders), its environment and the ConfigMap's entry as
-// the mounted file install meshcni into a Calico node's conflist; its preStop command has the
-// running installer take meshcni out again and waits for it, or undoes by itself when no
-// installer runs. This holds the manifests to the installer's switches.
+// (the /host mounts and the agent's /var/run/meshcni pointed at scratch folders), its
+// environment and the ConfigMap's entry as the mounted file install meshcni into a Calico node's
+// conflist. The pod has no preStop; on SIGTERM the running agent asks a stand-in API server
+// holding the rendered DaemonSet itself: while it exists the node stays meshed, once it is
+// deleted the agent undoes everything. This holds the manifests to the agent's switches.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { ensureCli, runCli } from "./support.ts";
 
 type Obj = Record<string, any>;
 let tmp: string;
+let api: ApiServer;
 
 beforeAll(async () => {
   await ensureCli();
@@ -23,21 +26,28 @@ beforeAll(async () => {
     }
   }
   tmp = mkdtempSync(join(tmpdir(), "meshcni-ds-contract-"));
+  api = await startApiServer({ token: "contract-test-token" });
 });
-afterAll(() => {
+afterAll(async () => {
+  await api?.close();
   rmSync(tmp, { recursive: true, force: true });
 });
 
+const NAMESPACE = "mesh-system";
+const NODE = "node-a";
+
 /** A node (scratch folders) and the DaemonSet's container, as commands to run on it. */
 function setUp(name: string) {
-  const objs = parseAllDocuments(runCli(["install-cni", "--cni-log-level", "debug", "--namespace", "mesh-system"]).stdout).map((d) => d.toJS() as Obj);
+  const objs = parseAllDocuments(runCli(["install-cni", "--cni-log-level", "debug", "--namespace", NAMESPACE]).stdout).map((d) => d.toJS() as Obj);
   const ds = objs.find((o) => o.kind === "DaemonSet")!;
   const cm = objs.find((o) => o.kind === "ConfigMap")!;
-  const c = ds.spec.template.spec.containers[0];
+  const pod = ds.spec.template.spec;
+  const c = pod.containers[0];
 
-  // The container's view, mapped onto scratch folders.
+  // The container's view, mapped onto scratch folders; the agent's folder is the host's own path,
+  // so it maps to the same scratch folder from inside and from the host.
   const root = join(tmp, name, "container");
-  const inside = ["/host", "/opt/meshcni", "/etc/meshcni"];
+  const inside = ["/host", "/opt/meshcni", "/etc/meshcni", "/var/run/meshcni"];
   const mapOne = (p: string) => (inside.some((d) => p === d || p.startsWith(`${d}/`)) ? join(root, p) : p);
   // --plugin-binary names candidates, comma-separated.
   const map = (p: string) => p.split(",").map(mapOne).join(",");
@@ -55,72 +65,90 @@ function setUp(name: string) {
   const sa = join(tmp, name, "serviceaccount");
   mkdirSync(sa);
   writeFileSync(join(sa, "token"), "contract-test-token\n");
-  writeFileSync(join(sa, "ca.crt"), "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
+  writeFileSync(join(sa, "ca.crt"), api.caPem);
 
-  const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443" };
+  const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(api.url).port };
   for (const e of c.env) {
     // The downward API's values, as the kubelet fills them in.
-    env[e.name] = e.valueFrom.fieldRef.fieldPath === "metadata.namespace" ? ds.metadata.namespace : "node-a";
+    const field = e.valueFrom.fieldRef.fieldPath;
+    env[e.name] = field === "metadata.namespace" ? ds.metadata.namespace : field === "spec.nodeName" ? NODE : `unknown field ${field}`;
   }
   // No health server here (tests run side by side); every other switch as rendered.
   const args = (c.args as string[]).filter((a, i, all) => a !== "--health-port" && all[i - 1] !== "--health-port").map(map);
   const conflist = () => JSON.parse(readFileSync(join(netDir, "10-calico.conflist"), "utf8"));
+  const volumes = Object.fromEntries((pod.volumes as Obj[]).map((v) => [v.name, v]));
   return {
+    ds,
+    pod,
+    container: c,
+    volumes,
     env,
     netDir,
     binDir,
+    stateDir: map("/var/run/meshcni"),
     conflist,
     // --host-root's default is the mount's path in the container; here it is mapped.
     main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(rootMount.mountPath)],
-    preStop: (c.lifecycle.preStop.exec.command as string[]).map(map),
     isChained: () => conflist().plugins.some((p: Obj) => p.type === "meshcni"),
     leftovers: () => [join(binDir, "meshcni"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) => existsSync(f)),
   };
 }
 
-/** A process id that is no longer in use (preStop must never signal the test machine's PID 1). */
-function deadPid(): string {
-  const p = Bun.spawnSync(["true"]);
-  return String(p.pid);
-}
+const dsPath = `/apis/apps/v1/namespaces/${NAMESPACE}/daemonsets/meshcni-node`;
 
-test("the rendered DaemonSet's installer command installs, and its preStop undoes when no installer runs", () => {
+test("the rendered DaemonSet's installer command installs with the agent's paths; the pod has no preStop; its mount is the host's path", () => {
   const node = setUp("once");
-  const run = (argv: string[]) => Bun.spawnSync(argv, { env: { ...node.env, MESHCNI_STOP_PID: deadPid() }, stdout: "pipe", stderr: "pipe" });
-  const install = run([...node.main, "--once"]);
+  expect(node.container.lifecycle).toBeUndefined();
+  // The agent's folder is mounted at the path the host sees, which is what the entry names.
+  const mount = (node.container.volumeMounts as Obj[]).find((m) => m.name === "agent-state")!;
+  expect(node.volumes["agent-state"].hostPath).toEqual({ path: mount.mountPath, type: "DirectoryOrCreate" });
+  const install = Bun.spawnSync([...node.main, "--once"], { env: node.env, stdout: "pipe", stderr: "pipe" });
   expect(install.stderr.toString()).not.toContain("error");
   expect(install.exitCode).toBe(0);
   const ours = node.conflist().plugins.at(-1);
   expect(ours.type).toBe("meshcni");
   expect(ours.log_level).toBe("debug");
-  expect(ours.kubernetes.pod_namespace).toBe("mesh-system");
+  expect(ours.kubernetes.pod_namespace).toBe(NAMESPACE);
   expect(ours.kubernetes.kubeconfig).toBe("/etc/cni/net.d/ZZZ-meshcni-kubeconfig");
+  expect(ours.agent_socket).toBe(join(node.stateDir, "agent.sock"));
+  expect(ours.state_dir).toBe(node.stateDir);
   expect(node.leftovers().length).toBe(2);
   // The installer checked the plugin against the mounted host root before installing it.
   expect(install.stdout.toString() + install.stderr.toString()).toContain(`this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`);
-
-  const undo = run(node.preStop);
-  expect(undo.exitCode).toBe(0);
-  expect(node.isChained()).toBe(false);
-  expect(node.leftovers()).toEqual([]);
 });
 
-test("preStop against the running installer: it undoes, once, and preStop returns when it is done", async () => {
+test("the running agent, as rendered: SIGTERM keeps everything while its DaemonSet exists, undoes once it is deleted", async () => {
   const node = setUp("run");
-  const installer = Bun.spawn(node.main, { env: node.env, stdout: "pipe", stderr: "pipe" });
-  try {
-    for (let i = 0; i < 100 && !node.isChained(); i++) await Bun.sleep(50);
+  api.objects.set(dsPath, node.ds);
+  api.addNamespace({ metadata: { name: NAMESPACE } });
+  // The node the rendered DaemonSet selects (kubernetes.io/os=linux), with a taint it tolerates.
+  api.objects.set(`/api/v1/nodes/${NODE}`, { apiVersion: "v1", kind: "Node", metadata: { name: NODE, labels: { "kubernetes.io/os": "linux" } }, spec: { taints: [{ key: "example.com/dedicated", value: "mesh", effect: "NoSchedule" }] } });
+  const run = async () => {
+    const agent = Bun.spawn(node.main, { env: node.env, stdout: "pipe", stderr: "pipe" });
+    for (let i = 0; i < 200 && !(node.isChained() && statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()); i++) await Bun.sleep(25);
     expect(node.isChained()).toBe(true);
-    // In the container the installer is PID 1, preStop's default; here it is the child's pid.
-    const undo = Bun.spawn(node.preStop, { env: { ...node.env, MESHCNI_STOP_PID: String(installer.pid) }, stdout: "pipe", stderr: "pipe" });
-    expect(await undo.exited).toBe(0);
-    // preStop returned only after the installer had undone everything and exited.
-    expect(installer.exitCode).toBe(0);
+    agent.kill("SIGTERM");
+    const code = await agent.exited;
+    return { code, out: (await new Response(agent.stdout).text()) + (await new Response(agent.stderr).text()) };
+  };
+  try {
+    const kept = await run();
+    expect(kept.code).toBe(0);
+    expect(kept.out).toContain(`its DaemonSet ${NAMESPACE}/meshcni-node exists and runs on node ${NODE}`);
+    expect(node.isChained()).toBe(true);
+    expect(node.leftovers().length).toBe(2);
+    // It asked with its own service account.
+    expect(api.requests.filter((r) => r.path === dsPath).every((r) => r.authorization === "Bearer contract-test-token")).toBe(true);
+
+    // `kubectl delete -f` of everything: the DaemonSet goes first.
+    api.objects.delete(dsPath);
+    const undone = await run();
+    expect(undone.code).toBe(0);
+    expect(undone.out).toContain(`its DaemonSet ${NAMESPACE}/meshcni-node is gone (404); undoing the installation`);
     expect(node.isChained()).toBe(false);
     expect(node.leftovers()).toEqual([]);
-    // preStop itself wrote nothing: it did not need to undo.
-    expect(await new Response(undo.stderr).text()).not.toContain("undoing directly");
+    expect(existsSync(join(node.stateDir, "agent.sock"))).toBe(false);
   } finally {
-    installer.kill("SIGKILL");
+    api.objects.delete(dsPath);
   }
-});
+}, 60_000);

@@ -81,7 +81,7 @@ describe("helm chart", () => {
         fromCli = fromCli.slice(1);
       }
       expect(fromHelm).toEqual(fromCli);
-      expect(fromHelm.length).toBe(c.name === "default" ? 5 : 6);
+      expect(fromHelm.length).toBe(c.name === "default" ? 7 : 8);
     });
   }
 

@@ -48,7 +48,7 @@ describe("install-cni goldens", () => {
       expect(r.code).toBe(0);
       expectGolden(`${DIR}/${name}.golden.${json ? "json" : "yaml"}`, r.stdout);
       const objs = objectsOf(r.stdout, json);
-      expect(objs.map((o) => o.kind)).toEqual(["Namespace", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]);
+      expect(objs.map((o) => o.kind)).toEqual(["Namespace", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet"]);
       for (const o of objs) {
         validateObject(o);
         expect(o.metadata.labels["meshcni.io/cni-resource"]).toBe("true");
@@ -90,24 +90,42 @@ describe("install-cni objects", () => {
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
     expect(c.ports).toEqual([{ name: "health", containerPort: 9813, protocol: "TCP" }]);
     expect(c.args).toEqual(expect.arrayContaining(["--health-port", "9813", "--plugin-config", "/etc/meshcni/plugin-config.json"]));
-    expect(c.lifecycle.preStop.exec.command.slice(0, 2)).toEqual(["/opt/meshcni/meshcni-installer", "--stop"]);
+    // No preStop: a restart leaves the node meshed; the agent decides on SIGTERM.
+    expect(c.lifecycle).toBeUndefined();
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(30);
     expect(c.env).toContainEqual({ name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } });
+    expect(c.env).toContainEqual({ name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } });
     const mounts = Object.fromEntries(c.volumeMounts.map((m: Obj) => [m.name, m.mountPath]));
     const vols = Object.fromEntries(pod.volumes.map((v: Obj) => [v.name, v.hostPath?.path]));
     expect(mounts["cni-net-dir"]).toBe("/host/etc/cni/net.d");
     expect(mounts["cni-bin-dir"]).toBe("/host/opt/cni/bin");
     expect(vols["cni-net-dir"]).toBe("/etc/cni/net.d");
     expect(vols["cni-bin-dir"]).toBe("/opt/cni/bin");
+    // The agent's folder: the host's /var/run/meshcni at the same path, named in the flags.
+    expect(mounts["agent-state"]).toBe("/var/run/meshcni");
+    expect(pod.volumes.find((v: Obj) => v.name === "agent-state").hostPath).toEqual({ path: "/var/run/meshcni", type: "DirectoryOrCreate" });
+    expect(c.args).toEqual(expect.arrayContaining(["--agent-socket", "/var/run/meshcni/agent.sock", "--state-dir", "/var/run/meshcni"]));
     // The host's / read-only for the host check, and both plugin builds as candidates.
     expect(c.volumeMounts).toContainEqual({ name: "host-root", mountPath: "/host/root", readOnly: true, mountPropagation: "HostToContainer" });
     expect(pod.volumes).toContainEqual({ name: "host-root", hostPath: { path: "/", type: "Directory" } });
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("the ClusterRole only reads pods and namespaces", () => {
-    const role = parseStream(runCli(["install-cni"]).stdout).find((o) => o.kind === "ClusterRole")!;
-    expect(role.rules).toEqual([{ apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] }]);
+  test("RBAC: the ClusterRole reads and watches pods and namespaces and reads nodes; the Role reads the agent's own DaemonSet", () => {
+    const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
+    const role = objs.find((o) => o.kind === "ClusterRole")!;
+    expect(role.rules).toEqual([
+      { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+    ]);
+    const own = objs.find((o) => o.kind === "Role")!;
+    expect(own.metadata.namespace).toBe("mesh-system");
+    expect(own.rules).toEqual([{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: ["meshcni-node"], verbs: ["get"] }]);
+    const binding = objs.find((o) => o.kind === "RoleBinding")!;
+    expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: own.metadata.name });
+    expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "meshcni", namespace: "mesh-system" }]);
+    // Nothing writes, nothing else is read.
+    for (const r of [...role.rules, ...own.rules]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
   });
 
   test("flags reach the entry and the DaemonSet", () => {
@@ -131,7 +149,7 @@ describe("install-cni objects", () => {
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
-      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "host-root").map((v: Obj) => [v.name, v.hostPath.path]));
+      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "agent-state" && v.name !== "host-root").map((v: Obj) => [v.name, v.hostPath.path]));
     };
     expect(dirs("gke")).toEqual({ "cni-bin-dir": "/home/kubernetes/bin", "cni-net-dir": "/etc/cni/net.d" });
     expect(dirs("openshift")).toEqual({ "cni-bin-dir": "/var/lib/cni/bin", "cni-net-dir": "/var/run/multus/cni/net.d" });

@@ -4,6 +4,8 @@
 import { DaemonSet } from "kubernetes-models/apps/v1/DaemonSet";
 import { ClusterRole } from "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRole";
 import { ClusterRoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1/ClusterRoleBinding";
+import { Role } from "kubernetes-models/rbac.authorization.k8s.io/v1/Role";
+import { RoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding";
 import { ConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Namespace } from "kubernetes-models/v1/Namespace";
 import { ServiceAccount } from "kubernetes-models/v1/ServiceAccount";
@@ -14,6 +16,8 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   "v1/ConfigMap": ConfigMap,
   "rbac.authorization.k8s.io/v1/ClusterRole": ClusterRole,
   "rbac.authorization.k8s.io/v1/ClusterRoleBinding": ClusterRoleBinding,
+  "rbac.authorization.k8s.io/v1/Role": Role,
+  "rbac.authorization.k8s.io/v1/RoleBinding": RoleBinding,
   "apps/v1/DaemonSet": DaemonSet,
 };
 

@@ -1,17 +1,23 @@
 // Regression tests for what the installer chaos run found, against the compiled installer.
-import { afterEach, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildPluginEntry } from "../../internal/installer/entry.ts";
 import { Installer } from "../../internal/installer/installer.ts";
 import { createHostFs } from "../../internal/io/installer-fs.ts";
-import { ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startInstaller, until } from "../installer/harness.ts";
+import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
 
 let dirs: HostDirs;
 let running: InstallerProcess | undefined;
+/** Without the DaemonSet: SIGTERM undoes, as when meshcni is removed. */
+let cluster: Cluster;
 
-beforeAll(() => ensureBuilt());
+beforeAll(async () => {
+  ensureBuilt();
+  cluster = await startCluster();
+});
+afterAll(() => cluster?.close());
 afterEach(async () => {
   await running?.stop("SIGKILL");
   running = undefined;
@@ -21,7 +27,7 @@ afterEach(async () => {
 function start(): InstallerProcess {
   const plugin = join(dirs.root, "meshcni-build");
   writeFileSync(plugin, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
-  return (running = startInstaller(dirs, ["--plugin-binary", plugin]));
+  return (running = startInstaller(dirs, ["--plugin-binary", plugin], cluster.env));
 }
 
 /** Atomic write with a temp name no runtime reads (the harness's own temp name ends in the config's extension). */
@@ -35,7 +41,7 @@ const EXTRA = `${JSON.stringify({ cniVersion: "1.0.0", name: "extra", plugins: [
 
 describe("a list made from a single-plugin file is out of date once the host writes that file again", () => {
   test("written again unusable: the list goes, the host's file stays as written, the chain moves to the next config", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     hostWrite("10-flannel.conf", flannel(true));
     writeFileSync(join(dirs.net, "20-extra.conflist"), EXTRA);
     start();
@@ -53,7 +59,7 @@ describe("a list made from a single-plugin file is out of date once the host wri
   });
 
   test("a .json written again (it sorts after its .conflist): the list follows the new content, undo gives the last bytes", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     hostWrite("10-flannel.json", flannel(true));
     start();
     await until(() => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni", 5000, "the .json turned into a list");

@@ -1,11 +1,14 @@
 // The DaemonSet image, for amd64 and arm64: scripts/image.ts builds both offline (the node
 // binary cross-compiled by Bun, Debian's libc6 for each architecture, `podman build` FROM
 // scratch) and a manifest list tying them. Checked from outside: each image holds exactly what
-// its binary loads; the amd64 image runs against host folders (install, re-chain, undo); the
+// its binary loads; the amd64 image runs against host folders bind-mounted at
+// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, the host's / at /host/root, with
+// a stand-in API server on ::1 (install after the host check, the agent's socket, re-chain, undo
+// once the DaemonSet is gone); the
 // arm64 image's files run under qemu-user: VERSION, an ADD in dry-run mode against the stand-in
 // API server (the same payload as amd64), and the agent's --once against a temp folder.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseElf } from "../../internal/hostcheck/elf.ts";
@@ -14,7 +17,7 @@ import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, uniq } from "../support/netns.ts";
 import { cniEnv, PLUGIN as AMD64_PLUGIN, runPlugin } from "../support/plugin-run.ts";
-import { ensureBuilt, freePort, HostDirs, INSTALLER_ENV, installerArgs, isChainedIn, readyz, until } from "./harness.ts";
+import { type Cluster, ensureBuilt, freePort, HostDirs, INSTALLER_ENV, installerArgs, isChainedIn, readyz, startCluster, until } from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const QEMU = Bun.which("qemu-aarch64-static");
@@ -46,6 +49,7 @@ const base = (p: string) => p.slice(p.lastIndexOf("/") + 1);
 describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", () => {
   let scratch: string;
   let dirs: HostDirs;
+  let cluster: Cluster;
   let images: BuiltImage[];
   const list = `localhost/meshcni-test:${uniq()}`;
   const name = `meshcni-installer-${uniq()}`;
@@ -62,17 +66,20 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
 
   beforeAll(async () => {
     ensureBuilt();
+    cluster = await startCluster({ host: "::1" });
     scratch = mkdtempSync(join(tmpdir(), "meshcni-image-"));
     mkdirSync(join(scratch, "net.d"));
     writeFileSync(join(scratch, "containers.conf"), [
       "[network]", 'network_backend = "cni"', `network_config_dir = ${JSON.stringify(join(scratch, "net.d"))}`,
       "[engine]", 'runtime = "runc"', 'cgroup_manager = "cgroupfs"', 'events_logger = "file"', "",
     ].join("\n"));
-    dirs = new HostDirs("image-token");
+    dirs = cluster.dirs("image-token");
+    mkdirSync(dirs.state, { recursive: true });
     images = await buildImages({ archs: ["amd64", "arm64"], tag: list, outdir: join(scratch, "context"), podman, log: (l) => console.log(l) });
   }, 300_000);
 
-  afterAll(() => {
+  afterAll(async () => {
+    await cluster?.close();
     dirs?.cleanup();
     if (!scratch) return;
     podman(["rm", "-f", "-t", "0", name]);
@@ -126,10 +133,13 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
   test("amd64: installs (after checking the host), re-chains and undoes from inside the container", async () => {
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const port = freePort();
+    const apiPort = cluster.env.KUBERNETES_SERVICE_PORT!;
+    // The DaemonSet's mounts: the host's CNI folders, the agent's folder at its own path, and
+    // the host's / read-only for the host check.
     const run = podman(["run", "-d", "--name", name, ...ULIMITS, "--network", "host",
-      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", "/:/host/root:ro",
+      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`, "-v", "/:/host/root:ro",
       "-v", `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
-      "-e", "KUBERNETES_SERVICE_HOST=fd00:10:96::1", "-e", "KUBERNETES_SERVICE_PORT=443", "-e", "POD_NAMESPACE=mesh-system",
+      "-e", "KUBERNETES_SERVICE_HOST=::1", "-e", `KUBERNETES_SERVICE_PORT=${apiPort}`, "-e", "POD_NAMESPACE=meshcni", "-e", "NODE_NAME=node-a",
       image("amd64").tag, "--health-port", String(port)]);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
@@ -142,21 +152,39 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     }
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(join(image("amd64").staged.dir, "opt/meshcni/meshcni")))).toBe(0);
     const kubeconfig = readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8");
-    expect(kubeconfig).toContain("server: https://[fd00:10:96::1]:443");
+    expect(kubeconfig).toContain(`server: https://[::1]:${apiPort}`);
     expect(kubeconfig).toContain('token: "image-token"');
     const entry = JSON.parse(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).plugins.at(-1);
-    expect(entry.kubernetes.pod_namespace).toBe("mesh-system");
+    expect(entry.kubernetes.pod_namespace).toBe("meshcni");
+    expect([entry.agent_socket, entry.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
+    // The socket the container serves is there on the host, root only, and answers.
+    const socket = join(dirs.state, "agent.sock");
+    await until(() => statSync(socket, { throwIfNoEntry: false })?.isSocket() === true, 5000, "the agent's socket on the host");
+    expect(statSync(socket).mode & 0o777).toBe(0o600);
+    const answer = await fetch("http://localhost/v1/pods/Not_A_Name/x", { unix: socket } as RequestInit);
+    expect(answer.status).toBe(400);
 
     const rewritten = CALICO.replace('"mtu": 0', '"mtu": 1450');
     dirs.writeHost("10-calico.conflist", rewritten);
     await until(() => isChainedIn(dirs, "10-calico.conflist") && readFileSync(join(dirs.net, "10-calico.conflist"), "utf8").includes('"mtu": 1450'), 5000, "the re-chain");
 
-    expect(podman(["stop", "-t", "20", name]).code).toBe(0);
+    dirs.projectToken("image-token-2");
+    await until(() => readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8").includes("image-token-2"), 5000, "the rotated token");
+
+    // podman stop sends SIGTERM: with its DaemonSet gone (the stand-in holds none) the
+    // container undoes everything and exits 0.
+    // Not spawnSync: the stand-in API server in this process must answer the agent meanwhile.
+    const stop = Bun.spawn(["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), "stop", "-t", "20", name], {
+      env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") }, stdout: "ignore", stderr: "inherit",
+    });
+    expect(await stop.exited).toBe(0);
     expect(podman(["inspect", "--format", "{{.State.ExitCode}}", name]).stdout.trim()).toBe("0");
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(rewritten);
     expect(readdirSync(dirs.bin)).toEqual([]);
+    expect(readdirSync(dirs.state)).toEqual([]);
     const logs = podman(["logs", name]);
+    expect(logs.stdout + logs.stderr).toContain("its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
     // The host check ran against this machine's root, mounted as the DaemonSet mounts the node's.
     expect(logs.stdout + logs.stderr).toContain("this host can run /opt/meshcni/meshcni (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)");
     expect(logs.stdout + logs.stderr).toContain("meshcni is uninstalled from this node");

@@ -15,9 +15,22 @@ describe("parseInstallerOptions", () => {
       serviceAccountDir: "/var/run/secrets/kubernetes.io/serviceaccount",
       mode: "run",
       logLevel: "info",
-      stopPid: 1,
+      agentSocket: "/var/run/meshcni/agent.sock",
+      stateDir: "/var/run/meshcni",
+      daemonSetName: "meshcni-node",
+      resyncSeconds: 60,
       help: false,
     });
+  });
+
+  test("the agent's flags: node name from NODE_NAME unless given, each flag also MESHCNI_<FLAG>", () => {
+    expect(parseInstallerOptions([], { NODE_NAME: "node-a" }, DEFAULTS).nodeName).toBe("node-a");
+    expect(parseInstallerOptions([], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-b");
+    expect(parseInstallerOptions(["--node-name", "node-c"], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-c");
+    const o = parseInstallerOptions(["--agent-socket", "/run/m/a.sock", "--state-dir", "/run/m/"], {
+      MESHCNI_DAEMONSET_NAME: "mesh-node", MESHCNI_RESYNC_SECONDS: "5",
+    }, DEFAULTS);
+    expect([o.agentSocket, o.stateDir, o.daemonSetName, o.resyncSeconds]).toEqual(["/run/m/a.sock", "/run/m", "mesh-node", 5]);
   });
 
   test("flags win over MESHCNI_* variables, which win over defaults", () => {
@@ -41,7 +54,8 @@ describe("parseInstallerOptions", () => {
 
   test("every flag has its variable", () => {
     expect(envName("service-account-dir")).toBe("MESHCNI_SERVICE_ACCOUNT_DIR");
-    for (const flag of ["host-net-dir", "host-bin-dir", "dest-net-dir", "plugin-binary", "plugin-config", "service-account-dir", "conf-name", "health-port", "once", "uninstall"]) {
+    for (const flag of ["host-net-dir", "host-bin-dir", "dest-net-dir", "plugin-binary", "plugin-config", "service-account-dir", "conf-name", "health-port",
+      "node-name", "agent-socket", "state-dir", "daemonset-name", "resync-seconds", "once", "uninstall"]) {
       expect(renderUsage()).toContain(`--${flag}`);
       expect(renderUsage()).toContain(envName(flag));
     }
@@ -58,12 +72,27 @@ describe("parseInstallerOptions", () => {
       [["--log-level", "loud"], {}, /expected one of debug, info, warn, error/],
       [[], { MESHCNI_ONCE: "maybe" }, /MESHCNI_ONCE="maybe": expected true or false/],
       [["stray"], {}, /positional/],
+      [["--stop"], {}, /Unknown option '--stop'/],
+      [["--agent-socket", "run/agent.sock"], {}, /--agent-socket "run\/agent.sock": must be an absolute path/],
+      [["--agent-socket", `/${"x".repeat(120)}.sock`], {}, /longer than a Unix socket path may be/],
+      [["--state-dir", "state"], {}, /--state-dir "state": must be an absolute path/],
+      [["--daemonset-name", "Mesh_Node"], {}, /not a Kubernetes object name/],
+      [[], { NODE_NAME: "node a" }, /--node-name "node a": not a Kubernetes node name/],
+      [["--resync-seconds", "0"], {}, /--resync-seconds "0": expected a whole number of seconds/],
     ];
     for (const [argv, env, message] of bad) expect(() => parseInstallerOptions(argv, env, DEFAULTS)).toThrow(message);
   });
 });
 
 describe("buildPluginEntry", () => {
+  test("the agent's socket and state folder, as the host sees them, go into the entry", () => {
+    const e = buildPluginEntry(undefined, "/etc/cni/net.d", "meshcni", { socket: "/var/run/meshcni/agent.sock", stateDir: "/var/run/meshcni" });
+    expect([e.agent_socket, e.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
+    // A --plugin-config's own values are replaced: the installer serves the socket it names.
+    const given = buildPluginEntry('{"type":"meshcni","agent_socket":"/elsewhere.sock"}', "/etc/cni/net.d", undefined, { socket: "/run/a.sock", stateDir: "/run" });
+    expect(given.agent_socket).toBe("/run/a.sock");
+  });
+
   test("the default entry points at the kubeconfig in the dest dir and names the DaemonSet's namespace", () => {
     const e = buildPluginEntry(undefined, "/var/lib/rancher/k3s/agent/etc/cni/net.d/", "mesh-system");
     expect(e.type).toBe("meshcni");

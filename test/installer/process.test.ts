@@ -1,12 +1,14 @@
 // The compiled dist/meshcni-installer against real temporary host folders: install, the primary
 // CNI rewriting its config, another file becoming the first, token rotation, SIGTERM/SIGINT
 // undo, kill -9 in the middle of many writes, waiting for a config, a component that fights.
-import { afterEach, beforeAll, describe, expect, test } from "bun:test";
+// The stand-in cluster holds no DaemonSet, as when meshcni is being removed: SIGTERM undoes
+// (test/installer/agent.test.ts has the restarts that keep everything).
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseHostConfig } from "../../internal/conflist/parse.ts";
 import { repoPath } from "../support/golden.ts";
-import { ensureBuilt, freePort, HostDirs, INSTALLER, INSTALLER_ENV, type InstallerProcess, installerArgs, isChainedIn, PLUGIN, pluginTypes, readyz, startInstaller, until } from "./harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, INSTALLER, INSTALLER_ENV, type InstallerProcess, installerArgs, isChainedIn, PLUGIN, pluginTypes, readyz, startCluster, startInstaller, until } from "./harness.ts";
 
 const host = (h: string, f: string) => readFileSync(repoPath("testdata/hosts", h, f), "utf8");
 const CALICO = host("calico", "10-calico.conflist");
@@ -16,8 +18,13 @@ const KINDNET = host("kind", "10-kindnet.conflist");
 let dirs: HostDirs;
 let running: InstallerProcess[] = [];
 let fakePlugin: string;
+let cluster: Cluster;
 
-beforeAll(() => ensureBuilt(), 60_000);
+beforeAll(async () => {
+  ensureBuilt();
+  cluster = await startCluster();
+}, 60_000);
+afterAll(() => cluster?.close());
 afterEach(async () => {
   for (const p of running) await p.stop("SIGKILL");
   running = [];
@@ -25,13 +32,13 @@ afterEach(async () => {
 });
 
 function start(extra: string[] = [], env: Record<string, string> = {}): InstallerProcess {
-  const p = startInstaller(dirs, ["--plugin-binary", fakePlugin, ...extra], env);
+  const p = startInstaller(dirs, ["--plugin-binary", fakePlugin, ...extra], { ...cluster.env, ...env });
   running.push(p);
   return p;
 }
 
 function setup(files: Record<string, string> = {}): HostDirs {
-  dirs = new HostDirs();
+  dirs = cluster.dirs();
   fakePlugin = join(dirs.root, "meshcni-build");
   writeFileSync(fakePlugin, `#!/bin/sh\n# stand-in plugin ${Math.random()}\n`, { mode: 0o755 });
   for (const [name, content] of Object.entries(files)) writeFileSync(join(dirs.net, name), content);
@@ -51,7 +58,7 @@ describe("meshcni-installer process", () => {
   test("installs the real plugin binary, the kubeconfig and the chain; /readyz says ready; the token is never logged", async () => {
     setup({ "10-calico.conflist": CALICO });
     const port = freePort();
-    const p = startInstaller(dirs, ["--health-port", String(port)]);
+    const p = startInstaller(dirs, ["--health-port", String(port)], cluster.env);
     running.push(p);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     // The default --plugin-binary is the meshcni next to the installer: dist/meshcni.
@@ -60,20 +67,24 @@ describe("meshcni-installer process", () => {
     const kubeconfig = join(dirs.net, "ZZZ-meshcni-kubeconfig");
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
     expect(readFileSync(kubeconfig, "utf8")).toContain('token: "token-one"');
-    expect(readFileSync(kubeconfig, "utf8")).toContain("server: https://10.96.0.1:443");
+    const server = `https://127.0.0.1:${cluster.env.KUBERNETES_SERVICE_PORT}`;
+    expect(readFileSync(kubeconfig, "utf8")).toContain(`server: ${server}`);
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
     expect(entry.kubernetes).toEqual({ kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: [], pod_namespace: "meshcni" });
+    expect([entry.agent_socket, entry.state_dir]).toEqual([dirs.socket, dirs.state]);
     await until(async () => (await readyz(port)).status === 200, 5000, "/readyz 200");
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     // One line per action, naming the file.
     const log = p.log();
     expect(log).toMatch(new RegExp(`installed the plugin binary: wrote ${join(dirs.bin, "meshcni")}`));
-    expect(log).toMatch(new RegExp(`wrote the plugin's kubeconfig for https://10.96.0.1:443: ${kubeconfig}`));
+    expect(log).toMatch(new RegExp(`wrote the plugin's kubeconfig for ${server}: ${kubeconfig}`));
     expect(log).toMatch(new RegExp(`chained meshcni: wrote ${join(dirs.net, "10-calico.conflist")}`));
     expect(await p.stop()).toBe(0);
+    expect(p.log()).toContain("stopping: its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
     expect(dirs.file("10-calico.conflist")).toBe(CALICO);
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(readdirSync(dirs.bin)).toEqual([]);
+    expect(existsSync(dirs.state)).toBe(false);
     expect(p.log()).not.toContain("token-one");
   }, 30_000);
 

@@ -19,8 +19,8 @@ export const spec: CommandSpec = {
   summary: "print the Kubernetes objects that install meshcni (pipe to kubectl apply -f -)",
   usage: "[flags]",
   description: [
-    "Renders a Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, ConfigMap (the plugin's",
-    "conflist entry) and the meshcni-node DaemonSet. Every object carries the label",
+    "Renders a Namespace, ServiceAccount, ClusterRole, ClusterRoleBinding, Role, RoleBinding,",
+    "ConfigMap (the plugin's conflist entry) and the meshcni-node DaemonSet. Every object carries the label",
     "meshcni.io/cni-resource=true, so an upgrade is:",
     "  meshcnictl install-cni [flags] | kubectl apply --prune -l meshcni.io/cni-resource=true -f -",
   ].join("\n"),

@@ -8,9 +8,11 @@
 //   exactly the plugins the CNI wrote (no plugin of the primary CNI is ever lost);
 // - whenever the installer has settled, the runtime's config is chained and no other file is;
 // - after every SIGTERM, and at the end, each file equals what the CNI last wrote, byte for byte.
+// The stand-in API server holds no DaemonSet for the agent, so each SIGTERM undoes, as when
+// meshcni is removed from the cluster.
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, HostDirs, type InstallerProcess, startInstaller } from "../../installer/harness.ts";
+import { ensureBuilt, type InstallerProcess, startCluster, startInstaller } from "../../installer/harness.ts";
 import { repoPath } from "../../support/golden.ts";
 import { jsonEqual } from "../fuzz/expect.ts";
 import { createRng, type Rng } from "../fuzz/prng.ts";
@@ -167,7 +169,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   ensureBuilt();
   const started = performance.now();
   const rng = createRng(opts.seed);
-  const dirs = new HostDirs();
+  const cluster = await startCluster();
+  const dirs = cluster.dirs();
   const cni = new SimulatedCni(dirs.net, rng);
   const counts: Record<string, number> = {};
   const violations: string[] = [];
@@ -186,7 +189,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 
   let installer: InstallerProcess | undefined;
   const start = () => {
-    installer = startInstaller(dirs, ["--plugin-binary", plugin]);
+    installer = startInstaller(dirs, ["--plugin-binary", plugin], cluster.env);
     count("start");
   };
 
@@ -316,6 +319,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     await installer?.stop("SIGKILL");
     observer.stdin.end();
     await observer.exited;
+    await cluster.close();
   }
 
   // Everything the observer saw.

@@ -1,0 +1,96 @@
+// /status on the health port: one JSON document saying what the agent knows about its node:
+// the chain, the plugin binary and its kubeconfig, the watch cache, the pods the plugin handled
+// (its records in STATE_DIR/containers), and the agent itself. Pure.
+import type { Counters } from "./metrics.ts";
+import type { PodRecord } from "./protocol.ts";
+import type { CacheStatus } from "./types.ts";
+
+/** One part of the installation: where it is and, when it is not current, why. */
+export interface PartStatus {
+  path: string;
+  current: boolean;
+  problem?: string;
+}
+
+export interface InstallStatus {
+  /** The config the runtime reads first (the one meshcni chains into), when there is one. */
+  chain: PartStatus & { file?: string };
+  binary: PartStatus;
+  kubeconfig: PartStatus;
+}
+
+export interface RecordsRead {
+  records: PodRecord[];
+  /** Files in the records folder that are not records (named, not read). */
+  unreadable: string[];
+}
+
+const isStr = (x: unknown): x is string => typeof x === "string";
+
+/** A record as the plugin writes it, or undefined for anything else. */
+export function parseRecord(text: string): PodRecord | undefined {
+  let r: Record<string, unknown>;
+  try {
+    r = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof r !== "object" || r === null || Array.isArray(r)) return undefined;
+  if (r.v !== 1 || !isStr(r.containerId) || !isStr(r.namespace) || !isStr(r.name) || !isStr(r.reason) || !isStr(r.time)) return undefined;
+  if (r.decision !== "meshed" && r.decision !== "skipped") return undefined;
+  if (r.uid !== undefined && !isStr(r.uid)) return undefined;
+  return r as unknown as PodRecord;
+}
+
+export interface StatusInput {
+  version: string;
+  node?: string;
+  namespace?: string;
+  daemonSet: string;
+  install: InstallStatus;
+  cache?: CacheStatus;
+  records: RecordsRead;
+  counters: Counters;
+  agent: { socket: string; stateDir: string; startedAt: string; uptimeSeconds: number };
+}
+
+export function buildStatus(s: StatusInput): Record<string, unknown> {
+  const { install, records } = s;
+  const problems = [install.chain, install.binary, install.kubeconfig].flatMap((p) => (p.problem ? [p.problem] : []));
+  const count = (d: PodRecord["decision"]) => records.records.filter((r) => r.decision === d).length;
+  const reports = Object.values(s.counters.requests).reduce((a, b) => a + b, 0);
+  return {
+    version: s.version,
+    node: s.node ?? null,
+    namespace: s.namespace ?? null,
+    daemonSet: s.daemonSet,
+    ready: problems.length === 0,
+    problems,
+    chain: install.chain,
+    binary: install.binary,
+    kubeconfig: install.kubeconfig,
+    cache: s.cache ?? { running: false, note: "no watch cache: the agent answers each lookup with its own GET" },
+    pods: {
+      handled: records.records.length,
+      meshed: count("meshed"),
+      skipped: count("skipped"),
+      unreadableRecords: records.unreadable,
+      containers: records.records.map((r) => ({
+        namespace: r.namespace,
+        name: r.name,
+        ...(r.uid !== undefined ? { uid: r.uid } : {}),
+        containerId: r.containerId,
+        decision: r.decision,
+        reason: r.reason,
+        ...(r.backend !== undefined ? { backend: r.backend } : {}),
+        time: r.time,
+      })),
+    },
+    plugin: {
+      reports,
+      apiFallbacks: s.counters.pluginLookups.kubeconfig ?? 0,
+      badRequests: s.counters.badRequests,
+    },
+    agent: s.agent,
+  };
+}

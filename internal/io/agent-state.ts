@@ -1,0 +1,106 @@
+// The state folder the plugin and the agent share (protocol.ts): the plugin's records of the
+// containers it handled, read for /status; the fallback log the plugin appends to while the agent
+// is down, printed and emptied by the agent; and all of it removed on uninstall.
+import { randomBytes } from "node:crypto";
+import { lstatSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
+import { basename, dirname } from "node:path";
+import { FALLBACK_LOG, RECORDS_SUBDIR } from "../agent/protocol.ts";
+import { parseRecord, type RecordsRead } from "../agent/status.ts";
+
+export function readRecords(stateDir: string): RecordsRead {
+  const dir = `${stateDir}/${RECORDS_SUBDIR}`;
+  let names: string[];
+  try {
+    names = readdirSync(dir).filter((n) => n.endsWith(".json") && !n.startsWith("."));
+  } catch {
+    return { records: [], unreadable: [] };
+  }
+  const out: RecordsRead = { records: [], unreadable: [] };
+  for (const name of names.sort()) {
+    let text: string;
+    try {
+      text = readFileSync(`${dir}/${name}`, "utf8");
+    } catch {
+      continue; // removed by a DEL meanwhile
+    }
+    const r = parseRecord(text);
+    if (r) out.records.push(r);
+    else out.unreadable.push(name);
+  }
+  return out;
+}
+
+/**
+ * Takes the fallback log out of the plugin's way (older file first: `.1`, then the current one)
+ * and returns what it held. Each file is renamed before it is read, so a plugin appending at that
+ * moment starts a new file instead of writing into one being emptied.
+ */
+export function takeFallbackLog(stateDir: string): { file: string; content: string }[] {
+  const out: { file: string; content: string }[] = [];
+  for (const name of [`${FALLBACK_LOG}.1`, FALLBACK_LOG]) {
+    const path = `${stateDir}/${name}`;
+    const taken = `${stateDir}/.${name}.printing-${randomBytes(6).toString("hex")}`;
+    try {
+      renameSync(path, taken);
+    } catch {
+      continue; // not there
+    }
+    try {
+      out.push({ file: path, content: readFileSync(taken, "utf8") });
+    } finally {
+      unlinkSync(taken);
+    }
+  }
+  return out;
+}
+
+/** Removes the records, the fallback logs and the socket; the folder too when that leaves it empty. */
+export function removeAgentState(stateDir: string, socket: string): string[] {
+  const removed: string[] = [];
+  const rm = (path: string) => {
+    try {
+      unlinkSync(path);
+      removed.push(path);
+    } catch {
+      // absent
+    }
+  };
+  const records = `${stateDir}/${RECORDS_SUBDIR}`;
+  let names: string[] = [];
+  try {
+    names = readdirSync(records);
+  } catch {
+    // none
+  }
+  for (const n of names) rm(`${records}/${n}`);
+  try {
+    rmdirSync(records);
+  } catch {
+    // absent, or something else is in it
+  }
+  rm(`${stateDir}/${FALLBACK_LOG}`);
+  rm(`${stateDir}/${FALLBACK_LOG}.1`);
+  try {
+    if (lstatSync(socket).isSocket()) rm(socket);
+  } catch {
+    // absent
+  }
+  // What an agent that died mid-step left: a socket bound aside, a fallback log being printed.
+  const leftovers = (dir: string, prefixes: string[]) => {
+    let all: string[] = [];
+    try {
+      all = readdirSync(dir);
+    } catch {
+      // absent
+    }
+    for (const n of all) if (prefixes.some((p) => n.startsWith(p))) rm(`${dir}/${n}`);
+  };
+  leftovers(dirname(socket), [`.${basename(socket)}.`]);
+  leftovers(stateDir, [`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`]);
+  try {
+    rmdirSync(stateDir); // fails when not empty, or when it is a mount point: both fine
+  } catch {
+    // kept
+  }
+  return removed;
+}
