@@ -7,10 +7,12 @@ import { join } from "node:path";
 /** Benchmark modules and the function each exports (returning a markdown section). */
 const SUITES: [file: string, fn: string][] = [
   ["plugin.ts", "benchPlugin"],
+  ["startup-instructions.ts", "benchStartupInstructions"],
   ["burst.ts", "benchBurst"],
   ["installer-rechain.ts", "benchRechain"],
   ["installer-idle.ts", "benchIdle"],
   ["cli-install-cni.ts", "benchInstallCni"],
+  ["image.ts", "benchImage"],
 ];
 
 function machine(): string {

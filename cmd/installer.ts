@@ -18,6 +18,7 @@ import type { Log } from "../internal/installer/deps.ts";
 import { type AgentApi, apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
 import { readRecords, removeAgentState, takeFallbackLog } from "../internal/io/agent-state.ts";
+import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
 import { createInstallerLog, printPluginLines } from "../internal/io/installer-log.ts";
@@ -147,13 +148,13 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
   }
 }
 
-async function main(): Promise<number> {
+export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise<number> {
   // First of all, so that a stop request during start-up is seen.
   const stop = new AbortController();
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
-    opts = parseInstallerOptions(Bun.argv.slice(2), Bun.env, { pluginBinary: `${dirname(process.execPath)}/meshcni` });
+    opts = parseInstallerOptions(argv, Bun.env, { pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(",") });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
     process.stderr.write(`meshcni-installer: ${e.message}\n`);
@@ -173,7 +174,7 @@ async function main(): Promise<number> {
     return 2;
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
-  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now() });
+  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now(), canRun: checkBinaryOnHost });
   try {
     if (opts.mode === "uninstall") {
       inst.uninstall();
@@ -200,4 +201,5 @@ async function main(): Promise<number> {
   }
 }
 
-process.exit(await main());
+// Built alone (bun build cmd/installer.ts); in dist/meshcni, cmd/node.ts loads this module and calls main.
+if (import.meta.main) process.exit(await main());

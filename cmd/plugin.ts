@@ -4,7 +4,7 @@
 import { renderVersionInfo } from "../internal/cni/spec.ts";
 import { startEarlyLookup } from "../internal/io/early-lookup.ts";
 
-async function main(): Promise<number> {
+export async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
     await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
     return 0;
@@ -29,4 +29,5 @@ async function main(): Promise<number> {
   return outcome.exitCode;
 }
 
-process.exit(await main());
+// Built alone (bun build cmd/plugin.ts); in dist/meshcni, cmd/node.ts calls main.
+if (import.meta.main) process.exit(await main());

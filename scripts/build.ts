@@ -1,16 +1,27 @@
 // bun run build [name...] [--target=bun-linux-arm64] [--outdir=dist]
-// Compiles the three binaries. The compiled programs never read .env, bunfig.toml, tsconfig or
+// Compiles the binaries. The compiled programs never read .env, bunfig.toml, tsconfig or
 // package.json from the directory they run in (a runtime's working directory is not ours), and
 // carry their version.
+//
+// dist/meshcni is the node's multi-call binary (cmd/node.ts): the CNI plugin, and the agent
+// when run as meshcni-installer. dist/meshcni-installer is a symbolic link to it, so the node
+// carries one Bun runtime, not two.
+import { rmSync, symlinkSync } from "node:fs";
 import { $ } from "bun";
 import pkg from "../package.json" with { type: "json" };
 
-export const BINARIES = {
-  meshcni: "cmd/plugin.ts",
-  "meshcni-installer": "cmd/installer.ts",
+/** The compiled programs and their entrypoints. */
+export const PROGRAMS = {
+  meshcni: "cmd/node.ts",
   meshcnictl: "cmd/cli.ts",
 } as const;
-export type BinaryName = keyof typeof BINARIES;
+export type ProgramName = keyof typeof PROGRAMS;
+/** Names that are links to a program: the program chooses what to be by the name it runs as. */
+export const LINKS = {
+  "meshcni-installer": "meshcni",
+} as const satisfies Record<string, ProgramName>;
+export type BinaryName = ProgramName | keyof typeof LINKS;
+export const BINARY_NAMES = [...Object.keys(PROGRAMS), ...Object.keys(LINKS)] as BinaryName[];
 
 export async function describeVersion(): Promise<string> {
   const rev = await $`git rev-parse --short HEAD`.quiet().nothrow();
@@ -20,9 +31,9 @@ export async function describeVersion(): Promise<string> {
   return `${pkg.version}+${sha}${dirty.stdout.toString().trim() ? ".dirty" : ""}`;
 }
 
-export async function buildBinary(name: BinaryName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string }) {
+export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string }) {
   const result = await Bun.build({
-    entrypoints: [BINARIES[name]],
+    entrypoints: [PROGRAMS[name]],
     target: "bun",
     format: "esm",
     minify: true,
@@ -46,16 +57,35 @@ export async function buildBinary(name: BinaryName, opts: { target?: Bun.Build.C
   }
 }
 
+/** Builds `names` (a link builds its program) into `outdir`; returns the files written. */
+export async function build(names: readonly BinaryName[], opts: { outdir: string; target?: Bun.Build.CompileTarget; log?: (line: string) => void }): Promise<string[]> {
+  const version = await describeVersion();
+  const programs = new Set(names.map((n) => (n in LINKS ? LINKS[n as keyof typeof LINKS] : (n as ProgramName))));
+  const written: string[] = [];
+  for (const name of programs) {
+    const started = performance.now();
+    await buildBinary(name, { ...(opts.target ? { target: opts.target } : {}), outfile: `${opts.outdir}/${name}`, version });
+    written.push(`${opts.outdir}/${name}`);
+    opts.log?.(`built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} in ${Math.round(performance.now() - started)} ms`);
+  }
+  for (const [link, program] of Object.entries(LINKS)) {
+    if (!programs.has(program)) continue;
+    const path = `${opts.outdir}/${link}`;
+    rmSync(path, { force: true });
+    symlinkSync(program, path);
+    written.push(path);
+    opts.log?.(`linked ${path} -> ${program}`);
+  }
+  return written;
+}
+
 if (import.meta.main) {
   const args = Bun.argv.slice(2);
   const target = args.find((a) => a.startsWith("--target="))?.slice(9) as Bun.Build.CompileTarget | undefined;
   const outdir = args.find((a) => a.startsWith("--outdir="))?.slice(9) ?? "dist";
   const names = args.filter((a) => !a.startsWith("--")) as BinaryName[];
-  const version = await describeVersion();
-  for (const name of names.length ? names : (Object.keys(BINARIES) as BinaryName[])) {
-    if (!(name in BINARIES)) throw new Error(`unknown binary ${name}; one of ${Object.keys(BINARIES).join(", ")}`);
-    const started = performance.now();
-    await buildBinary(name, { target, outfile: `${outdir}/${name}`, version });
-    console.log(`built ${outdir}/${name} ${version} in ${Math.round(performance.now() - started)} ms`);
+  for (const name of names) {
+    if (!BINARY_NAMES.includes(name)) throw new Error(`unknown binary ${name}; one of ${BINARY_NAMES.join(", ")}`);
   }
+  await build(names.length ? names : BINARY_NAMES, { outdir, ...(target ? { target } : {}), log: console.log });
 }

@@ -2,7 +2,9 @@
 # Installs what `npm test`, `npm run demo` and `bun run bench` need and this machine lacks:
 # bun (from npm, into node_modules) and, as root on Debian, the packages for real network
 # namespaces, iptables (legacy and nft), the reference CNI plugins, podman, containerd, openssl,
-# curl, wget and zsh. Packages already present are left alone. Safe to run again.
+# curl, wget and zsh, and for the arm64 image (bun run image, test/installer/image.test.ts) the
+# arm64 architecture in dpkg (Debian's arm64 libc6 goes into the image) and qemu-user-static
+# (runs the arm64 binaries). Packages already present are left alone. Safe to run again.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -44,16 +46,28 @@ done
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "ok installed"; }
 installed runc || need="$need runc"
 installed busybox-static || need="$need busybox-static"
+installed qemu-user-static || need="$need qemu-user-static"
+update=""
+if [ "$(id -u)" = 0 ] && command -v dpkg >/dev/null 2>&1; then
+  if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    echo "setup: adding the arm64 architecture to dpkg (for apt-get download libc6:arm64)"
+    dpkg --add-architecture arm64
+    update=1
+  fi
+  apt-cache show libc6:arm64 >/dev/null 2>&1 || update=1
+fi
 need=$(printf '%s\n' $need | sort -u | tr '\n' ' ')
 need=${need% }
-if [ -n "$need" ]; then
+if [ -n "$need" ] || [ -n "$update" ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "setup: missing Debian packages: $need (run as root to install them)" >&2
   else
-    echo "setup: installing Debian packages: $need"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    # shellcheck disable=SC2086
-    apt-get install -y -qq --no-install-recommends $need >/dev/null
+    if [ -n "$need" ]; then
+      echo "setup: installing Debian packages: $need"
+      # shellcheck disable=SC2086
+      apt-get install -y -qq --no-install-recommends $need >/dev/null
+    fi
   fi
 fi

@@ -1,5 +1,6 @@
 // What the installer needs from the system, as interfaces; internal/io/installer-*.ts
 // implements them with real files, watches and clocks.
+import type { HostVerdict } from "../hostcheck/check.ts";
 import type { Observed } from "./plan.ts";
 
 export interface FileStat {
@@ -50,9 +51,14 @@ export interface Watch {
 /** Calls onChange(name) for each change in `dir`, onError when the watch ends. */
 export type WatchDir = (dir: string, onChange: (name: string | null) => void, onError: (e: Error) => void) => Watch;
 
+/** Whether the host whose root is mounted at `hostRoot` can run `binary` (internal/hostcheck). */
+export type CanRunOnHost = (hostRoot: string, binary: string) => HostVerdict;
+
 export interface InstallerDeps {
   fs: HostFs;
   log: Log;
   /** Milliseconds, monotonic enough for back-off. */
   now(): number;
+  /** Without it (or without config.hostRoot), the plugin is installed unchecked. */
+  canRun?: CanRunOnHost;
 }

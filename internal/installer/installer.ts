@@ -20,8 +20,13 @@ const KUBECONFIG_MODE = 0o600;
 export interface InstallerConfig {
   hostNetDir: string;
   hostBinDir: string;
-  /** The meshcni binary to copy into hostBinDir. */
+  /**
+   * The meshcni binary to copy into hostBinDir, or several, comma-separated (the glibc build,
+   * then the musl build): the first that exists and that the host can run is installed.
+   */
   pluginBinary: string;
+  /** The host's root file system as mounted here; when present, the plugin is checked against it. */
+  hostRoot?: string;
   serviceAccountDir: string;
   confName?: string;
   /** The conflist entry (see entry.ts). */
@@ -51,7 +56,9 @@ const join = (dir: string, name: string) => `${dir}/${name}`;
 export class Installer {
   private state: UndoState = EMPTY_STATE;
   private binaryStat?: FileStat;
-  private sourceHash?: { stat: FileStat; hash: string };
+  private sourceHash?: { path: string; stat: FileStat; hash: string };
+  /** Why the host cannot run any of the plugin binaries (empty when it can, or when unchecked). */
+  private hostProblems: string[] = [];
   private readonly said = new Map<string, string>();
   private readonly backoff: RechainBackoff;
 
@@ -137,32 +144,67 @@ export class Installer {
 
   // --- the plugin binary -------------------------------------------------------------------
 
-  private readSourceHash(): string {
+  private readSourceHash(src: string): string {
     const { fs } = this.deps;
-    const src = this.config.pluginBinary;
     const stat = fs.stat(src);
     if (!stat) throw new InstallError(`the plugin binary ${src} does not exist (see --plugin-binary)`);
     const cached = this.sourceHash;
-    if (cached && sameStat(cached.stat, stat)) return cached.hash;
+    if (cached && cached.path === src && sameStat(cached.stat, stat)) return cached.hash;
     const hash = fs.hash(src)!;
-    this.sourceHash = { stat, hash };
+    this.sourceHash = { path: src, stat, hash };
     return hash;
   }
 
-  /** Copies the plugin binary unless the same bytes are there already. */
-  installBinary(): void {
+  /**
+   * The plugin binary to install: the first candidate that exists and that the host can run (its
+   * ELF loader and libraries, seen through config.hostRoot). Undefined, with the reasons kept
+   * for check() and logged, when the host can run none: installing one would fail every ADD.
+   */
+  pickPluginBinary(): string | undefined {
+    const { fs, canRun } = this.deps;
+    const candidates = this.config.pluginBinary.split(",").map((c) => c.trim()).filter((c) => c !== "");
+    const present = candidates.filter((c) => fs.stat(c) !== undefined);
+    if (present.length === 0) throw new InstallError(`the plugin binary ${candidates.join(" or ")} does not exist (see --plugin-binary)`);
+    const root = this.config.hostRoot;
+    if (!canRun || root === undefined) return present[0];
+    if (fs.list(root) === undefined) {
+      this.once("host", "warn", `cannot check that this host can run the plugin: ${root} is not there (mount the host's / there read-only, see --host-root); installing ${present[0]} unchecked`);
+      this.hostProblems = [];
+      return present[0];
+    }
+    const refused: string[] = [];
+    for (const c of present) {
+      const v = canRun(root, c);
+      if (v.ok) {
+        this.hostProblems = [];
+        const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
+        this.once("host", "info", `this host can run ${c} (${v.machine}, ${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`);
+        return c;
+      }
+      refused.push(`${c}: ${v.problems.join("; ")}`);
+    }
+    this.hostProblems = [`this host cannot run the plugin, so meshcni is not installed here: ${refused.join("; ")}`];
+    this.once("host", "error", `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (README: "Which hosts run the plugin")`);
+    return undefined;
+  }
+
+  /** Copies the plugin binary unless the same bytes are there already; false when the host can run no candidate. */
+  installBinary(): boolean {
     const { fs, log } = this.deps;
+    const src = this.pickPluginBinary();
+    if (src === undefined) return false;
     const dest = this.binaryPath;
     const now = fs.stat(dest);
-    if (now && this.binaryStat && sameStat(now, this.binaryStat)) return;
-    const want = this.readSourceHash();
+    if (now && this.binaryStat && sameStat(now, this.binaryStat) && this.sourceHash?.path === src) return true;
+    const want = this.readSourceHash(src);
     if (now && fs.hash(dest) === want) {
       if (!this.binaryStat) log.info(`${dest} already holds this meshcni binary`);
     } else {
-      fs.copyAtomic(this.config.pluginBinary, dest, 0o755);
+      fs.copyAtomic(src, dest, 0o755);
       log.info(`installed the plugin binary: wrote ${dest}`);
     }
     this.binaryStat = fs.stat(dest);
+    return true;
   }
 
   private binaryProblem(): string | undefined {
@@ -356,22 +398,22 @@ export class Installer {
 
   /** Does whatever is missing; returns the chain's status. */
   reconcile(): ChainStatus {
-    this.installBinary();
+    if (!this.installBinary()) return { kind: "blocked", reason: this.hostProblems.join("; ") };
     this.writeKubeconfig();
     return this.chain();
   }
 
-  /** Each part, where it is and why it is not current. */
+  /** Each part, where it is and why it is not current (a binary the host cannot run says so). */
   status(): InstallStatus {
     const part = (path: string, problem: string | undefined) => (problem === undefined ? { path, current: true } : { path, current: false, problem });
     return {
       chain: this.chainStatus(),
-      binary: part(this.binaryPath, this.binaryProblem()),
+      binary: part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()),
       kubeconfig: part(this.kubeconfigPath, this.kubeconfigProblem()),
     };
   }
 
-  /** Ready only while the chain is in place and the binary and kubeconfig are current. */
+  /** Ready only while the host can run the plugin, the chain is in place and the binary and kubeconfig are current. */
   check(): Readiness {
     const s = this.status();
     const problems = [s.chain.problem, s.binary.problem, s.kubeconfig.problem].filter((p): p is string => p !== undefined);

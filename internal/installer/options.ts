@@ -13,8 +13,11 @@ export interface InstallerOptions {
   hostNetDir: string;
   hostBinDir: string;
   destNetDir: string;
+  /** Candidates, comma-separated: the first the host can run is installed. */
   pluginBinary: string;
   pluginConfig?: string;
+  /** The host's root file system, mounted read-only, to check that the host can run the plugin. */
+  hostRoot: string;
   serviceAccountDir: string;
   confName?: string;
   healthPort?: number;
@@ -44,7 +47,8 @@ const FLAGS = {
   "host-net-dir": { type: "string", arg: "DIR", default: "/host/etc/cni/net.d", help: "the host's CNI config folder, as mounted here" },
   "host-bin-dir": { type: "string", arg: "DIR", default: "/host/opt/cni/bin", help: "the host's CNI plugin folder, as mounted here" },
   "dest-net-dir": { type: "string", arg: "DIR", default: "/etc/cni/net.d", help: "the host's CNI config folder, as the host sees it" },
-  "plugin-binary": { type: "string", arg: "FILE", default: undefined, help: "the meshcni binary to install (default: meshcni next to this program)" },
+  "plugin-binary": { type: "string", arg: "FILE[,FILE...]", default: undefined, help: "the meshcni binary to install; of several, the first the host can run (default: meshcni, then meshcni-musl, next to this program)" },
+  "host-root": { type: "string", arg: "DIR", default: "/host/root", help: "the host's / mounted read-only, to check that the host can run the plugin (its ELF loader and libraries); without it, no check" },
   "plugin-config": { type: "string", arg: "FILE", default: undefined, help: "a JSON file with meshcni's conflist entry (default: the built-in entry)" },
   "service-account-dir": { type: "string", arg: "DIR", default: "/var/run/secrets/kubernetes.io/serviceaccount", help: "token and ca.crt for the plugin's kubeconfig" },
   "conf-name": { type: "string", arg: "NAME", default: undefined, help: "chain into this file instead of the one the runtime picks" },
@@ -159,6 +163,7 @@ export function parseInstallerOptions(
     hostBinDir: dir("host-bin-dir"),
     destNetDir: dir("dest-net-dir"),
     pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
+    hostRoot: dir("host-root"),
     serviceAccountDir: dir("service-account-dir"),
     mode: once ? "once" : uninstall ? "uninstall" : "run",
     logLevel: logLevel as LogLevel,

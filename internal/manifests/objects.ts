@@ -11,6 +11,10 @@ export type K8sObject = { apiVersion: string; kind: string; metadata: { name: st
 export const CONTAINER = {
   installer: "/opt/meshcni/meshcni-installer",
   plugin: "/opt/meshcni/meshcni",
+  /** In the -musl image only; the installer installs the first of the two the host can run. */
+  pluginMusl: "/opt/meshcni/meshcni-musl",
+  /** The host's / (read-only): the installer checks there that the host can run the plugin. */
+  hostRoot: "/host/root",
   hostNetDir: "/host/etc/cni/net.d",
   hostBinDir: "/host/opt/cni/bin",
   configDir: "/etc/meshcni",
@@ -160,7 +164,7 @@ export function buildDaemonSet(values: Values): K8sObject {
       command: [CONTAINER.installer],
       args: [
         ...installerDirArgs(values),
-        "--plugin-binary", CONTAINER.plugin,
+        "--plugin-binary", `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
         "--plugin-config", `${CONTAINER.configDir}/${CONTAINER.configKey}`,
         "--agent-socket", CONTAINER.agentSocket,
         "--state-dir", CONTAINER.stateDir,
@@ -183,6 +187,11 @@ export function buildDaemonSet(values: Values): K8sObject {
         { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
         { name: "agent-state", mountPath: CONTAINER.stateDir },
         { name: "tmp", mountPath: "/tmp" },
+        // The loader resolves the plugin's interpreter and libraries against the host's root
+        // (/lib64 -> usr/lib64, absolute links inside): only / shows what it will see. Read
+        // only; HostToContainer, so the host's later unmounts reach this view and no volume
+        // stays busy because of it.
+        { name: "host-root", mountPath: CONTAINER.hostRoot, readOnly: true, mountPropagation: "HostToContainer" },
       ],
     }],
     volumes: [
@@ -193,6 +202,7 @@ export function buildDaemonSet(values: Values): K8sObject {
       // where the conflist entry says.
       { name: "agent-state", hostPath: { path: CONTAINER.stateDir, type: "DirectoryOrCreate" } },
       { name: "tmp", emptyDir: {} },
+      { name: "host-root", hostPath: { path: "/", type: "Directory" } },
     ],
   };
   if (values.priorityClassName) podSpec.priorityClassName = values.priorityClassName;

@@ -5,7 +5,7 @@
 // holding the rendered DaemonSet itself: while it exists the node stays meshed, once it is
 // deleted the agent undoes everything. This holds the manifests to the agent's switches.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -48,10 +48,16 @@ function setUp(name: string) {
   // so it maps to the same scratch folder from inside and from the host.
   const root = join(tmp, name, "container");
   const inside = ["/host", "/opt/meshcni", "/etc/meshcni", "/var/run/meshcni"];
-  const map = (p: string) => (inside.some((d) => p === d || p.startsWith(`${d}/`)) ? join(root, p) : p);
+  const mapOne = (p: string) => (inside.some((d) => p === d || p.startsWith(`${d}/`)) ? join(root, p) : p);
+  // --plugin-binary names candidates, comma-separated.
+  const map = (p: string) => p.split(",").map(mapOne).join(",");
   const netDir = map("/host/etc/cni/net.d");
   const binDir = map("/host/opt/cni/bin");
   for (const d of [netDir, binDir, map("/opt/meshcni"), map("/etc/meshcni")]) mkdirSync(d, { recursive: true });
+  // The host's root, mounted where the DaemonSet mounts it: this machine is the node.
+  const rootMount = c.volumeMounts.find((m: Obj) => m.name === "host-root");
+  const rootVolume = ds.spec.template.spec.volumes.find((v: Obj) => v.name === "host-root");
+  symlinkSync(rootVolume.hostPath.path, map(rootMount.mountPath));
   copyFileSync(repoPath("dist/meshcni-installer"), map("/opt/meshcni/meshcni-installer"));
   copyFileSync(repoPath("dist/meshcni"), map("/opt/meshcni/meshcni"));
   for (const [key, text] of Object.entries(cm.data as Record<string, string>)) writeFileSync(join(map("/etc/meshcni"), key), text);
@@ -81,7 +87,8 @@ function setUp(name: string) {
     binDir,
     stateDir: map("/var/run/meshcni"),
     conflist,
-    main: [map(c.command[0]), ...args, "--service-account-dir", sa],
+    // --host-root's default is the mount's path in the container; here it is mapped.
+    main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(rootMount.mountPath)],
     isChained: () => conflist().plugins.some((p: Obj) => p.type === "meshcni"),
     leftovers: () => [join(binDir, "meshcni"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) => existsSync(f)),
   };
@@ -106,6 +113,8 @@ test("the rendered DaemonSet's installer command installs with the agent's paths
   expect(ours.agent_socket).toBe(join(node.stateDir, "agent.sock"));
   expect(ours.state_dir).toBe(node.stateDir);
   expect(node.leftovers().length).toBe(2);
+  // The installer checked the plugin against the mounted host root before installing it.
+  expect(install.stdout.toString() + install.stderr.toString()).toContain(`this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`);
 });
 
 test("the running agent, as rendered: SIGTERM keeps everything while its DaemonSet exists, undoes once it is deleted", async () => {

@@ -105,6 +105,10 @@ describe("install-cni objects", () => {
     expect(mounts["agent-state"]).toBe("/var/run/meshcni");
     expect(pod.volumes.find((v: Obj) => v.name === "agent-state").hostPath).toEqual({ path: "/var/run/meshcni", type: "DirectoryOrCreate" });
     expect(c.args).toEqual(expect.arrayContaining(["--agent-socket", "/var/run/meshcni/agent.sock", "--state-dir", "/var/run/meshcni"]));
+    // The host's / read-only for the host check, and both plugin builds as candidates.
+    expect(c.volumeMounts).toContainEqual({ name: "host-root", mountPath: "/host/root", readOnly: true, mountPropagation: "HostToContainer" });
+    expect(pod.volumes).toContainEqual({ name: "host-root", hostPath: { path: "/", type: "Directory" } });
+    expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
   test("RBAC: the ClusterRole reads and watches pods and namespaces and reads nodes; the Role reads the agent's own DaemonSet", () => {
@@ -145,7 +149,7 @@ describe("install-cni objects", () => {
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
-      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "agent-state").map((v: Obj) => [v.name, v.hostPath.path]));
+      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "agent-state" && v.name !== "host-root").map((v: Obj) => [v.name, v.hostPath.path]));
     };
     expect(dirs("gke")).toEqual({ "cni-bin-dir": "/home/kubernetes/bin", "cni-net-dir": "/etc/cni/net.d" });
     expect(dirs("openshift")).toEqual({ "cni-bin-dir": "/var/lib/cni/bin", "cni-net-dir": "/var/run/multus/cni/net.d" });

@@ -1,39 +1,59 @@
-// The DaemonSet image: `podman build` of the Containerfile offline (FROM scratch, the two
-// binaries, the libraries ldd names), then the image run against host folders bind-mounted at
-// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, with a stand-in API server on
-// ::1, checked from outside: install, the agent's socket, re-chain, undo once the DaemonSet is
-// gone.
+// The DaemonSet image, for amd64 and arm64: scripts/image.ts builds both offline (the node
+// binary cross-compiled by Bun, Debian's libc6 for each architecture, `podman build` FROM
+// scratch) and a manifest list tying them. Checked from outside: each image holds exactly what
+// its binary loads; the amd64 image runs against host folders bind-mounted at
+// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, the host's / at /host/root, with
+// a stand-in API server on ::1 (install after the host check, the agent's socket, re-chain, undo
+// once the DaemonSet is gone); the
+// arm64 image's files run under qemu-user: VERSION, an ADD in dry-run mode against the stand-in
+// API server (the same payload as amd64), and the agent's --once against a temp folder.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { parseElf } from "../../internal/hostcheck/elf.ts";
+import { type BuiltImage, buildImages, IMAGE_BUDGET_BYTES } from "../../scripts/image.ts";
+import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, uniq } from "../support/netns.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, INSTALLER, isChainedIn, PLUGIN, readyz, startCluster, until } from "./harness.ts";
+import { cniEnv, PLUGIN as AMD64_PLUGIN, runPlugin } from "../support/plugin-run.ts";
+import { type Cluster, ensureBuilt, freePort, HostDirs, INSTALLER_ENV, installerArgs, isChainedIn, readyz, startCluster, until } from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
+const QEMU = Bun.which("qemu-aarch64-static");
 const canRun = isRoot() && Bun.which("podman") !== null;
 const ULIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"];
 
-/** The files ldd says the binaries load (the vDSO is the kernel's). */
-function neededLibraries(): string[] {
+/** ELF facts read with binutils' readelf, independent of internal/hostcheck. */
+function readelfNeeds(file: string): { interpreter: string; needed: string[] } {
+  const out = Bun.spawnSync(["readelf", "-d", "-l", file], { stdout: "pipe" }).stdout.toString();
+  return {
+    interpreter: /program interpreter: ([^\]]+)\]/.exec(out)![1]!,
+    needed: [...out.matchAll(/\(NEEDED\)\s+Shared library: \[([^\]]+)\]/g)].map((m) => m[1]!).sort(),
+  };
+}
+
+/** The files ldd says a binary of this machine loads (the vDSO is the kernel's). */
+function lddFiles(bin: string): string[] {
   const out = new Set<string>();
-  for (const bin of [INSTALLER, PLUGIN]) {
-    const r = Bun.spawnSync(["ldd", bin], { stdout: "pipe" });
-    for (const line of r.stdout.toString().split("\n")) {
-      const m = /(?:=>\s*)?(\/\S+)\s+\(0x/.exec(line);
-      if (m) out.add(m[1]!);
-    }
+  const r = Bun.spawnSync(["ldd", bin], { stdout: "pipe" });
+  for (const line of r.stdout.toString().split("\n")) {
+    const m = /(?:=>\s*)?(\/\S+)\s+\(0x/.exec(line);
+    if (m) out.add(m[1]!);
   }
   return [...out].sort();
 }
 
-describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
+const base = (p: string) => p.slice(p.lastIndexOf("/") + 1);
+
+describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", () => {
   let scratch: string;
   let dirs: HostDirs;
   let cluster: Cluster;
-  const tag = `localhost/meshcni-test:${uniq()}`;
+  let images: BuiltImage[];
+  const list = `localhost/meshcni-test:${uniq()}`;
   const name = `meshcni-installer-${uniq()}`;
+  const image = (arch: string) => images.find((i) => i.arch === arch)!;
 
   const podman = (args: string[]) => {
     const r = Bun.spawnSync(["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), ...args], {
@@ -55,14 +75,16 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     ].join("\n"));
     dirs = cluster.dirs("image-token");
     mkdirSync(dirs.state, { recursive: true });
-  }, 60_000);
+    images = await buildImages({ archs: ["amd64", "arm64"], tag: list, outdir: join(scratch, "context"), podman, log: (l) => console.log(l) });
+  }, 300_000);
 
   afterAll(async () => {
     await cluster?.close();
     dirs?.cleanup();
     if (!scratch) return;
     podman(["rm", "-f", "-t", "0", name]);
-    podman(["rmi", "-f", tag]);
+    podman(["manifest", "rm", list]);
+    for (const i of images ?? []) podman(["rmi", "-f", i.tag]);
     // Podman's overlay storage leaves mounts under its root: undo them, deepest first.
     const mounts = readFileSync("/proc/self/mounts", "utf8").split("\n").map((l) => l.split(" ")[1] ?? "")
       .filter((m) => m.startsWith(scratch)).sort((a, b) => b.length - a.length);
@@ -70,43 +92,69 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
-  test("the Containerfile copies exactly the libraries the binaries load", () => {
-    const copied = readFileSync(repoPath("Containerfile"), "utf8").split("\n")
-      .map((l) => /^COPY --from=host \S+ (\S+)$/.exec(l)?.[1])
-      .filter((x): x is string => x !== undefined)
-      .sort();
-    expect(copied).toEqual(neededLibraries());
+  test("each image holds the node binary, its link, and exactly the loader and libraries the binary loads", () => {
+    for (const { arch, staged } of images) {
+      const bin = join(staged.dir, "opt/meshcni/meshcni");
+      const elf = readelfNeeds(bin);
+      const bytes = readFileSync(bin);
+      expect(parseElf((o, n) => bytes.subarray(o, o + n), bytes.length).machine).toBe(arch === "amd64" ? 62 : 183);
+      expect(readlinkSync(join(staged.dir, "opt/meshcni/meshcni-installer"))).toBe("meshcni");
+      // The interpreter at its path, one file per needed library (the loader's own name is the interpreter).
+      expect(staged.libraries).toContain(elf.interpreter);
+      expect(staged.libraries.map(base).sort()).toEqual([...new Set([base(elf.interpreter), ...elf.needed])].sort());
+      expect(staged.files.map((f) => f.path)).toEqual([...staged.libraries, "/opt/meshcni/meshcni", "/opt/meshcni/meshcni-installer"].sort());
+      // Each library is of the binary's architecture.
+      for (const lib of staged.libraries) {
+        const b = readFileSync(join(staged.dir, lib));
+        expect({ lib, machine: parseElf((o, n) => b.subarray(o, o + n), b.length).machine }).toEqual({ lib, machine: arch === "amd64" ? 62 : 183 });
+      }
+    }
+    // On this (amd64) machine ldd can load the amd64 binary: it names the same files.
+    expect(lddFiles(AMD64_PLUGIN).map(base).sort()).toEqual(image("amd64").staged.libraries.map(base).sort());
   });
 
-  test("builds offline FROM scratch and installs, re-chains and undoes from inside the container", async () => {
-    const build = podman(["build", "--build-context", "host=/", "-f", repoPath("Containerfile"), "-t", tag, repoPath("dist")]);
-    expect(build.stderr + build.stdout).toContain("COMMIT");
-    expect(build.code).toBe(0);
-    // Nothing in the image but the binaries and the libraries.
-    const history = podman(["image", "inspect", "--format", "{{.Config.Entrypoint}}", tag]);
-    expect(history.stdout.trim()).toBe("[/opt/meshcni/meshcni-installer]");
+  test("a manifest list ties linux/amd64 and linux/arm64", () => {
+    const m = JSON.parse(podman(["manifest", "inspect", list]).stdout);
+    expect(m.manifests.map((x: { platform: { os: string; architecture: string } }) => `${x.platform.os}/${x.platform.architecture}`).sort()).toEqual(["linux/amd64", "linux/arm64"]);
+    for (const i of images) {
+      const arch = podman(["image", "inspect", "--format", "{{.Os}}/{{.Architecture}} {{.Config.Entrypoint}}", i.tag]).stdout.trim();
+      expect(arch).toBe(`linux/${i.arch} [/opt/meshcni/meshcni-installer]`);
+    }
+  });
 
+  test("each image is at most 120 MB", () => {
+    for (const i of images) {
+      console.log(`image size ${i.arch}: ${(i.bytes / 1e6).toFixed(1)} MB (budget ${IMAGE_BUDGET_BYTES / 1e6} MB)`);
+      expect(i.bytes).toBeGreaterThan(50e6);
+      expect(i.bytes).toBeLessThanOrEqual(IMAGE_BUDGET_BYTES);
+    }
+  });
+
+  test("amd64: installs (after checking the host), re-chains and undoes from inside the container", async () => {
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const port = freePort();
     const apiPort = cluster.env.KUBERNETES_SERVICE_PORT!;
-    // The DaemonSet's mounts: the host's CNI folders and the agent's folder at its own path.
+    // The DaemonSet's mounts: the host's CNI folders, the agent's folder at its own path, and
+    // the host's / read-only for the host check.
     const run = podman(["run", "-d", "--name", name, ...ULIMITS, "--network", "host",
-      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`,
+      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`, "-v", "/:/host/root:ro",
       "-v", `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
       "-e", "KUBERNETES_SERVICE_HOST=::1", "-e", `KUBERNETES_SERVICE_PORT=${apiPort}`, "-e", "POD_NAMESPACE=meshcni", "-e", "NODE_NAME=node-a",
-      tag, "--health-port", String(port)]);
+      image("amd64").tag, "--health-port", String(port)]);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
 
-    // Installed, seen from outside.
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 15_000, "the chain from the container");
-    await until(async () => (await readyz(port).catch(() => ({ status: 0 }))).status === 200, 10_000, "/readyz 200");
-    expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(PLUGIN))).toBe(0);
+    const deadline = performance.now() + 10_000;
+    while ((await readyz(port).catch(() => ({ status: 0 }))).status !== 200) {
+      if (performance.now() > deadline) throw new Error("/readyz never answered 200");
+      await Bun.sleep(50);
+    }
+    expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(join(image("amd64").staged.dir, "opt/meshcni/meshcni")))).toBe(0);
     const kubeconfig = readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8");
     expect(kubeconfig).toContain(`server: https://[::1]:${apiPort}`);
     expect(kubeconfig).toContain('token: "image-token"');
     const entry = JSON.parse(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).plugins.at(-1);
-    expect(entry.kubernetes.kubeconfig).toBe("/etc/cni/net.d/ZZZ-meshcni-kubeconfig");
     expect(entry.kubernetes.pod_namespace).toBe("meshcni");
     expect([entry.agent_socket, entry.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
     // The socket the container serves is there on the host, root only, and answers.
@@ -116,10 +164,10 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     const answer = await fetch("http://localhost/v1/pods/Not_A_Name/x", { unix: socket } as RequestInit);
     expect(answer.status).toBe(400);
 
-    // The primary CNI rewrites its config: chained again.
     const rewritten = CALICO.replace('"mtu": 0', '"mtu": 1450');
     dirs.writeHost("10-calico.conflist", rewritten);
     await until(() => isChainedIn(dirs, "10-calico.conflist") && readFileSync(join(dirs.net, "10-calico.conflist"), "utf8").includes('"mtu": 1450'), 5000, "the re-chain");
+
     dirs.projectToken("image-token-2");
     await until(() => readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8").includes("image-token-2"), 5000, "the rotated token");
 
@@ -133,11 +181,116 @@ describe.skipIf(!canRun)("DaemonSet image (podman, offline)", () => {
     expect(podman(["inspect", "--format", "{{.State.ExitCode}}", name]).stdout.trim()).toBe("0");
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(rewritten);
-    expect(Bun.spawnSync(["ls", dirs.bin]).stdout.toString()).toBe("");
+    expect(readdirSync(dirs.bin)).toEqual([]);
     expect(readdirSync(dirs.state)).toEqual([]);
     const logs = podman(["logs", name]);
     expect(logs.stdout + logs.stderr).toContain("its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
+    // The host check ran against this machine's root, mounted as the DaemonSet mounts the node's.
+    expect(logs.stdout + logs.stderr).toContain("this host can run /opt/meshcni/meshcni (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)");
     expect(logs.stdout + logs.stderr).toContain("meshcni is uninstalled from this node");
     expect(logs.stdout + logs.stderr).not.toContain("image-token");
   }, 120_000);
+
+  describe.skipIf(QEMU === null)("arm64 under qemu-user, from the image's own files", () => {
+    let root: string;
+    let api: ApiServer;
+    let kubeconfig: string;
+    /** Runs an arm64 program of the image under qemu-user, its loader and libraries from the image (-L). Async: the stand-in API server answers from this process. */
+    const arm = async (argv: string[], env: Record<string, string>, stdin?: string) => {
+      const p = Bun.spawn([QEMU!, "-L", root, ...argv], {
+        env: { PATH: Bun.env.PATH!, ...env }, stdin: stdin === undefined ? "ignore" : new Blob([stdin]), stdout: "pipe", stderr: "pipe",
+      });
+      const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+      return { code, stdout, stderr };
+    };
+
+    beforeAll(async () => {
+      // The arm64 image's file system, exported by podman (not the staging folder).
+      root = join(scratch, "arm64-root");
+      mkdirSync(root);
+      const c = `meshcni-arm64-export-${uniq()}`;
+      expect(podman(["create", "--name", c, image("arm64").tag]).code).toBe(0);
+      const tar = join(scratch, "arm64.tar");
+      expect(podman(["export", "-o", tar, c]).code).toBe(0);
+      podman(["rm", c]);
+      expect(Bun.spawnSync(["tar", "-xf", tar, "-C", root]).exitCode).toBe(0);
+      api = await startApiServer({ token: "arm-token" });
+      api.addPod(JSON.parse(readFileSync(repoPath("testdata/pods/linkerd-meshed.json"), "utf8")));
+      api.addNamespace(JSON.parse(readFileSync(repoPath("testdata/pods/namespace-emojivoto.json"), "utf8")));
+      kubeconfig = join(scratch, "arm-kubeconfig");
+      writeFileSync(kubeconfig, api.kubeconfig());
+    }, 60_000);
+    afterAll(async () => {
+      await api?.close();
+    });
+
+    test("VERSION", async () => {
+      const r = await arm([join(root, "opt/meshcni/meshcni")], { CNI_COMMAND: "VERSION" }, '{"cniVersion":"1.0.0"}');
+      expect(r.stderr).toBe("");
+      expect(JSON.parse(r.stdout)).toEqual({ cniVersion: "1.1.0", supportedVersions: ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"] });
+    });
+
+    test("ADD for a meshed pod in dry-run mode: the same result and payload as amd64", async () => {
+      const env = cniEnv("ADD", { CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-5b8b6f7c9d-x2x7q" });
+      const stdin = JSON.stringify({
+        cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", kubernetes: { kubeconfig },
+        prevResult: JSON.parse(readFileSync(repoPath("testdata/cni/prev-results/flannel-bridge.json"), "utf8")),
+      });
+      const dry = join(scratch, "arm64-payload");
+      const r = await arm([join(root, "opt/meshcni/meshcni")], { ...env, MESHCNI_DRY_RUN_FILE: dry }, stdin);
+      expect(r.code).toBe(0);
+      const payload = readFileSync(dry, "utf8");
+      expect(payload).toContain(`-A PROXY_INIT_REDIRECT -p tcp -m comment --comment "proxy-init/redirect-all-incoming-to-proxy-port" -j REDIRECT --to-ports 4143`);
+      const amd = await runPlugin(env, stdin, { dryRun: true });
+      expect(amd.code).toBe(0);
+      expect(r.stdout).toBe(amd.stdout);
+      expect(payload).toBe(amd.payload!);
+      expect(api.requests.filter((q) => q.path === "/api/v1/namespaces/emojivoto/pods/web-5b8b6f7c9d-x2x7q").length).toBe(2);
+    });
+
+    test("the agent's --once (run as meshcni-installer) installs the arm64 plugin into a temp folder, checked against an arm64 host root", async () => {
+      const node = new HostDirs("arm-token");
+      try {
+        writeFileSync(join(node.net, "10-calico.conflist"), CALICO);
+        // The host check looks at the exported image as the host's root: it has the arm64 loader.
+        const r = await arm([join(root, "opt/meshcni/meshcni-installer"), ...installerArgs(node, ["--once", "--host-root", root])], INSTALLER_ENV);
+        expect(r.stderr).not.toContain("error");
+        expect(r.code).toBe(0);
+        expect(r.stdout + r.stderr).toContain(`this host can run ${root}/opt/meshcni/meshcni (aarch64, glibc, loader /lib/ld-linux-aarch64.so.1)`);
+        expect(isChainedIn(node, "10-calico.conflist")).toBe(true);
+        expect(Buffer.compare(readFileSync(join(node.bin, "meshcni")), readFileSync(join(root, "opt/meshcni/meshcni")))).toBe(0);
+        expect(readFileSync(join(node.net, "ZZZ-meshcni-kubeconfig"), "utf8")).toContain('token: "arm-token"');
+      } finally {
+        node.cleanup();
+      }
+    }, 120_000);
+
+    test("checked against an amd64 host root, the arm64 plugin is not installed, and the agent says why", async () => {
+      const node = new HostDirs("arm-token");
+      // The amd64 image's files as the host's root (under qemu -L, / itself is mixed with the
+      // arm64 root, so this machine's own / cannot stand for a host here).
+      const amd64Root = image("amd64").staged.dir;
+      const p = Bun.spawn([QEMU!, "-L", root, join(root, "opt/meshcni/meshcni-installer"), ...installerArgs(node, ["--host-root", amd64Root])], {
+        env: { PATH: Bun.env.PATH!, ...INSTALLER_ENV }, stdout: "pipe", stderr: "pipe",
+      });
+      try {
+        writeFileSync(join(node.net, "10-calico.conflist"), CALICO);
+        let out = "";
+        const deadline = performance.now() + 60_000;
+        const reader = p.stderr.getReader();
+        while (!out.includes("this host cannot run the plugin") && performance.now() < deadline) {
+          const { value, done } = await reader.read();
+          if (done) break;
+          out += new TextDecoder().decode(value);
+        }
+        expect(out).toContain(`this host cannot run the plugin, so meshcni is not installed here: ${root}/opt/meshcni/meshcni: the host has no /lib/ld-linux-aarch64.so.1 (glibc's loader for aarch64)`);
+        expect(readdirSync(node.bin)).toEqual([]);
+        expect(readFileSync(join(node.net, "10-calico.conflist"), "utf8")).toBe(CALICO);
+      } finally {
+        p.kill("SIGKILL");
+        await p.exited;
+        node.cleanup();
+      }
+    }, 120_000);
+  });
 });

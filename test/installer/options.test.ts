@@ -11,6 +11,7 @@ describe("parseInstallerOptions", () => {
       hostBinDir: "/host/opt/cni/bin",
       destNetDir: "/etc/cni/net.d",
       pluginBinary: "/opt/meshcni/meshcni",
+      hostRoot: "/host/root",
       serviceAccountDir: "/var/run/secrets/kubernetes.io/serviceaccount",
       mode: "run",
       logLevel: "info",

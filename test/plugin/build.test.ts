@@ -1,7 +1,8 @@
-// The compiled binaries: they carry their version, and a stray .env or bunfig.toml in the
-// directory a runtime starts them in changes nothing.
+// The compiled binaries: they carry their version, a stray .env or bunfig.toml in the directory
+// a runtime starts them in changes nothing, and dist/meshcni is the plugin and (run as
+// meshcni-installer or with `installer` first) the agent, whose code the plugin never loads.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
@@ -17,6 +18,72 @@ describe("compiled binaries", () => {
 
   test("all three exist", () => {
     for (const b of ["meshcni", "meshcni-installer", "meshcnictl"]) expect(existsSync(repoPath("dist", b))).toBe(true);
+  });
+
+  test("meshcni-installer is a link to the one node binary, and the name chooses the program", () => {
+    expect(lstatSync(repoPath("dist/meshcni-installer")).isSymbolicLink()).toBe(true);
+    expect(readlinkSync(repoPath("dist/meshcni-installer"))).toBe("meshcni");
+    const run = (argv: string[], argv0?: string) => {
+      const r = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", ...(argv0 ? { argv0 } : {}), env: { PATH: Bun.env.PATH! } });
+      return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+    };
+    const usage = "meshcni-installer: installs the meshcni CNI plugin";
+    expect(run([repoPath("dist/meshcni-installer"), "--help"]).out).toStartWith(usage);
+    expect(run([PLUGIN, "installer", "--help"]).out).toStartWith(usage);
+    // Any other link name is the plugin, as is the plugin's own name with any other argument.
+    const other = join(dir, "some-cni");
+    symlinkSync(PLUGIN, other);
+    for (const r of [run([other, "--help"]), run([PLUGIN, "--help"])]) {
+      expect(r.code).toBe(1);
+      expect(JSON.parse(r.out).code).toBe(4);
+    }
+    // The agent's flag errors come from the agent, with its exit code for bad usage.
+    const bad = run([PLUGIN, "installer", "--no-such-flag"]);
+    expect(bad.code).toBe(2);
+    expect(bad.err).toContain("meshcni-installer:");
+  });
+
+  test("the plugin's path loads no code of the agent, and VERSION nothing but the entry and the CNI spec", async () => {
+    const out = join(dir, "chunks");
+    const r = await Bun.build({ entrypoints: [repoPath("cmd/node.ts")], target: "bun", format: "esm", minify: true, splitting: true, outdir: out, naming: { chunk: "[name]-[hash].[ext]" } });
+    expect(r.success).toBe(true);
+    const code = (name: string) => readFileSync(join(out, name), "utf8");
+    const imports = (name: string, dynamic: boolean) =>
+      [...code(name).matchAll(dynamic ? /import\(\s*["']\.\/([^"']+)["']\s*\)/g : /(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g)].map((m) => m[1]!);
+    /** Chunks loaded from `start`: static imports always, dynamic ones when `follow` says so. */
+    const closure = (start: string, follow: (chunk: string) => boolean) => {
+      const seen = new Set<string>();
+      const visit = (n: string) => {
+        if (seen.has(n)) return;
+        seen.add(n);
+        for (const i of imports(n, false)) visit(i);
+        for (const i of imports(n, true)) if (follow(i)) visit(i);
+      };
+      visit(start);
+      return [...seen];
+    };
+    const entryDynamic = imports("node.js", true);
+    const agentChunk = entryDynamic.find((n) => n.startsWith("installer-"));
+    const pluginChunk = entryDynamic.find((n) => n.startsWith("plugin-"));
+    expect([agentChunk !== undefined, pluginChunk !== undefined]).toEqual([true, true]);
+    // VERSION: the entry and what it imports statically.
+    const version = closure("node.js", () => false);
+    // The plugin's commands: also its own chunk and everything it imports, never the agent's chunk.
+    const pluginPath = closure("node.js", (c) => c !== agentChunk);
+    const text = (names: string[]) => names.map(code).join("\n");
+    const all = text(readdirSync(out));
+    // Strings only the agent's code holds: its usage text and its flags.
+    for (const marker of ["keeps it chained", "host-net-dir", "service-account-dir"]) {
+      expect(all.includes(marker)).toBe(true);
+      expect({ marker, onPluginPath: text(pluginPath).includes(marker) }).toEqual({ marker, onPluginPath: false });
+    }
+    for (const heavy of ["node:fs", 'from"fs"', "consola"]) {
+      expect({ heavy, onPluginPath: text(pluginPath).includes(heavy) }).toEqual({ heavy, onPluginPath: false });
+    }
+    // VERSION parses no plugin code either: not even the pod lookup that ADD starts first.
+    expect(version.length).toBeLessThanOrEqual(3);
+    expect(text(version).includes("kubeconfig")).toBe(false);
+    expect(text(version)).toContain("supportedVersions");
   });
 
   test("the plugin carries its version (shown when run by hand)", () => {

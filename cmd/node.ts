@@ -1,0 +1,27 @@
+// meshcni, the node binary: the CNI plugin and the node agent in one executable, chosen by the
+// name it runs as. `meshcni` (what the container runtime runs for every pod) is the plugin;
+// `meshcni-installer` (a link to it) or `meshcni installer ARGS...` is the agent. One Bun runtime
+// (~100 MB) on the node and in the image instead of two.
+//
+// Start-up is on every pod's critical path, so this entry chunk holds only the choice and the
+// VERSION answer; the plugin's code (cmd/plugin.ts) and the agent's (cmd/installer.ts) are
+// separate chunks inside the executable, each imported only on its own path: the plugin never
+// parses the agent's code, and VERSION parses neither (bench/plugin.ts measures VERSION against
+// an empty program, test/plugin/build.test.ts checks the chunks).
+import { renderVersionInfo } from "../internal/cni/spec.ts";
+
+const AGENT_NAME = "meshcni-installer";
+const AGENT_ARG = "installer";
+
+const self = process.argv0.slice(process.argv0.lastIndexOf("/") + 1);
+const args = Bun.argv.slice(2);
+if (self === AGENT_NAME || args[0] === AGENT_ARG) {
+  const { main } = await import("./installer.ts");
+  process.exit(await main(self === AGENT_NAME ? args : args.slice(1)));
+}
+if (Bun.env.CNI_COMMAND === "VERSION") {
+  await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
+  process.exit(0);
+}
+const { main } = await import("./plugin.ts");
+process.exit(await main());

@@ -1,0 +1,187 @@
+// Can a host run this binary? The kernel starts the ELF interpreter named in the binary (its
+// PT_INTERP path, on the host), and that loader finds each DT_NEEDED library in its cache or its
+// default folders. This follows the same steps through a view of the host's root folder (the
+// installer sees it mounted read-only; the image build uses it on a Debian sysroot) and says
+// exactly what is missing, or lists every file the binary loads. Pure: files are seen through
+// RootView; symbolic links are resolved inside the root, as the host would resolve them.
+import { type ElfInfo, ElfError, isElf, machineName, parseElf, type ReadAt } from "./elf.ts";
+import { parseLdCache } from "./ldcache.ts";
+
+export type EntryKind = "file" | "dir" | "symlink" | "other";
+
+export interface RootView {
+  /** The entry at `path` (absolute, inside the root), symbolic links not followed. */
+  entry(path: string): { kind: EntryKind; target?: string; size: number } | undefined;
+  /** Reads a regular file (a path already resolved). */
+  reader(path: string): ReadAt;
+  /** A small file's bytes (ld.so.cache, musl's path file); undefined when absent. */
+  readFile(path: string): Uint8Array | undefined;
+}
+
+export type Libc = "glibc" | "musl" | "unknown" | "static";
+
+export interface LoadedFile {
+  /** As the binary or the loader asks for it: the interpreter's path, or folder/name. */
+  path: string;
+  /** Where it really is, symbolic links resolved. */
+  real: string;
+}
+
+export type HostVerdict =
+  | { ok: true; libc: Libc; machine: string; files: LoadedFile[] }
+  | { ok: false; libc: Libc; machine: string; problems: string[] };
+
+const MAX_LINKS = 40;
+
+/** Resolves `path` inside the root, following symbolic links; undefined when it does not exist. */
+export function resolveInRoot(view: RootView, path: string): { real: string; kind: EntryKind; size: number } | undefined {
+  let todo = path.split("/").filter((c) => c !== "" && c !== ".");
+  let done: string[] = [];
+  let links = 0;
+  while (todo.length > 0) {
+    const c = todo.shift()!;
+    if (c === "..") {
+      done.pop();
+      continue;
+    }
+    const here = `/${[...done, c].join("/")}`;
+    const e = view.entry(here);
+    if (!e) return undefined;
+    if (e.kind === "symlink") {
+      if (++links > MAX_LINKS || e.target === undefined) return undefined;
+      const t = e.target.split("/").filter((x) => x !== "" && x !== ".");
+      if (e.target.startsWith("/")) done = [];
+      todo = [...t, ...todo];
+      continue;
+    }
+    if (todo.length > 0 && e.kind !== "dir") return undefined;
+    done.push(c);
+  }
+  const real = `/${done.join("/")}`;
+  const e = view.entry(real);
+  return e ? { real, kind: e.kind, size: e.size } : undefined;
+}
+
+const TRIPLETS: Record<number, { gnu: string; musl: string }> = {
+  62: { gnu: "x86_64-linux-gnu", musl: "x86_64" },
+  183: { gnu: "aarch64-linux-gnu", musl: "aarch64" },
+  3: { gnu: "i386-linux-gnu", musl: "i386" },
+  40: { gnu: "arm-linux-gnueabihf", musl: "armhf" },
+};
+
+export function libcOf(info: ElfInfo): Libc {
+  if (!info.interpreter) return "static";
+  const base = info.interpreter.slice(info.interpreter.lastIndexOf("/") + 1);
+  if (base.startsWith("ld-musl-")) return "musl";
+  if (base.startsWith("ld-linux") || base.startsWith("ld64.so") || base === "ld.so.1") return "glibc";
+  return "unknown";
+}
+
+/** The folders the loader searches after its cache, as glibc (Debian's multiarch build included) and musl do. */
+export function defaultLibraryDirs(view: RootView, info: ElfInfo, libc: Libc): string[] {
+  const t = TRIPLETS[info.machine];
+  if (libc === "musl") {
+    const file = t && view.readFile(`/etc/ld-musl-${t.musl}.path`);
+    if (file) return new TextDecoder().decode(file).split(/[:\n]/).map((s) => s.trim()).filter((s) => s.startsWith("/"));
+    return ["/lib", "/usr/local/lib", "/usr/lib"];
+  }
+  return [
+    ...(t ? [`/lib/${t.gnu}`, `/usr/lib/${t.gnu}`] : []),
+    ...(info.bits === 64 ? ["/lib64", "/usr/lib64"] : []),
+    "/lib",
+    "/usr/lib",
+  ];
+}
+
+/** Names musl's loader answers itself: its libc, and the libraries glibc splits off. */
+const MUSL_BUILTIN = /^lib(c|pthread|rt|m|dl|util|xnet|resolv|crypt)\.(so|musl)/;
+
+function describeLoader(interp: string, libc: Libc, machine: string): string {
+  return libc === "glibc" ? `glibc's loader for ${machine}` : libc === "musl" ? `musl's loader for ${machine}` : `the loader it names (${interp})`;
+}
+
+/**
+ * Checks through `view` that the binary read by `read` can run on that root. `label` names the
+ * binary in the problems (for instance /opt/meshcni/meshcni); `rootLabel` names the root.
+ */
+export function checkHostCanRun(view: RootView, read: ReadAt, size: number, label: string, rootLabel: string): HostVerdict {
+  let info: ElfInfo;
+  try {
+    info = parseElf(read, size);
+  } catch (e) {
+    if (!(e instanceof ElfError)) throw e;
+    return { ok: false, libc: "unknown", machine: "unknown", problems: [`${label} is not an executable this check understands: ${e.message}`] };
+  }
+  const machine = machineName(info.machine);
+  const libc = libcOf(info);
+  const fail = (problems: string[]): HostVerdict => ({ ok: false, libc, machine, problems });
+  if (!info.interpreter) return { ok: true, libc, machine, files: [] };
+
+  const files: LoadedFile[] = [];
+  const problems: string[] = [];
+  const sameKind = (real: string): string | undefined => {
+    const r = view.reader(real);
+    const e = view.entry(real)!;
+    const head = r(0, Math.min(16, e.size));
+    if (!isElf(head)) return "is not an ELF file";
+    try {
+      const lib = parseElf(r, e.size);
+      if (lib.machine !== info.machine || lib.bits !== info.bits) return `is for ${machineName(lib.machine)} (${lib.bits}-bit), not ${machine} (${info.bits}-bit)`;
+    } catch (err) {
+      if (!(err instanceof ElfError)) throw err;
+      return `cannot be read as ELF: ${err.message}`;
+    }
+    return undefined;
+  };
+
+  const interp = resolveInRoot(view, info.interpreter);
+  const loader = describeLoader(info.interpreter, libc, machine);
+  if (!interp || interp.kind !== "file") {
+    return fail([`the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`]);
+  }
+  const wrong = sameKind(interp.real);
+  if (wrong) return fail([`the host's ${info.interpreter} ${wrong}: ${label} needs ${loader} (looked through ${rootLabel})`]);
+  files.push({ path: info.interpreter, real: interp.real });
+  const interpName = info.interpreter.slice(info.interpreter.lastIndexOf("/") + 1);
+
+  const cache = libc === "glibc" ? parseLdCache(view.readFile("/etc/ld.so.cache") ?? new Uint8Array()) : [];
+  const dirs = defaultLibraryDirs(view, info, libc);
+  const seen = new Set<string>([interpName]);
+  const queue: { name: string; by: string; runpath: string[] }[] = info.needed.map((name) => ({ name, by: label, runpath: info.runpath }));
+  while (queue.length > 0) {
+    const { name, by, runpath } = queue.shift()!;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    if (libc === "musl" && MUSL_BUILTIN.test(name)) continue;
+    const candidates = name.includes("/")
+      ? [name]
+      : [...runpath.map((d) => `${d}/${name}`), ...cache.filter((c) => c.name === name).map((c) => c.path), ...dirs.map((d) => `${d}/${name}`)];
+    let found: { path: string; real: string } | undefined;
+    const rejected: string[] = [];
+    for (const path of candidates) {
+      const r = resolveInRoot(view, path);
+      if (!r || r.kind !== "file") continue;
+      const why = sameKind(r.real);
+      if (why) {
+        rejected.push(`${path} ${why}`);
+        continue;
+      }
+      found = { path, real: r.real };
+      break;
+    }
+    if (!found) {
+      const where = libc === "musl" ? dirs.join(", ") : `ld.so.cache, ${dirs.join(", ")}`;
+      problems.push(`the host has no ${name} for ${machine}, which ${by === label ? label : `${by} (needed by ${label})`} loads (looked in ${where} through ${rootLabel}${rejected.length ? `; passed over ${rejected.join("; ")}` : ""})`);
+      continue;
+    }
+    files.push(found);
+    const e = view.entry(found.real)!;
+    try {
+      const lib = parseElf(view.reader(found.real), e.size);
+      for (const n of lib.needed) queue.push({ name: n, by: name, runpath: lib.runpath });
+    } catch (err) {
+      if (!(err instanceof ElfError)) throw err;
+    }
+  }
+  return problems.length ? fail(problems) : { ok: true, libc, machine, files };
+}
