@@ -37,3 +37,41 @@ export interface CacheStatus {
   /** Lookups answered from the cache, by the agent's own GET, and not at all. */
   lookups: { cache: number; api: number; failed: number };
 }
+
+/**
+ * The node as the watch cache sees it: what repair (and /status) read. The cache implements it;
+ * repair's tests use an in-memory one. Objects are as the API server sent them.
+ */
+export interface NodeView {
+  /** True once both the pods and the namespaces have been listed and are being watched. */
+  synced(): boolean;
+  /** Every pod of this node the cache holds. */
+  pods(): readonly unknown[];
+  /** A namespace by name, when the cache holds it. */
+  namespace(name: string): unknown | undefined;
+  /** Calls `fn` after each change the watch delivers (and after a relist); returns an unsubscribe. */
+  onChange(fn: () => void): () => void;
+}
+
+/** A pod the profile redirects that runs without meshcni's rules, and why the agent thinks so. */
+export interface BypassingPod {
+  namespace: string;
+  name: string;
+  uid?: string;
+  /** e.g. "started before meshcni was chained (no record of an ADD)", "linkerd-network-validator failed". */
+  reason: string;
+  /** What the agent did: "deleted", "reported" (repair off), "waiting" (grace period, rate limit). */
+  action: "deleted" | "reported" | "waiting";
+  /** ISO time the agent first saw it bypassing. */
+  since: string;
+}
+
+/** The `repair` member of /status; `meshcnictl check` reads it through the pod proxy. */
+export interface RepairStatus {
+  mode: "delete" | "off";
+  /** False until the cache is in sync and the chain has been in place for the grace period. */
+  active: boolean;
+  bypassing: BypassingPod[];
+  /** Pods deleted since the agent started. */
+  repaired: number;
+}
