@@ -283,7 +283,7 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
       out.push(r(bypassName, false, { warning: true, detail: [`${state}; just deleted, their controllers recreate them:`, ...lines].join("\n") }));
     } else {
       out.push(r(bypassName, false, {
-        detail: [`${plural(open.length, "pod")} run without meshcni's rules (${state}):`, ...lines].join("\n"),
+        detail: [`${plural(open.length, "pod")} ${open.length === 1 ? "runs" : "run"} without meshcni's rules (${state}):`, ...lines].join("\n"),
         hint: rep.mode === "off"
           ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair delete"
           : "the agent deletes them once its cache is in sync and its grace period is over; their controllers recreate them",

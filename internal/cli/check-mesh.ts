@@ -49,7 +49,7 @@ export function judgeMeshConfig(mesh: PluginConf["mesh"], a: HttpAnswer): { resu
   const h = HINTS[mesh];
   const init = MESH_INIT[mesh];
   const where = `ConfigMap ${src.namespace}/${src.configMap}`;
-  const base = { category: "mesh", name: `${h.name} injects pods for CNI mode (${h.setting} in ${where})` };
+  const base = { category: "mesh", name: `${h.name} injects pods for CNI mode` };
   if (a.status === 404) {
     return {
       result: { ...base, ok: false, warning: true, detail: `no ${where}: ${h.name}'s control plane is not installed here (or not in namespace ${src.namespace})`, hint: h.on.replace(/, then restart the meshed workloads$/, "") },
@@ -71,11 +71,11 @@ export function judgeMeshConfig(mesh: PluginConf["mesh"], a: HttpAnswer): { resu
   const flag = mesh === "linkerd"
     ? (isObj(values) ? values.cniEnabled : undefined)
     : (isObj(values) && isObj(values.istio_cni) ? values.istio_cni.enabled : undefined);
-  if (flag === true) return { result: { ...base, ok: true, detail: `${h.setting}: true` }, cniMode: true };
+  if (flag === true) return { result: { ...base, ok: true, detail: `${h.setting}: true in ${where}` }, cniMode: true };
   return {
     result: {
       ...base, ok: false,
-      detail: `${h.setting} is ${flag === undefined ? "not set" : JSON.stringify(flag)}: ${h.name} still injects ${init} into every meshed pod, which sets the pod's rules itself (with NET_ADMIN), and meshcni passes such pods over`,
+      detail: `${h.setting} is ${flag === undefined ? "not set" : JSON.stringify(flag)} in ${where}: ${h.name} still injects ${init} into every meshed pod, which sets the pod's rules itself (with NET_ADMIN), and meshcni passes such pods over`,
       hint: h.on,
     },
     cniMode: false,

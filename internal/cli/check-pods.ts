@@ -93,7 +93,6 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const decision = profile.decide(hasInit ? withoutInit(pod, init) : pod, conf);
     if (!decision.redirect) continue;
     considered++;
-    nodes.add(node);
     const base = { namespace: ns, name, node, ...(uid ? { uid } : {}) };
     if (hasInit) {
       if (cniMode === true) findings.push({ ...base, kind: "init", reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN` });
@@ -107,6 +106,7 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
       unchecked.set(node, u);
       continue;
     }
+    nodes.add(node);
     const reason = judgeOnNode(answer.view, ns, name, uid);
     if (reason) findings.push({ ...base, kind: "bypassing", reason });
   }
@@ -136,8 +136,9 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
   }
   if (!findings.some((f) => f.kind === "bypassing")) {
     const notChecked = [...unchecked.values()].reduce((n, u) => n + u.pods.length, 0);
-    const checked = considered - notChecked;
-    const checkedNodes = [...nodes].filter((n) => !unchecked.has(n)).length;
+    const withInit = findings.filter((f) => f.kind === "init");
+    const checked = considered - notChecked - withInit.length;
+    const checkedNodes = nodes.size;
     const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
     results.unshift({ category, name: "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
   }
