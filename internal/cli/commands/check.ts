@@ -32,7 +32,7 @@ export const spec: CommandSpec = {
     pre: { type: "boolean", help: "check before installing" },
     pods: { type: "boolean", help: "list the pods the mesh profile redirects that run without meshcni's rules" },
     "pods-namespace": { type: "string", arg: "NS", default: "every namespace", help: "with --pods: look only at this namespace's pods" },
-    output: { type: "string", short: "o", arg: "FORMAT", default: "text", choices: ["text", "json"], help: "text (the ✓/‼/× list) or json" },
+    output: { type: "string", short: "o", arg: "FORMAT", default: "text", choices: ["text", "json"], help: "text, json: the ✓/‼/× list, or one JSON document" },
     kubeconfig: { type: "string", arg: "FILE", file: true, default: "$KUBECONFIG or ~/.kube/config", help: "the kubeconfig file" },
     context: { type: "string", arg: "NAME", default: "the current context", help: "the kubeconfig context" },
     namespace: CONFIG_OPTIONS.namespace!,
