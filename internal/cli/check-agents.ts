@@ -224,9 +224,12 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
   const category = `node ${agent.node || "(none)"}`;
   const r = (name: string, ok: boolean, more: Partial<CheckResult> = {}): CheckResult => ({ category, name, ok, node: agent.node, ...more });
   if ("unreachable" in answer) {
+    const forbidden = answer.unreachable.startsWith("the pod proxy answered 403");
     return [r("the agent answers /status", false, {
       detail: `${agent.pod}: ${answer.unreachable}`,
-      hint: `kubectl -n ${namespace} describe pod ${agent.pod}; kubectl -n ${namespace} logs ${agent.pod}`,
+      hint: forbidden
+        ? `your kubeconfig's user needs get on pods/proxy in namespace ${namespace} to read the agents' /status`
+        : `kubectl -n ${namespace} describe pod ${agent.pod}; kubectl -n ${namespace} logs ${agent.pod}`,
     })];
   }
   const v = answer.view;

@@ -116,6 +116,8 @@ describe("judging a node", () => {
     expect(rs[0]).toMatchObject({ ok: false, node: "node-d", name: "the agent answers /status" });
     expect(rs[0]!.detail).toContain("connection refused");
     expect(rs[0]!.hint).toBe("kubectl -n meshcni describe pod meshcni-node-node-d; kubectl -n meshcni logs meshcni-node-node-d");
+    const denied = judgeAgent({ agent: agent("node-d"), unreachable: 'the pod proxy answered 403: pods "meshcni-node-node-d" is forbidden: User "dev" cannot get resource "pods/proxy"' }, "0.1.0", "meshcni");
+    expect(denied[0]!.hint).toBe("your kubeconfig's user needs get on pods/proxy in namespace meshcni to read the agents' /status");
   });
 });
 
