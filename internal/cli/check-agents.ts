@@ -188,9 +188,26 @@ function proxyFailure(a: HttpAnswer): string {
   return `${a.status}${message ? `: ${message}` : ""}`;
 }
 
-/** Asks every agent for its /status through the pod proxy, all at once. */
+/** How many agents are asked at once: a large cluster must not flood its API server. */
+export const PROXY_CONCURRENCY = 16;
+
+/** Maps with at most `limit` calls in flight; results in the input's order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** Asks every agent for its /status through the pod proxy, PROXY_CONCURRENCY at a time. */
 export async function fetchAgentStatuses(api: ApiClient, namespace: string, agents: readonly AgentPod[]): Promise<AgentAnswer[]> {
-  return Promise.all(agents.map(async (agent): Promise<AgentAnswer> => {
+  return mapLimited(agents, PROXY_CONCURRENCY, async (agent): Promise<AgentAnswer> => {
     if (agent.notRunning) return { agent, unreachable: agent.notRunning };
     if (agent.port === undefined) return { agent, unreachable: "the pod declares no container port named health (a DaemonSet from before /status?)" };
     let a: HttpAnswer;
@@ -211,7 +228,7 @@ export async function fetchAgentStatuses(api: ApiClient, namespace: string, agen
     }
     const view = parseAgentStatus(doc);
     return view ? { agent, view } : { agent, unreachable: "/status is not a JSON object" };
-  }));
+  });
 }
 
 // ---- judging ------------------------------------------------------------------------------------

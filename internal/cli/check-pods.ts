@@ -17,6 +17,23 @@ const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && 
 /** The init container each mesh injects when its CNI mode is off. */
 export const MESH_INIT: Record<PluginConf["mesh"], string> = { linkerd: LINKERD_INIT, istio: ISTIO_INIT };
 
+/** The init container each mesh's injector adds in CNI mode to prove the pod's traffic is redirected. */
+export const MESH_VALIDATOR: Record<PluginConf["mesh"], string> = { linkerd: "linkerd-network-validator", istio: "istio-validation" };
+
+/** Why the mesh's validator init container failed, when its last run did. */
+export function validatorFailure(raw: Json, validator: string): string | undefined {
+  const st = isObj(raw.status) ? raw.status : {};
+  const cs = (Array.isArray(st.initContainerStatuses) ? st.initContainerStatuses.filter(isObj) : []).find((c) => c.name === validator);
+  if (!cs) return undefined;
+  for (const s of [cs.state, cs.lastState]) {
+    const t = isObj(s) && isObj(s.terminated) ? s.terminated : undefined;
+    if (t && typeof t.exitCode === "number" && t.exitCode !== 0) {
+      return `its ${validator} init container failed (exit ${t.exitCode}${typeof t.reason === "string" ? `, ${t.reason}` : ""}${typeof t.message === "string" && t.message ? `: ${t.message.trim().split("\n")[0]}` : ""})`;
+    }
+  }
+  return undefined;
+}
+
 /** Whether the pod's sandbox exists: a container started, PodReadyToStartContainers, or Running. */
 export function podStarted(raw: Json): boolean {
   const st = isObj(raw.status) ? raw.status : {};
@@ -107,7 +124,7 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
       continue;
     }
     nodes.add(node);
-    const reason = judgeOnNode(answer.view, ns, name, uid);
+    const reason = judgeOnNode(answer.view, ns, name, uid) ?? validatorFailure(raw, MESH_VALIDATOR[conf.mesh]);
     if (reason) findings.push({ ...base, kind: "bypassing", reason });
   }
 

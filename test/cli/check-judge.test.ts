@@ -6,7 +6,7 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { type AgentAnswer, agentPods, parseAgentStatus } from "../../internal/cli/check-agents.ts";
+import { type AgentAnswer, agentPods, fetchAgentStatuses, parseAgentStatus, PROXY_CONCURRENCY } from "../../internal/cli/check-agents.ts";
 import { judgeAgent } from "../../internal/cli/check-agents.ts";
 import { judgeInitContainers, judgeMeshConfig } from "../../internal/cli/check-mesh.ts";
 import { judgeMeshedPods, podStarted } from "../../internal/cli/check-pods.ts";
@@ -30,6 +30,25 @@ const linkerdConf = (extra: Obj = {}) => parsePluginConf(JSON.stringify({ cniVer
 const byName = (rs: CheckResult[], name: string) => rs.find((r) => r.name === name);
 
 describe("reading /status", () => {
+  test("many agents are asked a few at a time, answers in their order", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const api = {
+      server: "https://API",
+      post: async () => ({ status: 405, body: "" }),
+      get: async (path: string) => {
+        most = Math.max(most, ++inFlight);
+        await Bun.sleep(1);
+        inFlight--;
+        return { status: 200, body: JSON.stringify({ node: path.split("/")[6]!.split(":")[0] }) };
+      },
+    };
+    const agents = Array.from({ length: 50 }, (_, i) => ({ pod: `p${i}`, node: `n${i}`, port: 9813 }));
+    const answers = await fetchAgentStatuses(api, "meshcni", agents);
+    expect(answers.map((a) => ("view" in a ? a.view.node : a.unreachable))).toEqual(agents.map((a) => a.pod));
+    expect(most).toBe(PROXY_CONCURRENCY);
+  });
+
   test("a current agent: chain, binary, cache in sync, records, repair", () => {
     const v = parseAgentStatus(statusA())!;
     expect(v.version).toBe("0.1.0");
@@ -174,6 +193,17 @@ describe("judging the pods the profile redirects", () => {
     a.pods.containers[0].reason = "namespace emojivoto is excluded";
     const j = judgeMeshedPods(linkerdConf(), podList().items, [answer("node-a", a)], true);
     expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")?.reason).toBe("the plugin skipped it: namespace emojivoto is excluded");
+  });
+
+  test("a pod with a record whose mesh validator failed is named", () => {
+    const pods = podList().items;
+    const web = pods.find((p: Obj) => p.metadata.name === "web-5b8b6f7c9d-x2x7q");
+    web.spec.initContainers = [{ name: "linkerd-network-validator" }];
+    web.status.initContainerStatuses = [{ name: "linkerd-network-validator", ready: false, state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 1, reason: "Error", message: "failed to connect to 1.1.1.1:20001: timed out\nmore" } } }];
+    const j = judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true);
+    expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")?.reason).toBe("its linkerd-network-validator init container failed (exit 1, Error: failed to connect to 1.1.1.1:20001: timed out)");
+    web.status.initContainerStatuses[0] = { name: "linkerd-network-validator", state: { terminated: { exitCode: 0, reason: "Completed" } } };
+    expect(judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true).findings.map((f) => f.name)).not.toContain("web-5b8b6f7c9d-x2x7q");
   });
 
   test("excluded namespaces and an unreachable agent", () => {
