@@ -57,7 +57,7 @@ export interface PodFinding {
 export interface PodsJudgement {
   results: CheckResult[];
   findings: PodFinding[];
-  /** Pods the profile redirects that were looked at. */
+  /** Pods the profile redirects whose rules are meshcni's to give (not those with the mesh's init container). */
   considered: number;
 }
 
@@ -109,12 +109,12 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const hasInit = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].some((c) => c.name === init);
     const decision = profile.decide(hasInit ? withoutInit(pod, init) : pod, conf);
     if (!decision.redirect) continue;
-    considered++;
     const base = { namespace: ns, name, node, ...(uid ? { uid } : {}) };
     if (hasInit) {
       if (cniMode === true) findings.push({ ...base, kind: "init", reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN` });
       continue;
     }
+    considered++;
     const answer = byNode.get(node);
     const why = !answer ? `no meshcni-node pod runs on node ${node}` : "unreachable" in answer ? `the agent on node ${node} does not answer (${answer.unreachable})` : undefined;
     if (why || !answer || "unreachable" in answer) {
@@ -153,8 +153,7 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
   }
   if (!findings.some((f) => f.kind === "bypassing")) {
     const notChecked = [...unchecked.values()].reduce((n, u) => n + u.pods.length, 0);
-    const withInit = findings.filter((f) => f.kind === "init");
-    const checked = considered - notChecked - withInit.length;
+    const checked = considered - notChecked;
     const checkedNodes = nodes.size;
     const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
     results.unshift({ category, name: "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
