@@ -215,7 +215,7 @@ export function buildDaemonSet(values: Values): K8sObject {
     spec: {
       ...(values.revisionHistoryLimit !== null ? { revisionHistoryLimit: values.revisionHistoryLimit } : {}),
       selector: { matchLabels: { ...SELECTOR } },
-      updateStrategy: values.updateStrategy,
+      ...(Object.keys(values.updateStrategy).length ? { updateStrategy: values.updateStrategy } : {}),
       template: {
         metadata: {
           // podLabels win over commonLabels; neither may name meshcni's own (values.ts).

@@ -92,7 +92,8 @@ const Affinity = v.strictObject({
 });
 const UpdateStrategy = v.pipe(
   v.strictObject({
-    type: v.picklist(["RollingUpdate", "OnDelete"]),
+    /** Absent: Kubernetes' default, RollingUpdate. */
+    type: v.optional(v.picklist(["RollingUpdate", "OnDelete"])),
     rollingUpdate: v.optional(v.strictObject({ maxUnavailable: v.optional(IntOrPercent), maxSurge: v.optional(IntOrPercent) })),
   }),
   v.check((s) => s.type === "RollingUpdate" || s.rollingUpdate === undefined, "rollingUpdate goes with type RollingUpdate only (set updateStrategy.rollingUpdate=null for OnDelete)"),
@@ -163,7 +164,9 @@ export function parseValues(input: unknown): Values {
   if (!r.success) {
     throw new ValuesError(r.issues.map((i) => {
       const path = i.path?.map((p) => String(p.key)).join(".");
-      return path ? `${path}: ${i.message}` : i.message;
+      // A strict object's stray key (tolerations[0].foo): valibot says "Expected never".
+      const message = i.kind === "schema" && i.expected === "never" ? "unknown key" : i.message;
+      return path ? `${path}: ${message}` : message;
     }).join("; "));
   }
   return r.output;
