@@ -271,7 +271,13 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
   try {
     values = parseValues(opts.deploy ? chartValues(flags, opts.files ?? [], input) : input);
   } catch (e) {
-    if (e instanceof ValuesError) throw new CliError(`invalid settings: ${e.message}`);
+    if (e instanceof ValuesError) {
+      // --set types 1 and true as Helm does; a label or selector wants the string.
+      const hint = /Expected string but received (true|false|-?\d+)\b/i.test(e.message)
+        ? " (--set reads numbers and true/false as such: use --set-string, or quote the value in a values file)"
+        : "";
+      throw new CliError(`invalid settings: ${e.message}${hint}`);
+    }
     if (e instanceof OverrideError) throw new CliError(e.message);
     throw e;
   }
