@@ -214,6 +214,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       return true;
     }
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+    res.flushHeaders();
     const w: Watch = { kind, bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1", res, socket: req.socket, ...(node ? { node } : {}) };
     if (from !== undefined && from < compactedAt) {
       writeEvent(w, { type: "ERROR", object: gone(from) });
