@@ -142,9 +142,16 @@ export class Informer implements CachedResource {
     }
   }
 
-  private query(watch: boolean): string {
+  /**
+   * A list or watch request. The first list asks for resourceVersion=0, which kube-apiserver
+   * serves from its own watch cache (a node agent restarting on every node at once reads no
+   * etcd); a relist after 410 asks for the newest data (no resourceVersion), since the server's
+   * cache may be behind what this cache already held.
+   */
+  private query(watch: boolean, fresh = false): string {
     const q = new URLSearchParams();
     if (this.o.fieldSelector) q.set("fieldSelector", this.o.fieldSelector);
+    if (!watch && !fresh) q.set("resourceVersion", "0");
     if (watch) {
       const [lo, hi] = this.timing.watchSeconds;
       q.set("watch", "1");
@@ -169,7 +176,7 @@ export class Informer implements CachedResource {
     const backoff = () => abortableSleep(backoffMs(failures++, t), signal);
     while (!signal.aborted) {
       if (needList) {
-        const a = await this.client.list(this.query(false), t.listTimeoutMs, signal);
+        const a = await this.client.list(this.query(false, this.expired > 0), t.listTimeoutMs, signal);
         if (signal.aborted) break;
         const list = a.kind === "object" ? (a.object as { items?: unknown; metadata?: { resourceVersion?: unknown } }) : undefined;
         const rv = list?.metadata?.resourceVersion;

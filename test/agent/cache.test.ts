@@ -157,6 +157,9 @@ describe("the watch cache", () => {
     api.faults.delete("/api/v1/pods");
     await until(() => cache.status().pods.lists === 2 && !cache.podInformer.get("emojivoto/web-3"), "the relist");
     expect(cache.status().pods).toMatchObject({ synced: true, expired: 1, lists: 2 });
+    // The first list may come from the API server's cache (resourceVersion=0); the relist asks for the newest.
+    const lists = api.requests.filter((r) => r.path === "/api/v1/pods" && !r.query.includes("watch=1")).map((r) => new URLSearchParams(r.query).get("resourceVersion"));
+    expect([lists[0], lists.at(-1)]).toEqual(["0", null]);
     api.addPod(pod("emojivoto", "web-4", "uid-web-4"));
     await until(() => cache.podInformer.get("emojivoto/web-4"), "watching after the relist");
     // A watch from a compacted resourceVersion answered with a 410 status relists too.
