@@ -1,8 +1,12 @@
-// The agent's Kubernetes client: GET, LIST and WATCH over fetch with the in-pod service account
-// (the server from KUBERNETES_SERVICE_HOST/PORT, the CA and the token from the service-account
-// folder). The token is read again whenever its file changes (kubelet rotates it by swapping the
-// folder's `..data` link, so the file's identity changes), the CA likewise. Answers come back as
-// data (internal/agent/stop.ts judges them), never as exceptions; every call is abortable.
+// One Kubernetes client over fetch: any request, GET, LIST and WATCH, abortable, answers as data
+// (internal/agent/stop.ts judges them), never as exceptions. Its credentials come from a
+// function asked on every request:
+// - the agent's in-pod service account (serviceAccountClient): the server from
+//   KUBERNETES_SERVICE_HOST/PORT, the CA and the token from the service-account folder, each read
+//   again whenever its file changes (kubelet rotates the token by swapping the folder's `..data`
+//   link, so the file's identity changes);
+// - a kubeconfig's (meshcnictl, internal/cli/io/api-client.ts): CA, client certificate, bearer
+//   token or basic auth.
 //
 // A WATCH is one streaming GET: the body is read as it arrives and split into lines, each a JSON
 // event ({"type": ..., "object": ...}) handed to the caller as soon as its line is complete.
@@ -21,8 +25,21 @@ export type WatchEnd =
   | { kind: "failed"; events: number; reason: string }
   | { kind: "status"; status: number; message?: string };
 
+/** What a request carries: headers (Authorization among them) and fetch's TLS options. */
+export interface Credentials {
+  headers: Record<string, string>;
+  tls: Record<string, unknown>;
+}
+
+/** An HTTP answer whatever its status, or none. */
+export type RawAnswer =
+  | { kind: "answer"; status: number; body: string }
+  | { kind: "unreachable"; reason: string; timedOut: boolean };
+
 export interface KubeClient {
   server: string;
+  /** Any request; the body, when given, is sent as JSON. */
+  request(method: string, path: string, timeoutMs: number, o?: { body?: unknown; signal?: AbortSignal }): Promise<RawAnswer>;
   /** One object, or a list (a collection path with its query). */
   get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer>;
   /** A list; the same request as get, named for the reader. */
@@ -50,20 +67,22 @@ function changingFile(path: string): () => string {
 }
 
 export function serviceAccountClient(o: { host: string; port: string; serviceAccountDir: string; userAgent?: string }): KubeClient {
-  const server = renderServerUrl(o.host, o.port);
   const token = changingFile(`${o.serviceAccountDir}/token`);
   const ca = changingFile(`${o.serviceAccountDir}/ca.crt`);
-  const userAgent = o.userAgent ?? "meshcni-agent";
-
-  function credentials(): { headers: Record<string, string>; ca: string } | { reason: string } {
+  return kubeClient(renderServerUrl(o.host, o.port), () => {
     try {
-      return {
-        headers: { Accept: "application/json", Authorization: `Bearer ${token().trim()}`, "User-Agent": userAgent },
-        ca: ca(),
-      };
+      return { headers: { Authorization: `Bearer ${token().trim()}` }, tls: { ca: ca() } };
     } catch (e) {
       return { reason: `cannot read the service account in ${o.serviceAccountDir}: ${(e as Error).message}` };
     }
+  }, o.userAgent ?? "meshcni-agent");
+}
+
+export function kubeClient(server: string, creds: () => Credentials | { reason: string }, userAgent: string): KubeClient {
+  function credentials(extra: Record<string, string> = {}): Credentials | { reason: string } {
+    const c = creds();
+    if ("reason" in c) return c;
+    return { headers: { Accept: "application/json", "User-Agent": userAgent, ...c.headers, ...extra }, tls: c.tls };
   }
 
   const messageOf = (parsed: unknown) => {
@@ -71,36 +90,41 @@ export function serviceAccountClient(o: { host: string; port: string; serviceAcc
     return typeof m === "string" ? m.slice(0, 300) : undefined;
   };
 
-  async function get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer> {
-    const c = credentials();
-    if ("reason" in c) return { kind: "unreachable", reason: c.reason };
+  async function request(method: string, path: string, timeoutMs: number, ro: { body?: unknown; signal?: AbortSignal } = {}): Promise<RawAnswer> {
+    const c = credentials(ro.body !== undefined ? { "Content-Type": "application/json" } : {});
+    if ("reason" in c) return { kind: "unreachable", reason: c.reason, timedOut: false };
     const bound = AbortSignal.timeout(timeoutMs);
-    let res: Response;
-    let body: string;
     try {
-      res = await fetch(`${server}${path}`, {
+      const res = await fetch(`${server}${path}`, {
+        method,
         headers: c.headers,
-        signal: signal ? AbortSignal.any([signal, bound]) : bound,
-        tls: { ca: c.ca },
+        signal: ro.signal ? AbortSignal.any([ro.signal, bound]) : bound,
+        tls: c.tls,
         redirect: "error",
+        ...(ro.body !== undefined ? { body: JSON.stringify(ro.body) } : {}),
       } as RequestInit);
-      body = await res.text();
+      return { kind: "answer", status: res.status, body: await res.text() };
     } catch (e) {
       const err = e as Error;
       const timedOut = bound.aborted || err.name === "TimeoutError";
-      return { kind: "unreachable", reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message };
+      return { kind: "unreachable", reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message, timedOut };
     }
+  }
+
+  async function get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer> {
+    const a = await request("GET", path, timeoutMs, signal ? { signal } : {});
+    if (a.kind === "unreachable") return { kind: "unreachable", reason: a.reason };
     let parsed: unknown;
     try {
-      parsed = JSON.parse(body);
+      parsed = JSON.parse(a.body);
     } catch {
       parsed = undefined;
     }
-    if (res.status === 200) {
+    if (a.status === 200) {
       return parsed === undefined ? { kind: "unreachable", reason: `${path}: an answer that is not JSON` } : { kind: "object", object: parsed };
     }
     const message = messageOf(parsed);
-    return { kind: "status", status: res.status, ...(message ? { message } : {}) };
+    return { kind: "status", status: a.status, ...(message ? { message } : {}) };
   }
 
   async function watch(path: string, onEvent: (e: WatchEvent) => void, signal: AbortSignal, idleMs = 0): Promise<WatchEnd> {
@@ -121,7 +145,7 @@ export function serviceAccountClient(o: { host: string; port: string; serviceAcc
     };
     try {
       arm();
-      const res = await fetch(`${server}${path}`, { headers: c.headers, signal: all, tls: { ca: c.ca }, redirect: "error" } as RequestInit);
+      const res = await fetch(`${server}${path}`, { headers: c.headers, signal: all, tls: c.tls, redirect: "error" } as RequestInit);
       if (res.status !== 200) {
         let parsed: unknown;
         try {
@@ -167,5 +191,5 @@ export function serviceAccountClient(o: { host: string; port: string; serviceAcc
     }
   }
 
-  return { server, get, list: get, watch };
+  return { server, request, get, list: get, watch };
 }
