@@ -45,7 +45,7 @@ function podSource(api: KubeClient, nodeName: string | undefined, log: Log, sign
     return { lookup: apiPodLookup(api) };
   }
   const cache = new WatchCache(api, { nodeName, log });
-  void cache.run(signal);
+  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; lookups now wait for the watch in vain and then GET`));
   return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 

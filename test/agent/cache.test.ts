@@ -3,7 +3,7 @@
 // streams): sync, pods created after sync, UIDs, one shared GET, 410 and relist, dropped
 // watches, an outage, bookmarks. Every API request is counted by the stand-in.
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { backoffMs, type InformerTiming, WatchCache } from "../../internal/io/watch-cache.ts";
@@ -221,6 +221,26 @@ describe("the watch cache", () => {
     await until(() => api.watches() === 2, "watching again");
     const last = api.requests.filter((r) => r.path === "/api/v1/pods" && r.query.includes("watch=1")).at(-1)!;
     expect(new URLSearchParams(last.query).get("resourceVersion")).toBe(String(api.resourceVersion()));
+  });
+});
+
+describe("the agent's Kubernetes client", () => {
+  test("reads the service account's token again when kubelet rotates it, and sends it on lists, watches and GETs", async () => {
+    const { api } = await setup();
+    const u = new URL(api.url);
+    const client = serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: dir! });
+    expect((await client.get("/api/v1/namespaces/emojivoto", 2000)).kind).toBe("object");
+    // kubelet writes a new file and swaps it in (a new inode): the next request carries it.
+    writeFileSync(join(dir!, "token.new"), "rotated-token\n");
+    renameSync(join(dir!, "token.new"), join(dir!, "token"));
+    const seen = api.requests.length;
+    expect(await client.get("/api/v1/namespaces/emojivoto", 2000)).toMatchObject({ kind: "status", status: 401 });
+    expect(api.requests.slice(seen).map((r) => r.authorization)).toEqual(["Bearer rotated-token"]);
+    const ended = await client.watch("/api/v1/namespaces?watch=1&resourceVersion=1", () => {}, AbortSignal.timeout(2000));
+    expect(ended).toMatchObject({ kind: "status", status: 401 });
+    // A service account that cannot be read is an answer, not an exception.
+    const none = serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: join(dir!, "nowhere") });
+    expect(await none.get("/api/v1/namespaces/emojivoto", 2000)).toMatchObject({ kind: "unreachable", reason: expect.stringContaining("cannot read the service account") });
   });
 });
 
