@@ -235,6 +235,13 @@ describe("the agent's socket", () => {
     expect((await ask("/v1/pods/Emojivoto/web-1")).status).toBe(400);
     const s = await status();
     expect(s.cache).toMatchObject({ pods: { synced: true, objects: 1, lists: 1 }, namespaces: { synced: true }, lookups: { cache: 1, api: 1, failed: 3 } });
+    const { samples } = checkExposition(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+    expect(samples.get("meshcni_agent_cached_pods")).toBe(1);
+    expect(samples.get('meshcni_agent_cache_synced{resource="pods"}')).toBe(1);
+    expect(samples.get('meshcni_agent_cache_synced{resource="namespaces"}')).toBe(1);
+    expect(samples.get('meshcni_agent_cache_lists_total{resource="pods"}')).toBe(1);
+    expect(samples.get('meshcni_agent_lookups_total{answer="cache"}')).toBe(1);
+    expect(samples.get('meshcni_agent_lookups_total{answer="api"}')).toBe(1);
     cluster.api.deletePod("emojivoto", "web-1");
     cluster.api.deletePod("emojivoto", "unbound");
   }, 30_000);
