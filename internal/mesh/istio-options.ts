@@ -119,8 +119,12 @@ function interfaceList(key: string, raw: string): string[] {
   return out;
 }
 
-function envOf(c: Container | undefined, name: string): string | undefined {
-  const e = c?.env?.find((x) => x.name === name);
+/**
+ * A container's env var as the container sees it: when a name is listed twice the last entry
+ * wins, as in Kubernetes. An entry without `value` (valueFrom) reads as unset.
+ */
+export function envOf(c: Container | undefined, name: string): string | undefined {
+  const e = c?.env?.findLast((x) => x.name === name);
   return e?.value ?? undefined;
 }
 
