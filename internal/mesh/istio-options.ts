@@ -82,18 +82,36 @@ export function parseGoBool(raw: string | undefined | null): boolean | undefined
   return undefined;
 }
 
+// The lists are read as istio-cni reads them: split on ",", no empty item (a doubled or
+// trailing comma fails), ports trimmed, CIDRs taken as written (a space around one fails), "*"
+// only when it is the whole value exactly.
+
 function portList(key: string, raw: string): number[] {
-  const r = parsePortList(raw, true);
-  if (r.bad !== undefined) throw invalidItem(key, raw, r.bad, "a port (0-65535); the value is a comma-separated list of ports");
-  return [...new Set(r.ports.map((p) => p.from))];
+  if (raw.trim() === "") return [];
+  const ports: number[] = [];
+  for (const item of raw.trim().split(",")) {
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
+    const r = parsePortList([item.trim()], true);
+    if (r.bad !== undefined) throw invalidItem(key, raw, item, "a port (0-65535); the value is a comma-separated list of ports");
+    ports.push(r.ports[0]!.from);
+  }
+  return [...new Set(ports)];
 }
 
 function portListOrAll(key: string, raw: string): "*" | number[] {
-  return raw.trim() === "*" ? "*" : portList(key, raw);
+  return raw === "*" ? "*" : portList(key, raw);
 }
 
 function cidrList(key: string, raw: string): Cidr[] {
-  const r = parseCidrList(raw);
+  if (raw === "") return [];
+  const items = raw.split(",");
+  for (const item of items) {
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
+    if (item !== item.trim()) {
+      throw invalid(key, raw, `${JSON.stringify(item)} has spaces around it; write the list without spaces, e.g. 10.96.0.0/12,10.244.0.0/16`);
+    }
+  }
+  const r = parseCidrList(items);
   if (r.bad !== undefined) {
     throw invalidItem(key, raw, r.bad, "a CIDR such as 10.96.0.0/12 or fd00::/8 (a single address needs /32 or /128)");
   }
@@ -110,8 +128,9 @@ export function parseInterfaceName(raw: string): string | undefined {
 
 function interfaceList(key: string, raw: string): string[] {
   const out: string[] = [];
+  if (raw === "") return out;
   for (const item of raw.split(",")) {
-    if (item.trim() === "") continue;
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
     const name = parseInterfaceName(item);
     if (!name) throw invalidItem(key, raw, item, "an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)");
     if (!out.includes(name)) out.push(name);
@@ -166,7 +185,7 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
 
   let includeOutboundIPRanges: "*" | Cidr[] = "*";
   const incIp = get(A.includeOutboundIPRanges);
-  if (incIp !== undefined) includeOutboundIPRanges = incIp.trim() === "*" ? "*" : cidrList(A.includeOutboundIPRanges, incIp);
+  if (incIp !== undefined) includeOutboundIPRanges = incIp === "*" ? "*" : cidrList(A.includeOutboundIPRanges, incIp);
   const excIpRaw = get(A.excludeOutboundIPRanges);
   if (excIpRaw !== undefined && excIpRaw.trim() === "*") {
     throw invalid(A.excludeOutboundIPRanges, excIpRaw, "\"*\" is not allowed here; to capture no outbound traffic set includeOutboundIPRanges to \"\"");
