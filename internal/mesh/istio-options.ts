@@ -198,9 +198,11 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   // Istio appends the proxy's own ports to whatever the annotation says, then de-duplicates.
   const excIn = get(A.excludeInboundPorts);
   const excInParsed = excIn === undefined ? [] : portListOrAll(A.excludeInboundPorts, excIn);
-  // "*" (every inbound port excluded) means what it says: no inbound capture. istio-iptables
-  // would pass "*" on to iptables and fail; meshcni honours the request instead.
-  if (excInParsed === "*") includeInboundPorts = [];
+  // The exclude list only matters when every inbound port is included: an explicit include
+  // list is captured as it is, whatever the exclude list says (Istio's order). Excluding "*"
+  // from "*" means no inbound capture: istio-iptables would pass "*" on to iptables and fail;
+  // meshcni honours the request instead.
+  if (excInParsed === "*" && includeInboundPorts === "*") includeInboundPorts = [];
   const excludeInboundPorts = [...new Set([...(excInParsed === "*" ? [] : excInParsed), ...ALWAYS_EXCLUDED_INBOUND])];
 
   const incOut = get(A.includeOutboundPorts);
