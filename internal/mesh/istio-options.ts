@@ -5,7 +5,7 @@ import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, type Container, type Pod } from "../kube/objects.ts";
-import { type Cidr, parseCidrList, parseIPv6 } from "../net/cidr.ts";
+import { type Cidr, parseCidrList, parseIPv4, parseIPv6 } from "../net/cidr.ts";
 import { parsePortList } from "../net/ports.ts";
 
 export const ISTIO_PROXY = "istio-proxy";
@@ -58,7 +58,9 @@ export interface IstioOptions {
   dnsCapture: boolean;
   /** INVALID_DROP: drop conntrack-INVALID packets instead of resetting connections. */
   dropInvalid: boolean;
-  /** The pod has an IPv6 address: rules for ip6tables too. */
+  /** ISTIO_DUAL_STACK on istio-proxy: the proxy listens on IPv4 and IPv6. */
+  dualStack: boolean;
+  /** IPv6 rules too (see wantsIPv6). */
   ipv6: boolean;
 }
 
@@ -152,16 +154,36 @@ export function istioProxy(pod: Pod): Container | undefined {
   return allContainers(pod).find((c) => c.name === ISTIO_PROXY);
 }
 
-/** A global (not loopback or link-local) IPv6 address among the pod's addresses. */
-export function hasIPv6(addresses: readonly string[]): boolean {
-  return addresses.some((a) => {
-    const b = parseIPv6(a);
-    if (!b) return false;
-    const loopback = b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
-    const linkLocal = b[0] === 0xfe && (b[1]! & 0xc0) === 0x80;
-    const unspecified = b.every((x) => x === 0);
-    return !loopback && !linkLocal && !unspecified;
-  });
+/**
+ * The family of an address istio-iptables looks at (not loopback, link-local or unspecified;
+ * an IPv4-mapped IPv6 address counts as IPv4), or undefined for one it skips.
+ */
+function globalFamily(address: string): 4 | 6 | undefined {
+  const v4 = parseIPv4(address);
+  const b = v4 ?? parseIPv6(address);
+  if (!b) return undefined;
+  const mapped = !v4 && b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
+  if (v4 || mapped) {
+    const [a, c] = mapped ? [b[12]!, b[13]!] : [b[0]!, b[1]!];
+    if (a === 127 || (a === 169 && c === 254) || (a === 0 && (mapped ? b.slice(12) : b).every((x) => x === 0))) return undefined;
+    return 4;
+  }
+  const loopback = b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
+  const linkLocal = b[0] === 0xfe && (b[1]! & 0xc0) === 0x80;
+  const linkLocalMulticast = b[0] === 0xff && (b[1]! & 0x0f) === 0x02;
+  const unspecified = b.every((x) => x === 0);
+  return loopback || linkLocal || linkLocalMulticast || unspecified ? undefined : 6;
+}
+
+/**
+ * Whether istio-iptables would write IPv6 rules: with ISTIO_DUAL_STACK when the pod has a
+ * global IPv6 address; without it only when the pod has no global IPv4 address (istio-iptables
+ * takes the first address the kernel lists, and the kernel lists IPv4 addresses first), so a
+ * dual-stack pod whose Envoy listens on IPv4 only gets IPv4 rules only.
+ */
+export function wantsIPv6(addresses: readonly string[], dualStack: boolean): boolean {
+  const families = addresses.map(globalFamily);
+  return dualStack ? families.includes(6) : families.includes(6) && !families.includes(4);
 }
 
 /**
@@ -219,6 +241,8 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
     ? interfaceList(A.rerouteVirtualInterfaces, reroute)
     : kubevirt !== undefined ? interfaceList(A.kubevirtInterfaces, kubevirt) : [];
 
+  const dualStack = parseGoBool(envOf(proxy, "ISTIO_DUAL_STACK")) === true;
+
   // OpenShift runs the proxy under a random UID: take it from the container, unless unset or root.
   const sc = proxy?.securityContext;
   const proxyUid = sc?.runAsUser ? sc.runAsUser : s["proxy-uid"];
@@ -248,6 +272,7 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
     // Unparsable values count as false (Istio only warns about them).
     dnsCapture: parseGoBool(envOf(proxy, "ISTIO_META_DNS_CAPTURE")) === true,
     dropInvalid: parseGoBool(envOf(proxy, "INVALID_DROP")) === true,
-    ipv6: hasIPv6(podAddresses),
+    dualStack,
+    ipv6: wantsIPv6(podAddresses, dualStack),
   };
 }
