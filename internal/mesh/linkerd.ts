@@ -62,10 +62,25 @@ function cidrs(what: string, items: string | readonly string[]): Cidr[] {
   return r.cidrs;
 }
 
+/**
+ * A proxy-uid/proxy-gid annotation, taken as written: " 2103" is not trimmed. Linkerd's
+ * injector ignores such a value (the proxy then runs as the configured default) and linkerd-cni
+ * fails the pod on it; meshcni fails the pod too, saying why.
+ */
 function id(what: string, raw: string): number {
-  const s = raw.trim();
-  if (!/^[0-9]{1,10}$/.test(s) || Number(s) > 4294967294) throw invalid(what, raw, raw, "a user or group id (a whole number)");
-  return Number(s);
+  if (!/^[0-9]{1,10}$/.test(raw) || Number(raw) > 4294967294) {
+    throw invalid(what, raw, raw, "a user or group id (digits only, no spaces or sign; Linkerd's injector ignores such a value and runs the proxy as its default)");
+  }
+  return Number(raw);
+}
+
+/** A securityContext id the proxy runs as, when set (0, root, counts as unset: it is never exempted). */
+function runAs(what: string, n: number | null | undefined): number | undefined {
+  if (n === undefined || n === null || n === 0) return undefined;
+  if (!Number.isInteger(n) || n < 0 || n > 4294967294) {
+    throw new CniError(Code.InvalidConfig, `invalid ${LINKERD_PROXY} securityContext.${what}`, `${n} is not a user or group id; nothing was applied`);
+  }
+  return n;
 }
 
 /** Options from the conflist entry alone (no pod): the settings `install-cni` wrote. */
@@ -100,10 +115,16 @@ export function linkerdOptions(input: PlanInput): LinkerdOptions {
   }
   const subnets = get(Annotations.skipSubnets);
   if (subnets !== undefined) o.subnetsToIgnore = cidrs(`annotation ${Annotations.skipSubnets}`, subnets);
+  // The ids exempted are the ones the proxy runs as: linkerd-proxy's securityContext when set
+  // (the injector writes runAsUser always, runAsGroup when a proxy GID is configured), else the
+  // annotation, else the config. An annotation is validated even when the container overrides it.
   const uid = get(Annotations.proxyUid);
   if (uid !== undefined) o.proxyUid = id(`annotation ${Annotations.proxyUid}`, uid);
   const gid = get(Annotations.proxyGid);
   if (gid !== undefined) o.proxyGid = id(`annotation ${Annotations.proxyGid}`, gid);
+  const sc = allContainers(pod).find((c) => c.name === LINKERD_PROXY)?.securityContext;
+  o.proxyUid = runAs("runAsUser", sc?.runAsUser) ?? o.proxyUid;
+  o.proxyGid = runAs("runAsGroup", sc?.runAsGroup) ?? o.proxyGid;
   if (pod.metadata.labels?.[CONTROL_PLANE_LABEL]) {
     o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...API_SERVER_PORTS];
   }
