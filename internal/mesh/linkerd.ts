@@ -2,7 +2,7 @@
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
-import { allContainers, annotation, type Pod } from "../kube/objects.ts";
+import { allContainers, annotation, type Pod, type Service } from "../kube/objects.ts";
 import { type Cidr, parseCidrList } from "../net/cidr.ts";
 import { groupMultiport, parsePortList, type PortRange } from "../net/ports.ts";
 import { type Family, type RuleSet, RuleSetBuilder } from "../rules/model.ts";
@@ -24,6 +24,27 @@ export const Annotations = {
 const CONTROL_PLANE_LABEL = "linkerd.io/control-plane-component";
 /** Control-plane pods talk to the API server directly; linkerd-cni's fallback ports for it. */
 const API_SERVER_PORTS: PortRange[] = [{ from: 443, to: 443 }, { from: 6443, to: 6443 }];
+
+export function isControlPlane(pod: Pod): boolean {
+  return Boolean(pod.metadata.labels?.[CONTROL_PLANE_LABEL]);
+}
+
+/**
+ * The API server's ports as linkerd-cni skips them for control-plane pods: each `port` of the
+ * `default/kubernetes` Service and its `targetPort` when a number (minikube: 443 and 8443).
+ * 443 and 6443 when the Service could not be read or names no port.
+ */
+export function apiServerPorts(svc: Service | null | undefined): PortRange[] {
+  const out: PortRange[] = [];
+  const add = (p: unknown) => {
+    if (typeof p === "number" && Number.isInteger(p) && p >= 1 && p <= 65535) out.push({ from: p, to: p });
+  };
+  for (const p of svc?.spec?.ports ?? []) {
+    add(p.port);
+    add(p.targetPort);
+  }
+  return out.length > 0 ? out : API_SERVER_PORTS;
+}
 
 /** Everything the Linkerd rules depend on, validated. */
 export interface LinkerdOptions {
@@ -125,8 +146,8 @@ export function linkerdOptions(input: PlanInput): LinkerdOptions {
   const sc = allContainers(pod).find((c) => c.name === LINKERD_PROXY)?.securityContext;
   o.proxyUid = runAs("runAsUser", sc?.runAsUser) ?? o.proxyUid;
   o.proxyGid = runAs("runAsGroup", sc?.runAsGroup) ?? o.proxyGid;
-  if (pod.metadata.labels?.[CONTROL_PLANE_LABEL]) {
-    o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...API_SERVER_PORTS];
+  if (isControlPlane(pod)) {
+    o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...apiServerPorts(input.kubernetesService)];
   }
   return o;
 }
@@ -185,6 +206,7 @@ export const linkerdProfile: MeshProfile = {
   ownedChains: [{ table: "nat", name: REDIRECT_CHAIN }, { table: "nat", name: OUTPUT_CHAIN }],
   annotationKeys: Object.values(Annotations),
   decide: decideLinkerd,
+  needsKubernetesService: isControlPlane,
   plan(input: PlanInput): Redirect {
     const o = linkerdOptions(input);
     const rulesets = [buildLinkerdRules(o, 4)];

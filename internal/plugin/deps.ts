@@ -1,7 +1,7 @@
 // The boundary between the plugin's logic and the host: everything that touches the system is
 // behind these interfaces, implemented in internal/io and replaced by fakes in tests.
 import type { PluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import type { Family } from "../rules/model.ts";
 import type { Logger } from "./log.ts";
@@ -16,6 +16,7 @@ export interface ExecResult {
 export interface KubeClient {
   getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;
   getNamespace(name: string, signal: AbortSignal): Promise<Namespace>;
+  getService(namespace: string, name: string, signal: AbortSignal): Promise<Service>;
 }
 
 /** iptables and ip inside one pod network namespace. */

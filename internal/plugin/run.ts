@@ -6,9 +6,9 @@ import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
-import { type MeshProfile, needsNamespace, type Redirect } from "../mesh/profile.ts";
+import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
 import type { PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
@@ -37,7 +37,7 @@ interface Ctx {
 
 type Target =
   | { redirect: false; reason: string }
-  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; name: string };
+  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; kubernetesService?: Service | null; name: string };
 
 /**
  * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
@@ -59,12 +59,23 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
   if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}` };
   const target: Target = { redirect: true, reason: `pod ${name}: ${decision.reason}`, pod, name };
   if (needsNamespace(profile, pod)) target.namespace = await kube.getNamespace(k8s.podNamespace, signal);
+  // Only for the pods that need it (Linkerd's control plane): one more GET, never fatal.
+  if (profile.needsKubernetesService?.(pod)) {
+    try {
+      target.kubernetesService = await kube.getService("default", "kubernetes", signal);
+    } catch (e) {
+      ctx.log.warn(`could not read service default/kubernetes, skipping the API server's usual ports: ${(e as Error).message}`);
+      target.kubernetesService = null;
+    }
+  }
   return target;
 }
 
 function plan(ctx: Ctx, target: Target & { redirect: true }): Redirect {
-  const input = { conf: ctx.conf, pod: target.pod, podAddresses: resultAddresses(ctx.conf.prevResult) };
-  return ctx.profile.plan(target.namespace ? { ...input, namespace: target.namespace } : input);
+  const input: PlanInput = { conf: ctx.conf, pod: target.pod, podAddresses: resultAddresses(ctx.conf.prevResult) };
+  if (target.namespace) input.namespace = target.namespace;
+  if (target.kubernetesService !== undefined) input.kubernetesService = target.kubernetesService;
+  return ctx.profile.plan(input);
 }
 
 async function netnsOf(ctx: Ctx): Promise<string> {

@@ -4,15 +4,17 @@ import { describe, expect, test } from "bun:test";
 import { CniError } from "../../internal/cni/errors.ts";
 import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
 import type { PlanInput } from "../../internal/mesh/profile.ts";
+import { parseService } from "../../internal/kube/objects.ts";
 import { renderPayloads } from "../../internal/plugin/payloads.ts";
 import { expectGolden } from "../support/golden.ts";
 import { listCases, readCase, RULES_DIR } from "./cases.ts";
 
-function planInput(name: string): { input: PlanInput; about?: string; decision: ReturnType<typeof linkerdProfile.decide> } {
+function planInput(name: string): { input: PlanInput; about?: string; decision: ReturnType<typeof linkerdProfile.decide>; asks: boolean; has: boolean } {
   const { input, pod, namespace, conf } = readCase(name);
   const plan: PlanInput = { conf, pod, podAddresses: input.podAddresses ?? ["10.244.1.12"] };
   if (namespace) plan.namespace = namespace;
-  return { input: plan, about: input.about, decision: linkerdProfile.decide(pod, conf) };
+  if ("kubernetesService" in input) plan.kubernetesService = parseService(input.kubernetesService) ?? null;
+  return { input: plan, about: input.about, decision: linkerdProfile.decide(pod, conf), asks: linkerdProfile.needsKubernetesService!(pod), has: "kubernetesService" in input };
 }
 
 function renderCase(name: string): string {
@@ -37,4 +39,11 @@ describe("linkerd rules goldens", () => {
       expectGolden(`${RULES_DIR}/${name}.golden`, renderCase(name));
     });
   }
+
+  test("the kubernetes Service is asked for exactly for control-plane pods (the cases that give one)", () => {
+    for (const name of cases) {
+      const { asks, has } = planInput(name);
+      expect(asks, name).toBe(has);
+    }
+  });
 });
