@@ -23,6 +23,8 @@ export interface KubeClient {
 export interface Firewall {
   /** e.g. "nft" or "legacy", for logs. */
   readonly backend: string;
+  /** Set when the configured iptables-mode's binaries are missing and another backend is used. */
+  readonly warning?: string;
   restore(family: Family, payload: string, signal: AbortSignal): Promise<ExecResult>;
   save(family: Family, signal: AbortSignal): Promise<ExecResult>;
   ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;

@@ -108,6 +108,7 @@ async function add(ctx: Ctx): Promise<string> {
     return stdout;
   }
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  if (fw.warning) log.warn(fw.warning);
   await applyRedirect(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
   log.debug(`applied:\n${renderPayloads(redirect)}`);
@@ -126,6 +127,7 @@ async function check(ctx: Ctx): Promise<string> {
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  if (fw.warning) log.warn(fw.warning);
   const problems = await verifyRedirect(fw, redirect, ctx.signal);
   if (problems.length > 0) {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
