@@ -47,6 +47,8 @@ export const istioProfile: MeshProfile = {
   cleanupIpCommands: ISTIO_CLEANUP_IP_COMMANDS,
   ownsBuiltinRule: ownsIstioBuiltinRule,
   decide: decideIstio,
+  // IPv6 rules or not depends on the pod's addresses (wantsIPv6).
+  readsPodAddresses: true,
   plan(input: PlanInput): Redirect {
     const o = parseIstioOptions(input.conf, input.pod, input.podAddresses);
     const families: Family[] = o.ipv6 ? [4, 6] : [4];

@@ -50,6 +50,11 @@ export interface MeshProfile {
    */
   readonly ownsBuiltinRule?: (table: Table, chain: string, args: string) => boolean;
   decide(pod: Pod, conf: PluginConf): Decision;
+  /**
+   * Whether plan() depends on the pod's addresses: without any in the previous result they are
+   * then read inside the pod's network namespace.
+   */
+  readonly readsPodAddresses?: boolean;
   /** Whether plan() wants the `default/kubernetes` Service for this pod (one more API call). */
   needsKubernetesService?(pod: Pod): boolean;
   /** Builds the rules; throws CniError code 7 naming an invalid annotation or setting. */

@@ -38,6 +38,8 @@ export interface PluginDeps {
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
   netnsExists(path: string): Promise<boolean>;
+  /** The addresses inside a network namespace, in the kernel's order (no prefix length). */
+  podAddresses(netns: string, signal: AbortSignal): Promise<string[]>;
   /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;

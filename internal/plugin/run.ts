@@ -71,8 +71,23 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
   return target;
 }
 
-function plan(ctx: Ctx, target: Target & { redirect: true }): Redirect {
-  const input: PlanInput = { conf: ctx.conf, pod: target.pod, podAddresses: resultAddresses(ctx.conf.prevResult) };
+/**
+ * The pod's addresses: the previous result's, else (for a profile that reads them) the ones in
+ * its network namespace. A namespace that is not there gives none: a dry run goes on with
+ * them, a real ADD fails on the namespace next.
+ */
+async function podAddresses(ctx: Ctx): Promise<string[]> {
+  const fromResult = resultAddresses(ctx.conf.prevResult);
+  const netns = ctx.args.netns;
+  if (fromResult.length > 0 || !ctx.profile.readsPodAddresses || !netns) return fromResult;
+  if (!(await ctx.deps.netnsExists(netns))) return fromResult;
+  const found = await ctx.deps.podAddresses(netns, ctx.signal);
+  ctx.log.debug(`the previous result names no address; in the pod's namespace: ${JSON.stringify(found)}`);
+  return found;
+}
+
+async function plan(ctx: Ctx, target: Target & { redirect: true }): Promise<Redirect> {
+  const input: PlanInput = { conf: ctx.conf, pod: target.pod, podAddresses: await podAddresses(ctx) };
   if (target.namespace) input.namespace = target.namespace;
   if (target.kubernetesService !== undefined) input.kubernetesService = target.kubernetesService;
   return ctx.profile.plan(input);
@@ -96,7 +111,7 @@ async function add(ctx: Ctx): Promise<string> {
     if (deps.dryRunFile) await deps.writeFile(deps.dryRunFile, "");
     return stdout;
   }
-  const redirect = plan(ctx, target);
+  const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
     await deps.writeFile(deps.dryRunFile, renderPayloads(redirect));
@@ -123,7 +138,7 @@ async function check(ctx: Ctx): Promise<string> {
     log.debug(`no rules expected: ${target.reason}`);
     return "";
   }
-  const redirect = plan(ctx, target);
+  const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
