@@ -76,6 +76,8 @@ export function buildClusterRole(): K8sObject {
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      // The plugin reads the API server's ports for Linkerd's control-plane pods.
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
     ],
   };
 }

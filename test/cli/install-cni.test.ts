@@ -111,12 +111,13 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces and reads nodes; the Role reads the agent's own DaemonSet", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service; the Role reads the agent's own DaemonSet", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
     const role = objs.find((o) => o.kind === "ClusterRole")!;
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
     ]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
