@@ -9,7 +9,14 @@ import { countLookup, countReport, newCounters, renderMetrics } from "../interna
 import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
 import { buildStatus } from "../internal/agent/status.ts";
 import { decideOnStop } from "../internal/agent/stop.ts";
-import type { CacheStatus, PodLookup } from "../internal/agent/types.ts";
+import type { CacheStatus, NodeView, PodLookup } from "../internal/agent/types.ts";
+import type { RepairConfig } from "../internal/agent/repair.ts";
+import { parsePluginConf } from "../internal/config/plugin-config.ts";
+import type { JsonObject } from "../internal/conflist/chain.ts";
+import { profileFor } from "../internal/mesh/index.ts";
+import { listedNodeView } from "../internal/io/agent-listview.ts";
+import { type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
+import { serviceAccountWriter } from "../internal/io/agent-write.ts";
 import { buildPluginEntry } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
@@ -39,6 +46,22 @@ function podSource(api: AgentApi): PodSource {
   return { lookup: apiPodLookup(api) };
 }
 
+/**
+ * The wiring point of the node's pods for repair and the startup taint. Until the watch cache is
+ * wired here, a LIST of the node's pods every few seconds (listedNodeView) stands in for it.
+ */
+function nodeView(api: AgentApi, node: string, log: Log): NodeView & { stop(): void } {
+  return listedNodeView(api, node, 3000, log);
+}
+
+/** Repair's settings from the flags and the plugin's own entry (its exclusions, its mesh). */
+function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): RepairConfig | string {
+  const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
+  const profile = profileFor(conf);
+  if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
+  return { mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName, graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate };
+}
+
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
 function drainFallbackLog(stateDir: string, log: Log): number {
   let printed = 0;
@@ -54,8 +77,9 @@ function drainFallbackLog(stateDir: string, log: Log): number {
   return printed;
 }
 
-async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, log: Log, signal: AbortSignal): Promise<number> {
+async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, entry: JsonObject, service: { host: string; port: string }, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
+  const chainedAtStart = inst.status().chain.current;
   const startedAt = new Date();
   const source = podSource(api);
   const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };
@@ -102,10 +126,27 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
     const r = inst.check();
     return socketProblem ? { ready: false, problems: [...r.problems, socketProblem] } : r;
   };
+
+  let repair: RepairLoop | undefined;
+  let view: (NodeView & { stop(): void }) | undefined;
+  const cfg = opts.nodeName ? repairConfig(opts, entry, opts.nodeName) : "no --node-name (env NODE_NAME)";
+  if (typeof cfg === "string") {
+    log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
+  } else {
+    view = nodeView(api, cfg.node, log);
+    repair = startRepair({
+      cfg, view, api, log, stateDir: opts.stateDir,
+      writer: serviceAccountWriter({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir }),
+      ready: () => inst.check().ready,
+      recordsSince: recordsSince(opts.stateDir, chainedAtStart, Date.now(), log),
+      ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),
+      intervalMs: 2000,
+    });
+  }
   const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, {
     check,
     metrics: () => renderMetrics({
-      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: 0,
+      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0,
       ...(source.status ? { cache: source.status() } : {}),
     }),
     status: () => buildStatus({
@@ -113,6 +154,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
       ...(opts.nodeName ? { node: opts.nodeName } : {}),
       ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
       ...(source.status ? { cache: source.status() } : {}),
+      ...(repair ? { repair: repair.status() } : {}),
       agent: { socket: opts.agentSocket, stateDir: opts.stateDir, startedAt: startedAt.toISOString(), uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000) },
     }),
   });
@@ -139,6 +181,8 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
     }, signal);
     return ok ? 0 : 1;
   } finally {
+    repair?.stop();
+    view?.stop();
     socket?.stop();
     health?.stop();
     if (undone) {
@@ -194,7 +238,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     }
     log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
     const api = serviceAccountApi({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir });
-    return await runAgent(opts, inst, api, log, stop.signal);
+    return await runAgent(opts, inst, api, entry, service, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);
     return 1;
