@@ -3,7 +3,7 @@
 import { buildPluginEntry, MESHES, type Mesh } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import {
-  DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
+  DEFAULT_DIRS, LOG_LEVELS, TAINT_KEY, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
   type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
@@ -57,6 +57,8 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
+  repair: { type: "string", arg: "MODE", default: "delete", choices: ["delete", "off"], help: "pods that started before meshcni was chained (or whose mesh validator failed): the agent deletes them, each with an Event (RBAC: delete pods, create events), or only reports them" },
+  "startup-taint": { type: "string", arg: "KEY", default: "none", help: "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)" },
 };
 
 /** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
@@ -192,6 +194,10 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): V
     set("priorityClassName", pc);
     set("healthPort", port(flags, "health-port"));
     set("podAnnotations", annotations(flags, "pod-annotation"));
+    set("repair", choice(flags, "repair", ["delete", "off"] as const));
+    const taint = str(flags, "startup-taint");
+    if (taint !== undefined && !TAINT_KEY.test(taint)) throw bad("startup-taint", taint, "is not a taint key ([prefix/]name)");
+    set("startupTaint", taint);
   }
   let values: Values;
   try {

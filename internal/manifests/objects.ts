@@ -67,15 +67,20 @@ export function buildServiceAccount(values: Values): K8sObject {
 /**
  * The agent watches its node's pods and all namespaces (the plugin, falling back, gets one pod and
  * its namespace) and, on SIGTERM, reads its node to see whether its DaemonSet still runs there.
+ * With repair on it deletes pods and posts Events on them; with a startup taint it patches its node.
  */
-export function buildClusterRole(): K8sObject {
+export function buildClusterRole(values: Values): K8sObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "ClusterRole",
     metadata: { name: NAMES.clusterRole, labels: commonLabels() },
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
-      { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["nodes"], verbs: values.startupTaint ? ["get", "patch"] : ["get"] },
+      ...(values.repair === "delete" ? [
+        { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ] : []),
     ],
   };
 }
@@ -169,6 +174,9 @@ export function buildDaemonSet(values: Values): K8sObject {
         "--agent-socket", CONTAINER.agentSocket,
         "--state-dir", CONTAINER.stateDir,
         "--health-port", String(values.healthPort),
+        // One argument each: a bare `off` is a boolean to YAML 1.1 readers (kubectl's).
+        `--repair=${values.repair}`,
+        ...(values.startupTaint ? [`--startup-taint=${values.startupTaint}`] : []),
       ],
       env: [
         { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
@@ -236,7 +244,7 @@ export function buildManifests(values: Values): K8sObject[] {
     ...(values.createNamespace ? [buildNamespace(values)] : []),
     buildServiceAccount(values),
     buildConfigMap(values),
-    buildClusterRole(),
+    buildClusterRole(values),
     buildClusterRoleBinding(values),
     buildRole(values),
     buildRoleBinding(values),

@@ -187,9 +187,9 @@ describe("check --pre", () => {
     expect(r.code).toBe(0);
     expectGolden("testdata/cli/check/pre-ok.golden", normalize(r.stdout));
     // One review per object to create, then one per verb the roles grant (pods and namespaces:
-    // get, list, watch; nodes: get; the DaemonSet: get).
+    // get, list, watch; nodes: get; the DaemonSet: get; repair's pods: delete, events: create).
     const reviews = api.requests.filter((q) => q.method === "POST");
-    expect(reviews.length).toBe(8 + 3 + 3 + 1 + 1);
+    expect(reviews.length).toBe(8 + 3 + 3 + 1 + 1 + 2);
   });
 
   test("no permission to create RBAC objects, and linkerd-cni installed", async () => {
