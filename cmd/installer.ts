@@ -48,10 +48,11 @@ function podSource(api: AgentApi): PodSource {
 
 /**
  * The wiring point of the node's pods for repair and the startup taint. Until the watch cache is
- * wired here, a LIST of the node's pods every few seconds (listedNodeView) stands in for it.
+ * wired here, a LIST of the node's pods (served from the API server's cache) every 10 s, or every
+ * --resync-seconds when that is shorter, stands in for it (listedNodeView).
  */
-function nodeView(api: AgentApi, node: string, log: Log): NodeView & { stop(): void } {
-  return listedNodeView(api, node, 3000, log);
+function nodeView(api: AgentApi, node: string, resyncSeconds: number, log: Log): NodeView & { stop(): void } {
+  return listedNodeView(api, node, Math.min(10, resyncSeconds) * 1000, log);
 }
 
 /** Repair's settings from the flags and the plugin's own entry (its exclusions, its mesh). */
@@ -133,7 +134,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
   if (typeof cfg === "string") {
     log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
   } else {
-    view = nodeView(api, cfg.node, log);
+    view = nodeView(api, cfg.node, opts.resyncSeconds, log);
     repair = startRepair({
       cfg, view, api, log, stateDir: opts.stateDir,
       writer: serviceAccountWriter({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir }),

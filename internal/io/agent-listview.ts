@@ -5,7 +5,8 @@ import type { NodeView } from "../agent/types.ts";
 import type { Log } from "../installer/deps.ts";
 import type { AgentApi } from "./agent-api.ts";
 
-export const nodePodsPath = (node: string) => `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}`;
+/** resourceVersion=0: served from the API server's watch cache, not from etcd. */
+export const nodePodsPath = (node: string) => `/api/v1/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${node}`)}&resourceVersion=0`;
 
 export interface ListedNodeView extends NodeView {
   stop(): void;

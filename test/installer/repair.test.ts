@@ -124,7 +124,7 @@ describe.skipIf(!isRoot())("repair on a node where pods started before meshcni w
     // The agent cannot list the node's pods at first: the taint must stay, nothing is deleted.
     cluster.api.faults.set("/api/v1/pods", { kind: "status", code: 503 });
     const port = freePort();
-    const agent = startInstaller(dirs, ["--plugin-binary", PLUGIN, "--dest-net-dir", dirs.net, "--health-port", String(port), "--repair-grace-seconds", "1", "--startup-taint", TAINT], cluster.env);
+    const agent = startInstaller(dirs, ["--plugin-binary", PLUGIN, "--dest-net-dir", dirs.net, "--health-port", String(port), "--repair-grace-seconds", "1", "--startup-taint", TAINT, "--resync-seconds", "3"], cluster.env);
     try {
       await until(() => isChainedIn(dirs, PRIMARY), 15_000, "meshcni chained").catch((e) => { throw new Error(`${e.message}\n${agent.log()}`); });
       await Bun.sleep(3500);
@@ -187,7 +187,7 @@ describe("--repair off", () => {
     writeFileSync(fake, "#!/bin/sh\n", { mode: 0o755 });
     const port = freePort();
     const before = writes.deleted.length;
-    const agent = startInstaller(dirs, ["--plugin-binary", fake, "--health-port", String(port), "--repair", "off", "--repair-grace-seconds", "0"], cluster.env);
+    const agent = startInstaller(dirs, ["--plugin-binary", fake, "--health-port", String(port), "--repair", "off", "--repair-grace-seconds", "0", "--resync-seconds", "3"], cluster.env);
     try {
       await agent.waitForLog(/repair: pod offns\/stray-1 bypasses the mesh \(--repair off: reported only\): started before meshcni was chained/, 20_000);
       const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
