@@ -15,7 +15,7 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import type { JsonObject } from "../internal/conflist/chain.ts";
 import { profileFor } from "../internal/mesh/index.ts";
 import { listedNodeView } from "../internal/io/agent-listview.ts";
-import { type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
+import { meshcniEntryIn, type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
 import { serviceAccountWriter } from "../internal/io/agent-write.ts";
 import { buildPluginEntry } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
@@ -80,7 +80,7 @@ function drainFallbackLog(stateDir: string, log: Log): number {
 
 async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, entry: JsonObject, service: { host: string; port: string }, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
-  const chainedAtStart = inst.status().chain.current;
+  const chainedAtStart = meshcniEntryIn(opts.hostNetDir);
   const startedAt = new Date();
   const source = podSource(api);
   const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };

@@ -31,6 +31,12 @@ export const DEFAULT_RATE_PER_MINUTE = 10;
 export const DELETED_MEMORY_MS = 10 * 60_000;
 /** Pods that started this long after the chain was in place went through it (at most the grace period). */
 export const SETTLE_MAX_MS = 5000;
+/**
+ * A pod is deleted only after it has been seen bypassing this long (at most the grace period):
+ * a sandbox made again (DEL removed the record, the next ADD has not written one yet) or a record
+ * being written is never mistaken for a pod that never went through the plugin.
+ */
+export const CONFIRM_MAX_MS = 10_000;
 
 export interface RepairConfig {
   mode: RepairMode;
@@ -110,8 +116,14 @@ function time(x: unknown): number | undefined {
 
 export const podKey = (p: PodRef): string => p.uid ?? `${p.namespace}/${p.name}`;
 
-/** Containers whose runtime state says the sandbox was made (one ran or runs). */
+/**
+ * Whether the pod's sandbox exists. PodReadyToStartContainers, where kubelet reports it, says so
+ * (False while a sandbox is being made again); without it, a container that ran or runs, or
+ * phase Running.
+ */
 function sandboxEvidence(status: Obj): string | undefined {
+  const ready = arr(status.conditions).map(obj).find((c) => c.type === "PodReadyToStartContainers");
+  if (ready) return ready.status === "True" ? "PodReadyToStartContainers is True" : undefined;
   const statuses = [...arr(status.initContainerStatuses), ...arr(status.containerStatuses)].map(obj);
   for (const c of statuses) {
     const state = obj(c.state);
@@ -119,8 +131,6 @@ function sandboxEvidence(status: Obj): string | undefined {
       return `container ${str(c.name) ?? "?"} has run`;
     }
   }
-  const ready = arr(status.conditions).map(obj).find((c) => c.type === "PodReadyToStartContainers");
-  if (ready?.status === "True") return "PodReadyToStartContainers is True";
   if (status.phase === "Running") return "phase Running";
   return undefined;
 }
@@ -188,6 +198,7 @@ export function judgePod(cfg: RepairConfig, raw: unknown, input: Omit<RepairInpu
 }
 
 const settleMs = (cfg: RepairConfig) => Math.min(cfg.graceMs, SETTLE_MAX_MS);
+export const confirmMs = (cfg: RepairConfig) => Math.min(cfg.graceMs, CONFIRM_MAX_MS);
 
 /** Forgets what no longer matters: deletions older than a minute (rate) or DELETED_MEMORY_MS (per pod). */
 function pruned(m: RepairMemory, now: number, current: Set<string>): RepairMemory {
@@ -230,7 +241,7 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
     let action: BypassingPod["action"];
     if (m.deleted[key] !== undefined) action = "deleted";
     else if (cfg.mode === "off") action = "reported";
-    else if (!active || m.recentDeletions.length + del.length >= cfg.ratePerMinute) action = "waiting";
+    else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || m.recentDeletions.length + del.length >= cfg.ratePerMinute) action = "waiting";
     else {
       del.push({ ...ref, reason });
       action = "deleted";

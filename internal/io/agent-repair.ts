@@ -3,9 +3,9 @@
 // on it first), logs each action, and keeps the memory for /status and /metrics. It also takes the
 // startup taint off the node once the chain, the binary and the view of the node's pods are
 // ready (internal/agent/taint.ts).
-import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { RECORDS_SINCE_FILE } from "../agent/protocol.ts";
-import { eventMessage, newRepairMemory, noteDeletions, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
+import { eventMessage, newRepairMemory, podKey, noteDeletions, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
 import { untaintPatch } from "../agent/taint.ts";
 import type { NodeView, RepairStatus } from "../agent/types.ts";
 import type { Log } from "../installer/deps.ts";
@@ -16,6 +16,28 @@ import { podPath } from "./kube-http.ts";
 
 export const EVENT_REASON = "MeshcniRepair";
 const WRITE_TIMEOUT_MS = 5000;
+
+/**
+ * Whether any CNI config in the host's folder already has a meshcni entry, whatever its settings
+ * (an earlier release's entry differs from this agent's): the node was meshed before this agent.
+ */
+export function meshcniEntryIn(hostNetDir: string): boolean {
+  let names: string[];
+  try {
+    names = readdirSync(hostNetDir).filter((n) => /\.(conf|conflist|json)$/.test(n));
+  } catch {
+    return false;
+  }
+  for (const n of names) {
+    try {
+      const c = JSON.parse(readFileSync(`${hostNetDir}/${n}`, "utf8")) as { type?: unknown; plugins?: { type?: unknown }[] };
+      if (c.type === "meshcni" || (Array.isArray(c.plugins) && c.plugins.some((p) => p?.type === "meshcni"))) return true;
+    } catch {
+      // not a config
+    }
+  }
+  return false;
+}
 
 /**
  * From when the records are complete. Written once: 0 on a node where meshcni was not chained
@@ -71,16 +93,17 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let memory: RepairMemory = newRepairMemory();
   let plan: RepairPlan | undefined;
   let chainSince: number | undefined;
-  let said = "";
+  const said = new Map<string, string>();
   let running = false;
   let again = false;
   let stopped = false;
   let untainted = d.startupTaint === undefined;
   let taintTries = 0;
 
-  const say = (level: "info" | "warn", text: string) => {
-    if (text !== said) log[level](text);
-    said = text;
+  /** Says each kind of thing once until it changes. */
+  const say = (kind: "repair" | "taint", level: "info" | "warn", text: string) => {
+    if (said.get(kind) !== text) log[level](text);
+    said.set(kind, text);
   };
 
   async function repairOne(ref: RepairPlan["delete"][number]): Promise<boolean> {
@@ -121,7 +144,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
     const key = d.startupTaint!;
     const got = await d.api.get(nodePath(cfg.node), WRITE_TIMEOUT_MS);
     if (got.kind !== "object") {
-      say("warn", `cannot read node ${cfg.node} to remove the startup taint ${key}: ${got.kind === "status" ? `answered ${got.status}` : got.reason}`);
+      say("taint", "warn", `cannot read node ${cfg.node} to remove the startup taint ${key}: ${got.kind === "status" ? `answered ${got.status}` : got.reason}`);
       return;
     }
     const patch = untaintPatch(got.object, key);
@@ -146,8 +169,8 @@ export function startRepair(d: RepairDeps): RepairLoop {
     if (!untainted && chainSince !== undefined && d.view.synced()) await untaint();
     plan = planRepair(cfg, memory, { pods: d.view.pods(), records: readRecords(d.stateDir).records, synced: d.view.synced(), chainSince, recordsSince: d.recordsSince, now });
     memory = plan.memory;
-    if (plan.waitingFor) say("info", `repair waits: ${plan.waitingFor}`);
-    else say("info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
+    if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`);
+    else say("repair", "info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
     if (cfg.mode === "off") {
       for (const b of plan.bypassing) if (memory.firstSeen[b.uid ?? `${b.namespace}/${b.name}`] === now) log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
     }
@@ -155,6 +178,9 @@ export function startRepair(d: RepairDeps): RepairLoop {
     const results = [];
     for (const ref of plan.delete) results.push({ ref, ok: await repairOne(ref) });
     memory = noteDeletions(memory, results, Date.now());
+    // What /status shows: a deletion that failed is tried again, within the rate.
+    const failed = new Set(results.filter((r) => !r.ok).map((r) => podKey(r.ref)));
+    plan = { ...plan, bypassing: plan.bypassing.map((b) => (failed.has(podKey(b)) ? { ...b, action: "waiting" as const } : b)) };
   }
 
   // One round at a time; a change during a round asks for one more.

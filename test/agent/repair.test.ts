@@ -3,7 +3,7 @@
 // deletes a healthy pod); the bypassing cases are found with their reason; the agent waits for
 // its cache, the chain and the grace period; the rate limit holds; off only reports.
 import { describe, expect, test } from "bun:test";
-import { newRepairMemory, noteDeletions, planRepair, type RepairConfig, type RepairInput, judgePod, repairStatus } from "../../internal/agent/repair.ts";
+import { confirmMs, newRepairMemory, noteDeletions, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair.ts";
 import type { PodRecord } from "../../internal/agent/protocol.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { istioProfile } from "../../internal/mesh/istio.ts";
@@ -22,6 +22,9 @@ const conf = (mesh: "linkerd" | "istio" = "linkerd") => parsePluginConf(JSON.str
 const CFG: RepairConfig = { mode: "delete", node: "node-a", conf: conf(), profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs: 30_000, ratePerMinute: 10 };
 
 let uidN = 0;
+let first0: Record<string, unknown> | undefined;
+/** One fixed pod (same UID on every call). */
+const pod0 = () => (first0 ??= meshedPod("web-0"));
 /** A Linkerd-injected pod in CNI mode (linkerd-network-validator, then linkerd-proxy as a native sidecar), running on node-a. */
 function meshedPod(name: string, over: { ns?: string; meta?: Record<string, unknown>; spec?: Record<string, unknown>; status?: Record<string, unknown>; startedAt?: number; init?: unknown[] } = {}): Record<string, unknown> {
   const uid = `7d0c${String(++uidN).padStart(4, "0")}-1111-4222-8333-${name.padEnd(12, "0").slice(0, 12).replace(/[^0-9a-f]/g, "a")}`;
@@ -69,16 +72,28 @@ const record = (p: Record<string, unknown>, over: Partial<PodRecord> = {}): PodR
 };
 
 const input = (pods: unknown[], over: Partial<RepairInput> = {}): RepairInput => ({ pods, records: [], synced: true, chainSince: CHAIN, recordsSince: 0, now: NOW, ...over });
+/** The memory of a round confirmMs earlier that saw the same pods bypassing (a deletion needs that). */
+const confirmed = (cfg: RepairConfig, inp: RepairInput): RepairMemory => planRepair(cfg, newRepairMemory(), { ...inp, now: inp.now - confirmMs(cfg) }).memory;
+const SEEN = iso(NOW - 10_000);
 const judge = (pod: unknown, over: Partial<RepairInput> = {}, cfg = CFG) => judgePod(cfg, pod, input([pod], over));
 
 describe("a pod that started before meshcni was chained", () => {
   test("no record, sandbox made, redirected by the profile: bypassing, deleted", () => {
     const pod = meshedPod("web-1");
-    expect(judge(pod)).toEqual({ kind: "bypassing", reason: "started before meshcni was chained (no record of an ADD; container linkerd-network-validator has run)" });
-    const plan = planRepair(CFG, newRepairMemory(), input([pod]));
+    expect(judge(pod)).toEqual({ kind: "bypassing", reason: "started before meshcni was chained (no record of an ADD; PodReadyToStartContainers is True)" });
+    const plan = planRepair(CFG, confirmed(CFG, input([pod])), input([pod]));
     expect(plan.active).toBe(true);
     expect(plan.delete).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), reason: expect.stringContaining("started before meshcni was chained") }]);
-    expect(plan.bypassing).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), reason: expect.any(String), action: "deleted", since: iso(NOW) }]);
+    expect(plan.bypassing).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), reason: expect.any(String), action: "deleted", since: SEEN }]);
+  });
+
+  test("seen bypassing for less than the confirmation time (10 s, at most the grace period): waiting", () => {
+    const first = planRepair(CFG, newRepairMemory(), input([pod0()]));
+    expect(first.delete).toEqual([]);
+    expect(first.bypassing.map((b) => [b.action, b.since])).toEqual([["waiting", iso(NOW)]]);
+    const later = planRepair(CFG, first.memory, input([pod0()], { now: NOW + 9_999 }));
+    expect(later.delete).toEqual([]);
+    expect(planRepair(CFG, first.memory, input([pod0()], { now: NOW + 10_000 })).delete.length).toBe(1);
   });
 
   const sandboxes: [string, Record<string, unknown>][] = [
@@ -91,6 +106,11 @@ describe("a pod that started before meshcni was chained", () => {
       expect(judge(meshedPod("web-2", { status })).kind).toBe("bypassing");
     });
   }
+
+  test("a sandbox being made again (PodReadyToStartContainers False, though phase Running and containers ran): kept", () => {
+    const pod = meshedPod("web-4", { status: { conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } });
+    expect(judge(pod)).toEqual({ kind: "ignore", why: "no sandbox yet (the plugin runs when it is made)" });
+  });
 
   test("no sandbox yet (Pending, nothing ran, PodReadyToStartContainers False): kept, the plugin runs when it is made", () => {
     const pod = meshedPod("web-3", { status: { phase: "Pending", initContainerStatuses: [{ name: "linkerd-network-validator", state: { waiting: { reason: "PodInitializing" } } }], containerStatuses: [], conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } });
@@ -168,7 +188,8 @@ describe("never repaired (no false repair)", () => {
 
   test("all of them together (and one real bypasser): only the bypasser is deleted", () => {
     const bad = meshedPod("web-bad");
-    const plan = planRepair(CFG, newRepairMemory(), input([...all.filter((p) => (p.metadata as { name?: string }).name !== "web-old"), bad], { records: records(all) }));
+    const inp = input([...all.filter((p) => (p.metadata as { name?: string }).name !== "web-old"), bad], { records: records(all) });
+    const plan = planRepair(CFG, confirmed(CFG, inp), inp);
     expect(plan.delete.map((d) => d.name)).toEqual(["web-bad"]);
     expect(plan.bypassing.map((d) => d.name)).toEqual(["web-bad"]);
   });
@@ -212,7 +233,7 @@ describe("when the agent acts", () => {
   test("rate limit: at most N deletions a minute; the rest wait, then go", () => {
     const cfg = { ...CFG, ratePerMinute: 3 };
     const pods = Array.from({ length: 5 }, (_, i) => meshedPod(`burst-${i}`));
-    let plan = planRepair(cfg, newRepairMemory(), input(pods));
+    let plan = planRepair(cfg, confirmed(cfg, input(pods)), input(pods));
     expect(plan.delete.length).toBe(3);
     expect(plan.bypassing.map((b) => b.action)).toEqual(["deleted", "deleted", "deleted", "waiting", "waiting"]);
     let mem = noteDeletions(plan.memory, plan.delete.map((ref) => ({ ref, ok: true })), NOW);
@@ -222,7 +243,7 @@ describe("when the agent acts", () => {
     plan = planRepair(cfg, mem, input(left, { now: NOW + 10_000 }));
     expect(plan.delete).toEqual([]);
     expect(plan.bypassing.map((b) => b.action)).toEqual(["waiting", "waiting"]);
-    expect(plan.bypassing[0]!.since).toBe(iso(NOW));
+    expect(plan.bypassing[0]!.since).toBe(SEEN);
     // A minute later: they go.
     plan = planRepair(cfg, plan.memory, input(left, { now: NOW + 61_000 }));
     expect(plan.delete.map((d) => d.name)).toEqual(["burst-3", "burst-4"]);
@@ -231,7 +252,7 @@ describe("when the agent acts", () => {
   });
 
   test("a failed deletion counts against the rate but not as a repair; a pod deleted once is not deleted again while the cache lags", () => {
-    let plan = planRepair(CFG, newRepairMemory(), input([pod]));
+    let plan = planRepair(CFG, confirmed(CFG, input([pod])), input([pod]));
     let mem = noteDeletions(plan.memory, [{ ref: plan.delete[0]!, ok: false }], NOW);
     expect([mem.repaired, mem.recentDeletions.length]).toEqual([0, 1]);
     plan = planRepair(CFG, mem, input([pod], { now: NOW + 1000 }));

@@ -5,7 +5,8 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { untaintPatch } from "../../internal/agent/taint.ts";
-import { recordsSince } from "../../internal/io/agent-repair.ts";
+import { writeFileSync } from "node:fs";
+import { meshcniEntryIn, recordsSince } from "../../internal/io/agent-repair.ts";
 
 const KEY = "meshcni.io/agent-not-ready";
 const node = (taints: unknown[] | undefined, rv: string | null = "812") => ({
@@ -48,6 +49,22 @@ describe("recordsSince", () => {
     try {
       expect(recordsSince(join(dir, "state"), true, 5000, log)).toBe(5000);
       expect(recordsSince(join(dir, "state"), true, 9000, log)).toBe(5000);
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+});
+
+describe("meshcniEntryIn: was the node meshed before this agent?", () => {
+  test("an earlier release's entry (other settings, no agent_socket) counts; other plugins and broken files do not", () => {
+    const dir = mkdtempSync(join(tmpdir(), "meshcni-net-"));
+    try {
+      expect(meshcniEntryIn(join(dir, "absent"))).toBe(false);
+      writeFileSync(join(dir, "10-calico.conflist"), JSON.stringify({ cniVersion: "0.3.1", name: "k8s-pod-network", plugins: [{ type: "calico" }, { type: "portmap" }] }));
+      writeFileSync(join(dir, "05-broken.conflist"), "{ not json");
+      expect(meshcniEntryIn(dir)).toBe(false);
+      writeFileSync(join(dir, "10-calico.conflist"), JSON.stringify({ cniVersion: "0.3.1", name: "k8s-pod-network", plugins: [{ type: "calico" }, { type: "meshcni", log_level: "debug", kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig" } }] }));
+      expect(meshcniEntryIn(dir)).toBe(true);
     } finally {
       rmSync(dir, { recursive: true });
     }
