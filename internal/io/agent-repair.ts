@@ -3,8 +3,8 @@
 // on it first), logs each action, and keeps the memory for /status and /metrics. It also takes the
 // startup taint off the node once the chain, the binary and the view of the node's pods are
 // ready (internal/agent/taint.ts).
-import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { RECORDS_SINCE_FILE } from "../agent/protocol.ts";
+import { mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
+import { CHAINED_SINCE_FILE, RECORDS_SINCE_FILE } from "../agent/protocol.ts";
 import { eventMessage, newRepairMemory, podKey, noteDeletions, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
 import { untaintPatch } from "../agent/taint.ts";
 import type { NodeView, RepairStatus } from "../agent/types.ts";
@@ -47,22 +47,31 @@ export function meshcniEntryIn(hostNetDir: string): boolean {
  */
 export function recordsSince(stateDir: string, chainedAtStart: boolean, now: number, log: Log): number {
   const path = `${stateDir}/${RECORDS_SINCE_FILE}`;
+  const noted = readNote(path);
+  if (noted !== undefined) return noted;
+  const since = chainedAtStart ? now : 0;
+  writeNote(path, since, log);
+  if (chainedAtStart) log.info(`meshcni was chained before this agent kept ${path}: pods that started before ${new Date(now).toISOString()} are not judged by a missing record`);
+  return since;
+}
+
+function readNote(path: string): number | undefined {
   try {
     const n = Number(readFileSync(path, "utf8").trim());
-    if (Number.isFinite(n) && n >= 0) return n;
+    return Number.isFinite(n) && n >= 0 ? n : undefined;
   } catch {
-    // absent
+    return undefined;
   }
-  const since = chainedAtStart ? now : 0;
+}
+
+function writeNote(path: string, value: number, log: Log): void {
   try {
-    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
-    writeFileSync(`${path}.tmp`, `${since}\n`);
+    mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true, mode: 0o700 });
+    writeFileSync(`${path}.tmp`, `${value}\n`);
     renameSync(`${path}.tmp`, path);
   } catch (e) {
     log.warn(`cannot write ${path}: ${(e as Error).message}`);
   }
-  if (chainedAtStart) log.info(`meshcni was chained before this agent kept ${path}: pods that started before ${new Date(now).toISOString()} are not judged by a missing record`);
-  return since;
 }
 
 export interface RepairDeps {
@@ -72,7 +81,12 @@ export interface RepairDeps {
   writer: AgentWriter;
   log: Log;
   stateDir: string;
-  /** The chain, the binary and the kubeconfig are current. */
+  /**
+   * meshcni's entry is in the config the runtime reads first: every sandbox made from then on goes
+   * through the plugin (or fails). A stale kubeconfig or binary makes ADDs fail, not skip.
+   */
+  chained(): boolean;
+  /** The chain, the binary and the kubeconfig are current (the startup taint waits for all). */
   ready(): boolean;
   recordsSince: number;
   startupTaint?: string;
@@ -93,6 +107,10 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let memory: RepairMemory = newRepairMemory();
   let plan: RepairPlan | undefined;
   let chainSince: number | undefined;
+  // Since when the chain has been in place, as an earlier agent saw it: a restart of the agent
+  // does not make the pods started meanwhile look as if they came before the chain.
+  const chainedNote = `${d.stateDir}/${CHAINED_SINCE_FILE}`;
+  let earlier = readNote(chainedNote);
   const said = new Map<string, string>();
   let running = false;
   let again = false;
@@ -164,9 +182,21 @@ export function startRepair(d: RepairDeps): RepairLoop {
 
   async function round(): Promise<void> {
     const now = Date.now();
-    if (!d.ready()) chainSince = undefined;
-    else chainSince ??= now;
-    if (!untainted && chainSince !== undefined && d.view.synced()) await untaint();
+    if (!d.chained()) {
+      if (chainSince !== undefined || earlier !== undefined) {
+        try {
+          unlinkSync(chainedNote);
+        } catch {
+          // absent
+        }
+      }
+      chainSince = earlier = undefined;
+    } else if (chainSince === undefined) {
+      chainSince = earlier !== undefined && earlier <= now ? earlier : now;
+      earlier = undefined;
+      writeNote(chainedNote, chainSince, log);
+    }
+    if (!untainted && chainSince !== undefined && d.ready() && d.view.synced()) await untaint();
     plan = planRepair(cfg, memory, { pods: d.view.pods(), records: readRecords(d.stateDir).records, synced: d.view.synced(), chainSince, recordsSince: d.recordsSince, now });
     memory = plan.memory;
     if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`);
