@@ -31,7 +31,9 @@ export interface ApiServerOptions {
   host?: string;
 }
 
-export type Handler = (req: ApiRequest, body: string) => { status: number; body: unknown } | undefined;
+/** A route's answer; `text` is sent as it is (text/plain) instead of `body` as JSON. */
+export type HandlerAnswer = { status: number; body: unknown; text?: string };
+export type Handler = (req: ApiRequest, body: string) => HandlerAnswer | undefined | Promise<HandlerAnswer | undefined>;
 
 export interface ApiServer {
   url: string;
@@ -107,7 +109,12 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       return;
     }
     for (const h of handlers) {
-      const out = h(entry, body);
+      const out = await h(entry, body);
+      if (out?.text !== undefined) {
+        res.writeHead(out.status, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(out.text) });
+        res.end(out.text);
+        return;
+      }
       if (out) return send(out.status, out.body);
     }
     const obj = req.method === "GET" ? objects.get(path) : undefined;
@@ -199,4 +206,48 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   };
   if (opts.token !== undefined) api.token = opts.token;
   return api;
+}
+
+// ---- the pod proxy ----------------------------------------------------------------------------
+// GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH, as kube-apiserver forwards it to the pod:
+// the pod's own answer passed through, a Status 503 "error trying to reach service" when the
+// pod does not answer, a Status 404 for a pod the route table does not know.
+
+export type PodProxyTarget =
+  /** A canned answer for every path of this pod (JSON body, or `text` as it is). */
+  | { status?: number; body?: unknown; text?: string }
+  /** Forwards to a real server (e.g. an agent's health port): "http://127.0.0.1:PORT". */
+  | { forward: string }
+  /** The dial fails, as for a pod whose process is down. */
+  | { unreachable: string };
+
+const PROXY_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/:]+)(?::(\d+))?\/proxy(\/.*)?$/;
+
+/** A Handler answering the pod proxy paths of the pods in `routes` (keyed "NS/NAME"). */
+export function podProxyHandler(routes: Map<string, PodProxyTarget>): Handler {
+  return async (req) => {
+    const m = PROXY_PATH.exec(req.path);
+    if (!m || req.method !== "GET") return undefined;
+    const [, ns, name, port, rest] = m;
+    const target = routes.get(`${ns}/${name}`);
+    if (!target) return { status: 404, body: status(404, "NotFound", `pods "${name}" not found`) };
+    if ("unreachable" in target) {
+      return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: dial tcp 10.244.0.10:${port ?? "80"}: ${target.unreachable}`) };
+    }
+    if ("forward" in target) {
+      try {
+        const res = await fetch(`${target.forward}${rest ?? "/"}`, { signal: AbortSignal.timeout(5000) });
+        const text = await res.text();
+        try {
+          return { status: res.status, body: JSON.parse(text) };
+        } catch {
+          return { status: res.status, body: null, text };
+        }
+      } catch (e) {
+        return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: ${(e as Error).message}`) };
+      }
+    }
+    if (target.text !== undefined) return { status: target.status ?? 200, body: null, text: target.text };
+    return { status: target.status ?? 200, body: target.body ?? {} };
+  };
 }
