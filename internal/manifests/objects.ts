@@ -141,6 +141,7 @@ function installerDirArgs(values: Values): string[] {
 }
 
 export function buildDaemonSet(values: Values): K8sObject {
+  const tolerations = [...values.tolerations, ...(values.startupTaint ? [{ key: values.startupTaint, operator: "Exists" }] : [])];
   const dirs = resolveDirs(values);
   const labels = { ...commonLabels(), "app.kubernetes.io/component": "node" };
   const securityContext: Record<string, unknown> = {
@@ -161,7 +162,8 @@ export function buildDaemonSet(values: Values): K8sObject {
     ...(values.imagePullSecrets.length ? { imagePullSecrets: values.imagePullSecrets } : {}),
     ...(Object.keys(values.nodeSelector).length ? { nodeSelector: values.nodeSelector } : {}),
     ...(Object.keys(values.affinity).length ? { affinity: values.affinity } : {}),
-    ...(values.tolerations.length ? { tolerations: values.tolerations } : {}),
+    // The startup taint is tolerated whatever `tolerations` says: the agent is what removes it.
+    ...(tolerations.length ? { tolerations } : {}),
     terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
     securityContext: { seccompProfile: { type: "RuntimeDefault" } },
     containers: [{

@@ -142,8 +142,10 @@ describe("install-cni objects", () => {
     expect(tainted.find((o) => o.kind === "ClusterRole")!.rules[1]).toEqual({ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] });
     const spec = tainted.find((o) => o.kind === "DaemonSet")!.spec.template.spec;
     expect(spec.containers[0].args.slice(-2)).toEqual(["--repair=off", "--startup-taint=meshcni.io/agent-not-ready"]);
-    // The DaemonSet tolerates every taint, the startup taint included.
-    expect(spec.tolerations).toEqual([{ operator: "Exists" }]);
+    // The startup taint is tolerated by name too, so narrower tolerations never lock the agent out.
+    expect(spec.tolerations).toEqual([{ operator: "Exists" }, { key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
+    const narrow = parseStream(runCli(["install-cni", "--startup-taint", "meshcni.io/agent-not-ready", "--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists"]).stdout);
+    expect(narrow.find((o) => o.kind === "DaemonSet")!.spec.template.spec.tolerations).toEqual([{ key: "dedicated", operator: "Exists" }, { key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
     const bad = runCli(["install-cni", "--startup-taint", "not a key"]);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain("--startup-taint");
