@@ -10,6 +10,12 @@ import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
 import { buildStatus } from "../internal/agent/status.ts";
 import { decideOnStop } from "../internal/agent/stop.ts";
 import type { CacheStatus, NodeView, PodLookup } from "../internal/agent/types.ts";
+import type { RepairConfig } from "../internal/agent/repair.ts";
+import { parsePluginConf } from "../internal/config/plugin-config.ts";
+import type { JsonObject } from "../internal/conflist/chain.ts";
+import { profileFor } from "../internal/mesh/index.ts";
+import { meshcniEntryIn, type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
+import { serviceAccountWriter } from "../internal/io/agent-write.ts";
 import { buildPluginEntry } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
@@ -49,6 +55,14 @@ function podSource(api: KubeClient, nodeName: string | undefined, log: Log, sign
   return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 
+/** Repair's settings from the flags and the plugin's own entry (its exclusions, its mesh). */
+function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): RepairConfig | string {
+  const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
+  const profile = profileFor(conf);
+  if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
+  return { mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName, graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate };
+}
+
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
 function drainFallbackLog(stateDir: string, log: Log): number {
   let printed = 0;
@@ -64,8 +78,9 @@ function drainFallbackLog(stateDir: string, log: Log): number {
   return printed;
 }
 
-async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, log: Log, signal: AbortSignal): Promise<number> {
+async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, entry: JsonObject, service: { host: string; port: string }, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
+  const chainedAtStart = meshcniEntryIn(opts.hostNetDir);
   const startedAt = new Date();
   const cacheStop = new AbortController();
   const source = podSource(api, opts.nodeName, log, AbortSignal.any([signal, cacheStop.signal]));
@@ -113,10 +128,27 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     const r = inst.check();
     return socketProblem ? { ready: false, problems: [...r.problems, socketProblem] } : r;
   };
+
+  let repair: RepairLoop | undefined;
+  const view = source.view;
+  const cfg = opts.nodeName && view ? repairConfig(opts, entry, opts.nodeName) : "no --node-name (env NODE_NAME)";
+  if (typeof cfg === "string" || !view) {
+    log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
+  } else {
+    repair = startRepair({
+      cfg, view, api, log, stateDir: opts.stateDir,
+      writer: serviceAccountWriter({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir }),
+      chained: () => inst.status().chain.current,
+      ready: () => check().ready,
+      recordsSince: recordsSince(opts.stateDir, chainedAtStart, Date.now(), log),
+      ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),
+      intervalMs: 2000,
+    });
+  }
   const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, {
     check,
     metrics: () => renderMetrics({
-      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: 0,
+      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0,
       ...(source.status ? { cache: source.status() } : {}),
     }),
     status: () => buildStatus({
@@ -124,6 +156,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
       ...(opts.nodeName ? { node: opts.nodeName } : {}),
       ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
       ...(source.status ? { cache: source.status() } : {}),
+      ...(repair ? { repair: repair.status() } : {}),
       agent: { socket: opts.agentSocket, stateDir: opts.stateDir, startedAt: startedAt.toISOString(), uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000) },
     }),
   });
@@ -150,6 +183,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     }, signal);
     return ok ? 0 : 1;
   } finally {
+    repair?.stop();
     cacheStop.abort();
     socket?.stop();
     health?.stop();
@@ -206,7 +240,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     }
     log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
     const api = serviceAccountApi({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir });
-    return await runAgent(opts, inst, api, log, stop.signal);
+    return await runAgent(opts, inst, api, entry, service, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);
     return 1;

@@ -73,8 +73,10 @@ export interface MetricsInput {
   ready: boolean;
   /** Undefined while the agent runs without a watch cache. */
   cache?: CacheStatus;
-  /** Pods deleted by the repair (none yet: no repair runs). */
+  /** Pods deleted by the repair. */
   repairs: number;
+  /** Pods of the node the repair finds bypassing the mesh and has not deleted (yet). */
+  bypassing?: number;
 }
 
 /** Label values: backslash, double quote and line feed escaped, as the text format requires. */
@@ -143,6 +145,7 @@ export function renderMetrics(m: MetricsInput): string {
     ...family("meshcni_installer_resyncs_total", "counter", "Periodic resyncs of the chain, the binary and the kubeconfig.", [[{}, c.resyncs]]),
     ...family("meshcni_installer_resync_repairs_total", "counter", "Periodic resyncs that found something to put right (a change no watch event announced).", [[{}, c.resyncRepairs]]),
     ...family("meshcni_repairs_total", "counter", "Pods the agent deleted because the plugin never handled them.", [[{}, m.repairs]]),
+    ...family("meshcni_agent_bypassing_pods", "gauge", "Pods of this node the mesh profile redirects that run without meshcni's rules and are not deleted (yet): --repair off, grace period, rate limit.", [[{}, m.bypassing ?? 0]]),
   ];
   return `${lines.join("\n")}\n`;
 }

@@ -117,6 +117,11 @@ export interface PodRecord {
   time: string;
 }
 
+/** STATE_DIR/RECORDS_SINCE_FILE: the agent's note (ms since the epoch) of when the records on this node became complete. */
+export const RECORDS_SINCE_FILE = "records-since";
+/** STATE_DIR/CHAINED_SINCE_FILE: the agent's note (ms since the epoch) of when meshcni's entry was last put in place, kept across its restarts. */
+export const CHAINED_SINCE_FILE = "chained-since";
+
 /**
  * When the agent is down the plugin appends its lines here instead (bounded: at
  * FALLBACK_LOG_MAX_BYTES the file moves to `.1`, replacing the older one). The agent prints and

@@ -3,7 +3,7 @@
 // (its records in STATE_DIR/containers), and the agent itself. Pure.
 import type { Counters } from "./metrics.ts";
 import type { PodRecord } from "./protocol.ts";
-import type { CacheStatus } from "./types.ts";
+import type { CacheStatus, RepairStatus } from "./types.ts";
 
 /** One part of the installation: where it is and, when it is not current, why. */
 export interface PartStatus {
@@ -51,6 +51,8 @@ export interface StatusInput {
   cache?: CacheStatus;
   records: RecordsRead;
   counters: Counters;
+  /** Undefined when the agent runs no repair (no node name). */
+  repair?: RepairStatus;
   agent: { socket: string; stateDir: string; startedAt: string; uptimeSeconds: number };
 }
 
@@ -91,6 +93,7 @@ export function buildStatus(s: StatusInput): Record<string, unknown> {
       apiFallbacks: s.counters.pluginLookups.kubeconfig ?? 0,
       badRequests: s.counters.badRequests,
     },
+    repair: s.repair ?? null,
     agent: s.agent,
   };
 }

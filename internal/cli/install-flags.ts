@@ -7,7 +7,7 @@ import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from
 import { RELEASE_IMAGE_DIGEST } from "../manifests/release-image.ts";
 import {
   DEFAULT_DIRS, LINKERD_ONLY as LINKERD_ONLY_VALUES, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage,
-  type Values, ValuesError, type ValuesInput, entryOptions,
+  TAINT_KEY, type Values, ValuesError, type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
 import { type Flags, list, type OptionSpec, str } from "./spec.ts";
@@ -60,6 +60,8 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
+  repair: { type: "string", arg: "MODE", default: "delete", choices: ["delete", "off"], help: "pods that started before meshcni was chained (or whose mesh validator failed): the agent deletes them, each with an Event (RBAC: delete pods, create events), or only reports them" },
+  "startup-taint": { type: "string", arg: "KEY", default: "none", help: "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)" },
   values: {
     type: "string", short: "f", arg: "FILE", multiple: true, repeatOnly: true, file: true, default: "none",
     help: "a YAML file of chart values (manifests/values.yaml names them); repeatable, the later wins; over the flags",
@@ -266,6 +268,10 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
     set("priorityClassName", pc);
     set("healthPort", port(flags, "health-port"));
     set("podAnnotations", annotations(flags, "pod-annotation"));
+    set("repair", choice(flags, "repair", ["delete", "off"] as const));
+    const taint = str(flags, "startup-taint");
+    if (taint !== undefined && !TAINT_KEY.test(taint)) throw bad("startup-taint", taint, "is not a taint key ([prefix/]name)");
+    set("startupTaint", taint);
   }
   let values: Values;
   try {

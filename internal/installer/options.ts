@@ -3,6 +3,7 @@
 import { parseArgs } from "node:util";
 import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, REPAIR_MODES, type RepairMode } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
@@ -38,6 +39,14 @@ export interface InstallerOptions {
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
   resyncSeconds: number;
+  /** Pods of the node that bypass the mesh: deleted (with an Event) or only reported. */
+  repair: RepairMode;
+  /** The chain must have been in place this long before repair acts. */
+  repairGraceSeconds: number;
+  /** At most this many deletions a minute. */
+  repairRate: number;
+  /** A NoSchedule taint the agent removes from its node once chain, binary and cache are ready. */
+  startupTaint?: string;
   help: boolean;
 }
 
@@ -59,6 +68,10 @@ const FLAGS = {
   "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
   "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
   "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
+  repair: { type: "string", arg: "delete|off", default: "delete", help: "pods of this node that the mesh profile redirects but that started before meshcni was chained (or whose mesh validator failed): delete them, each with an Event, or only report them" },
+  "repair-grace-seconds": { type: "string", arg: "N", default: String(DEFAULT_GRACE_SECONDS), help: "repair acts only once the chain has been in place this long" },
+  "repair-rate": { type: "string", arg: "N", default: String(DEFAULT_RATE_PER_MINUTE), help: "repair deletes at most this many pods a minute" },
+  "startup-taint": { type: "string", arg: "KEY", default: undefined, help: "remove this NoSchedule taint from this node once the chain, the binary and the agent's view of the node's pods are ready" },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
   uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation (chain, binary, kubeconfig, the plugin's records), then exit" },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
@@ -154,6 +167,18 @@ export function parseInstallerOptions(
   if (!K8S_NAME.test(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
   if (nodeName !== undefined && !K8S_NAME.test(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
+  const repair = str("repair")!;
+  if (!(REPAIR_MODES as readonly string[]).includes(repair)) throw new OptionsError(`--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.join(" or ")}`);
+  const whole = (flag: Flag, min: number): number => {
+    const raw = str(flag)!;
+    if (!/^[0-9]{1,6}$/.test(raw) || Number(raw) < min) throw new OptionsError(`--${flag} ${JSON.stringify(raw)}: expected a whole number, ${min} or more`);
+    return Number(raw);
+  };
+  const startupTaint = str("startup-taint");
+  // A label key: [prefix/]name, the form a taint key takes.
+  if (startupTaint !== undefined && !/^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(startupTaint)) {
+    throw new OptionsError(`--startup-taint ${JSON.stringify(startupTaint)}: not a taint key`);
+  }
   const confName = str("conf-name");
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
     throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
@@ -171,6 +196,9 @@ export function parseInstallerOptions(
     stateDir: dir("state-dir"),
     daemonSetName,
     resyncSeconds: Number(resync),
+    repair: repair as RepairMode,
+    repairGraceSeconds: whole("repair-grace-seconds", 0),
+    repairRate: whole("repair-rate", 1),
     help: bool("help"),
   };
   const optional = {
@@ -181,6 +209,7 @@ export function parseInstallerOptions(
     servicePort: env.KUBERNETES_SERVICE_PORT || undefined,
     podNamespace: env.POD_NAMESPACE || undefined,
     nodeName,
+    startupTaint,
   };
   for (const [k, val] of Object.entries(optional)) if (val !== undefined) (opts as unknown as Record<string, unknown>)[k] = val;
   return opts;

@@ -4,7 +4,7 @@
 import { randomBytes } from "node:crypto";
 import { lstatSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { FALLBACK_LOG, RECORDS_SUBDIR } from "../agent/protocol.ts";
+import { CHAINED_SINCE_FILE, FALLBACK_LOG, RECORDS_SINCE_FILE, RECORDS_SUBDIR } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
 
 export function readRecords(stateDir: string): RecordsRead {
@@ -80,6 +80,8 @@ export function removeAgentState(stateDir: string, socket: string): string[] {
   }
   rm(`${stateDir}/${FALLBACK_LOG}`);
   rm(`${stateDir}/${FALLBACK_LOG}.1`);
+  rm(`${stateDir}/${RECORDS_SINCE_FILE}`);
+  rm(`${stateDir}/${CHAINED_SINCE_FILE}`);
   try {
     if (lstatSync(socket).isSocket()) rm(socket);
   } catch {

@@ -67,17 +67,22 @@ export function buildServiceAccount(values: Values): K8sObject {
 /**
  * The agent watches its node's pods and all namespaces (the plugin, falling back, gets one pod and
  * its namespace) and, on SIGTERM, reads its node to see whether its DaemonSet still runs there.
+ * With repair on it deletes pods and posts Events on them; with a startup taint it patches its node.
  */
-export function buildClusterRole(): K8sObject {
+export function buildClusterRole(values: Values): K8sObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "ClusterRole",
     metadata: { name: NAMES.clusterRole, labels: commonLabels() },
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
-      { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["nodes"], verbs: values.startupTaint ? ["get", "patch"] : ["get"] },
       // The plugin reads the API server's ports for Linkerd's control-plane pods.
       { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+      ...(values.repair === "delete" ? [
+        { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ] : []),
     ],
   };
 }
@@ -138,6 +143,7 @@ function installerDirArgs(values: Values): string[] {
 }
 
 export function buildDaemonSet(values: Values): K8sObject {
+  const tolerations = [...values.tolerations, ...(values.startupTaint ? [{ key: values.startupTaint, operator: "Exists" }] : [])];
   const dirs = resolveDirs(values);
   const labels = { ...commonLabels(), "app.kubernetes.io/component": "node" };
   const securityContext: Record<string, unknown> = {
@@ -158,7 +164,8 @@ export function buildDaemonSet(values: Values): K8sObject {
     ...(values.imagePullSecrets.length ? { imagePullSecrets: values.imagePullSecrets } : {}),
     ...(Object.keys(values.nodeSelector).length ? { nodeSelector: values.nodeSelector } : {}),
     ...(Object.keys(values.affinity).length ? { affinity: values.affinity } : {}),
-    ...(values.tolerations.length ? { tolerations: values.tolerations } : {}),
+    // The startup taint is tolerated whatever `tolerations` says: the agent is what removes it.
+    ...(tolerations.length ? { tolerations } : {}),
     terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
     securityContext: { seccompProfile: { type: "RuntimeDefault" } },
     containers: [{
@@ -173,6 +180,9 @@ export function buildDaemonSet(values: Values): K8sObject {
         "--agent-socket", CONTAINER.agentSocket,
         "--state-dir", CONTAINER.stateDir,
         "--health-port", String(values.healthPort),
+        // One argument each: a bare `off` is a boolean to YAML 1.1 readers (kubectl's).
+        `--repair=${values.repair}`,
+        ...(values.startupTaint ? [`--startup-taint=${values.startupTaint}`] : []),
       ],
       env: [
         { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
@@ -242,7 +252,7 @@ export function buildManifests(values: Values): K8sObject[] {
     ...(values.createNamespace ? [buildNamespace(values)] : []),
     buildServiceAccount(values),
     buildConfigMap(values),
-    buildClusterRole(),
+    buildClusterRole(values),
     buildClusterRoleBinding(values),
     buildRole(values),
     buildRoleBinding(values),

@@ -44,6 +44,8 @@ const PortOrRange = v.pipe(
   v.regex(/^\d{1,5}(-\d{1,5})?$/, "must be a port or a range LOW-HIGH"),
   v.check((s) => s.split("-").every((p) => Number(p) <= 65535), "must be a port or a range within 0-65535"),
 );
+/** A taint key ([DNS subdomain/]name), or empty. */
+export const TAINT_KEY = /^(|([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/;
 const Name = v.pipe(v.string(), v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a Kubernetes name (lower case, digits, -)"));
 
 // Kubernetes' label syntax: an optional DNS-subdomain prefix and a name of at most 63 characters;
@@ -135,6 +137,10 @@ export const ValuesSchema = v.object({
   pullPolicy: v.optional(v.picklist(PULL_POLICIES), "IfNotPresent"),
   priorityClassName: v.optional(v.string(), "system-node-critical"),
   healthPort: v.optional(Port, 9813),
+  /** The agent's --repair: delete the node's pods that bypass the mesh (RBAC: delete pods, create events), or only report them. */
+  repair: v.optional(v.picklist(["delete", "off"]), "delete"),
+  /** The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC: get and patch nodes). */
+  startupTaint: v.optional(v.pipe(v.string(), v.regex(TAINT_KEY, "must be a taint key ([prefix/]name) or empty")), ""),
   podAnnotations: v.optional(v.record(v.string(), v.string()), {}),
   resources: v.optional(
     v.strictObject({ requests: v.optional(ResourceList), limits: v.optional(ResourceList) }),

@@ -370,9 +370,10 @@ describe("check --pre", () => {
     expect(j.code).toBe(0);
     expectGolden("testdata/cli/check/pre-ok.json.golden", normalize(j.stdout));
     // One review per object to create, then one per verb the roles grant (pods and namespaces:
-    // get, list, watch; nodes: get; the kubernetes Service: get; the DaemonSet: get).
+    // get, list, watch; nodes: get; the kubernetes Service: get; the DaemonSet: get; repair's pods:
+    // delete, events: create).
     const reviews = api.requests.filter((q) => q.method === "POST");
-    expect(reviews.length).toBe(2 * (8 + 3 + 3 + 1 + 1 + 1)); // two runs
+    expect(reviews.length).toBe(2 * (8 + 3 + 3 + 1 + 1 + 1 + 2)); // two runs
   });
 
   test("no permission to create RBAC objects, and linkerd-cni installed", async () => {

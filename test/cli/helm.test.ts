@@ -127,6 +127,20 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     },
   },
   {
+    name: "repair off and a startup taint, its toleration kept when tolerations are removed",
+    namespace: "meshcni",
+    args: ["--set", "repair=off", "--set", "startupTaint=meshcni.io/agent-not-ready", "--set", "tolerations=null"],
+    check: (objs) => {
+      expect(podSpec(objs).tolerations).toEqual([{ key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
+      expect(podSpec(objs).containers[0].args.slice(-2)).toEqual(["--repair=off", "--startup-taint=meshcni.io/agent-not-ready"]);
+      expect(objs.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
+        { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
+        { apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] },
+        { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+      ]);
+    },
+  },
+  {
     name: "image by digest",
     namespace: "meshcni",
     args: ["--set", `digest=${DIGEST}`, "--set", "hub=registry.example.com/mesh", "--set", "tag=ignored"],

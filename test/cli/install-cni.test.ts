@@ -111,22 +111,46 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service; the Role reads the agent's own DaemonSet", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service, and (repair on by default) deletes pods and creates events; the Role reads the agent's own DaemonSet", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
     const role = objs.find((o) => o.kind === "ClusterRole")!;
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
       { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+      { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     ]);
+    const args = objs.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args;
+    expect(args.slice(-1)).toEqual(["--repair=delete"]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
     expect(own.rules).toEqual([{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: ["meshcni-node"], verbs: ["get"] }]);
     const binding = objs.find((o) => o.kind === "RoleBinding")!;
     expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: own.metadata.name });
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "meshcni", namespace: "mesh-system" }]);
-    // Nothing writes, nothing else is read.
-    for (const r of [...role.rules, ...own.rules]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
+    // Nothing else writes, nothing else is read.
+    for (const r of [...role.rules.slice(0, 2), ...own.rules]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
+  });
+
+  test("RBAC grows only by what repair and the startup taint need: --repair off reads only; --startup-taint patches nodes and reaches the agent", () => {
+    const off = parseStream(runCli(["install-cni", "--repair", "off"]).stdout);
+    expect(off.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
+      { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
+      { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+    ]);
+    const tainted = parseStream(runCli(["install-cni", "--repair", "off", "--startup-taint", "meshcni.io/agent-not-ready"]).stdout);
+    expect(tainted.find((o) => o.kind === "ClusterRole")!.rules[1]).toEqual({ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] });
+    const spec = tainted.find((o) => o.kind === "DaemonSet")!.spec.template.spec;
+    expect(spec.containers[0].args.slice(-2)).toEqual(["--repair=off", "--startup-taint=meshcni.io/agent-not-ready"]);
+    // The startup taint is tolerated by name too, so narrower tolerations never lock the agent out.
+    expect(spec.tolerations).toEqual([{ operator: "Exists" }, { key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
+    const narrow = parseStream(runCli(["install-cni", "--startup-taint", "meshcni.io/agent-not-ready", "--set", "tolerations[0].key=dedicated,tolerations[0].operator=Exists"]).stdout);
+    expect(narrow.find((o) => o.kind === "DaemonSet")!.spec.template.spec.tolerations).toEqual([{ key: "dedicated", operator: "Exists" }, { key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
+    const bad = runCli(["install-cni", "--startup-taint", "not a key"]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("--startup-taint");
   });
 
   test("flags reach the entry and the DaemonSet", () => {

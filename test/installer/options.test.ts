@@ -19,8 +19,20 @@ describe("parseInstallerOptions", () => {
       stateDir: "/var/run/meshcni",
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
+      repair: "delete",
+      repairGraceSeconds: 30,
+      repairRate: 10,
       help: false,
     });
+  });
+
+  test("repair and the startup taint: --repair delete|off, grace and rate, --startup-taint KEY (each also MESHCNI_*)", () => {
+    const o = parseInstallerOptions(["--repair", "off", "--startup-taint", "meshcni.io/not-ready"], { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" }, DEFAULTS);
+    expect([o.repair, o.repairGraceSeconds, o.repairRate, o.startupTaint]).toEqual(["off", 5, 2, "meshcni.io/not-ready"]);
+    expect(parseInstallerOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe("node.example.com/cni");
+    expect(() => parseInstallerOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected delete or off');
+    expect(() => parseInstallerOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
+    expect(() => parseInstallerOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });
 
   test("the agent's flags: node name from NODE_NAME unless given, each flag also MESHCNI_<FLAG>", () => {
