@@ -80,7 +80,8 @@ export function startEarlyLookup(stdin: string, env: Record<string, string | und
     return conn;
   };
   const pod = (async (): Promise<PodFound> => {
-    const answer = await askAgent(socket, ns, name, uid, Math.min(AGENT_TIMEOUT_MS, seconds * 1000));
+    // At most half of the plugin's own bound, so the fallback GET always has the other half.
+    const answer = await askAgent(socket, ns, name, uid, Math.min(AGENT_TIMEOUT_MS, seconds * 500));
     if (answer.kind === "pod") {
       checkUid(answer.pod, uid, ns, name, "the agent sent");
       const found: PodFound = { body: answer.pod, source: answer.source };
