@@ -72,7 +72,9 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
  * One request to the agent; rejects when the socket is absent, refuses, breaks, or gives no whole
  * answer within `timeoutMs`.
  */
-export function agentRequest(socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number): Promise<AgentResponse> {
+export function agentRequest(
+  socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number, opts: { noAnswer?: boolean } = {},
+): Promise<AgentResponse> {
   return new Promise((resolve, reject) => {
     const payload = body === undefined ? new Uint8Array(0) : new TextEncoder().encode(body);
     const headers = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\nConnection: close\r\n` +
@@ -100,6 +102,8 @@ export function agentRequest(socketPath: string, method: "GET" | "POST", path: s
         if (n <= 0) return;
         pending = pending.subarray(n);
       }
+      // Sent whole into the agent's socket: it reads it from there even after this process exits.
+      if (opts.noAnswer) finish(undefined, { status: 0, body: "" });
     };
     const take = (ended: boolean) => {
       try {
@@ -178,11 +182,17 @@ export async function askAgent(socketPath: string, namespace: string, name: stri
 /** The plugin's bound on sending a report: its result is already on stdout, but the runtime waits for the exit. */
 export const REPORT_TIMEOUT_MS = 250;
 
-/** Sends one report; true when the agent took it (204). */
+/**
+ * Sends one report; true once the whole request is in the agent's socket. The plugin does not wait
+ * for the agent's 204 (a round trip through another process, costly on a busy node): a request
+ * in an accepted connection's buffer is read by the agent even after the plugin has exited.
+ * Without an agent (no socket, refused) or when the request cannot be written within the bound,
+ * false: the caller writes the fallback log.
+ */
 export async function sendReport(socketPath: string, report: Report, timeoutMs = REPORT_TIMEOUT_MS): Promise<boolean> {
   try {
-    const res = await agentRequest(socketPath, "POST", REPORTS_PATH, JSON.stringify(report), timeoutMs);
-    return res.status === 204;
+    await agentRequest(socketPath, "POST", REPORTS_PATH, JSON.stringify(report), timeoutMs, { noAnswer: true });
+    return true;
   } catch {
     return false;
   }
