@@ -24,6 +24,8 @@ export async function main(): Promise<number> {
   // Start the pod lookup first, so reading the kubeconfig and the API round trip overlap with
   // loading the rest of the plugin (its module is small and in this entry chunk for that).
   const early = startEarlyLookup(stdin, Bun.env);
+  // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
+  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/io/libc.ts").then((m) => m.preload(), () => {});
   const [{ runPlugin }, { createPluginDeps }, { VERSION }] = await Promise.all([
     import("../internal/plugin/run.ts"),
     import("../internal/io/plugin-deps.ts"),

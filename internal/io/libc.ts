@@ -37,6 +37,15 @@ function libc(): Lib {
   throw new Error(`cannot load the C library (${errors.join("; ")})`);
 }
 
+/** Opens the C library ahead of use (ADD does it while it waits for the agent's answer); never throws. */
+export function preload(): void {
+  try {
+    libc();
+  } catch {
+    // the call that needs it will say why
+  }
+}
+
 const cstr = (s: string) => Buffer.from(`${s}\0`);
 
 /** rename(2); throws when it fails. */
