@@ -17,7 +17,7 @@ export async function main(): Promise<number> {
   // DEL of a container meshcni never ruled: answered here, with no process and no rule code loaded.
   const untouched = await untouchedDel(stdin, Bun.env);
   if (untouched) {
-    await Bun.write(Bun.stdout, "");
+    // Success with an empty stdout: nothing to write.
     await report({ env: Bun.env, stdin, summary: untouched, lines: [], started, t0 });
     return 0;
   }

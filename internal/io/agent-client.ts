@@ -12,6 +12,29 @@ export interface AgentResponse {
 
 const CRLFCRLF = [13, 10, 13, 10];
 
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+/** Bytes of `s` in UTF-8, without encoding it. */
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
 function indexOfSeq(buf: Uint8Array, seq: number[], from = 0): number {
   outer: for (let i = from; i + seq.length <= buf.length; i++) {
     for (let j = 0; j < seq.length; j++) if (buf[i + j] !== seq[j]) continue outer;
@@ -29,7 +52,7 @@ function dechunk(body: Uint8Array): Uint8Array | undefined {
     if (eol < 0) return undefined;
     const size = parseInt(new TextDecoder().decode(body.subarray(at, eol)).split(";")[0]!.trim(), 16);
     if (!Number.isFinite(size) || size < 0) throw new Error("malformed chunked answer");
-    if (size === 0) return Buffer.concat(parts);
+    if (size === 0) return parts.reduce(concat, new Uint8Array(0));
     const start = eol + 2;
     if (body.length < start + size + 2) return undefined;
     parts.push(body.subarray(start, start + size));
@@ -76,10 +99,9 @@ export function agentRequest(
   socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number, opts: { noAnswer?: boolean } = {},
 ): Promise<AgentResponse> {
   return new Promise((resolve, reject) => {
-    const payload = body === undefined ? new Uint8Array(0) : new TextEncoder().encode(body);
-    const headers = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\nConnection: close\r\n` +
-      (body === undefined ? "" : `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n`) + "\r\n";
-    let pending: Uint8Array = Buffer.concat([new TextEncoder().encode(headers), payload]);
+    const head = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\nConnection: close\r\n`;
+    const text = body === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${utf8Length(body)}\r\n\r\n${body}`;
+    let pending: Uint8Array = new TextEncoder().encode(text);
     let received: Uint8Array = new Uint8Array(0);
     let done = false;
     let sock: { end(): void; write(b: Uint8Array): number } | undefined;
@@ -124,7 +146,7 @@ export function agentRequest(
           flush(s);
         },
         data(_s, chunk) {
-          received = Buffer.concat([received, chunk]);
+          received = concat(received, chunk);
           take(false);
         },
         close() {

@@ -78,7 +78,8 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
   for (const k of ["agent_socket", "state_dir"]) {
     if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
   }
-  if (await Bun.file(recordPath(stateDir, id)).exists()) return undefined;
+  // A record is never empty; a missing file's size is 0 (a synchronous stat).
+  if (Bun.file(recordPath(stateDir, id)).size > 0) return undefined;
   const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
   const pod = podOf(env);
   if (pod) s.pod = pod;
