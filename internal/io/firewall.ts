@@ -8,7 +8,7 @@ import type { Firewall } from "../plugin/deps.ts";
 import { run } from "./exec.ts";
 import { fileIdentity, which } from "./which.ts";
 
-function missing(bin: string): CniError {
+export function missing(bin: string): CniError {
   return new CniError(Code.MissingBinary, `${bin} not found on the host`,
     `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : "iptables"})`);
 }
@@ -49,8 +49,12 @@ export async function openFirewall(
   // a burst of pods then never waits on each other.
   const env = { ...Bun.env, XTABLES_LOCKFILE: bins.backend === "nft" ? undefined : netns };
   const wait = settings.wait ? ["--wait"] : [];
+  const warning = bins.fallback
+    ? `iptables-mode ${bins.fallback.from}: ${bins.fallback.missing} not found on the host; using the ${bins.backend} binaries instead (set iptables-mode to the backend the node has)`
+    : undefined;
   return {
     backend: bins.backend,
+    ...(warning ? { warning } : {}),
     restore: (family, payload, signal) =>
       run([...enter, path(bins.restore[family]), "--noflush", ...wait], { stdin: payload, env, signal }),
     save: (family, signal) => run([...enter, path(bins.save[family])], { env, signal }),

@@ -8,7 +8,8 @@ import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/obje
 import type { KubeClient, PluginDeps } from "../plugin/deps.ts";
 import type { EarlyLookup } from "./early-lookup.ts";
 import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
-import { appendFallbackLog, pruneRecords, readRecord, removeRecord, writeRecord } from "./plugin-state.ts";
+import { pruneRecords, readRecord, removeRecord, writeRecord } from "./plugin-state.ts";
+import { readPodAddresses } from "./pod-addresses.ts";
 import { pathExists } from "./which.ts";
 
 async function kubeconfigClient(path: string | undefined): Promise<KubeClient> {
@@ -45,6 +46,9 @@ function earlyClient(early: EarlyLookup): KubeClient {
       }
       return (await viaKubeconfig()).getNamespace(name, signal);
     },
+    async getService(namespace, name, signal) {
+      return (await viaKubeconfig()).getService(namespace, name, signal);
+    },
     lookup: () => found,
   };
 }
@@ -73,6 +77,7 @@ export function createPluginDeps(
       return problems;
     },
     netnsExists: pathExists,
+    podAddresses: (netns, signal) => readPodAddresses(netns, envPath, signal),
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },
@@ -83,5 +88,3 @@ export function createPluginDeps(
   if (dry) deps.dryRunFile = dry;
   return deps;
 }
-
-export { appendFallbackLog };

@@ -2,7 +2,7 @@
 // behind these interfaces, implemented in internal/io and replaced by fakes in tests.
 import type { LookupSource, PodRecord } from "../agent/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import type { Family } from "../rules/model.ts";
 import type { Logger } from "./log.ts";
@@ -17,6 +17,7 @@ export interface ExecResult {
 export interface KubeClient {
   getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;
   getNamespace(name: string, signal: AbortSignal): Promise<Namespace>;
+  getService(namespace: string, name: string, signal: AbortSignal): Promise<Service>;
   /** Where the pod came from once getPod answered, and why the agent was not used when it was not. */
   lookup?(): { source: LookupSource; fallback?: string } | undefined;
 }
@@ -34,6 +35,8 @@ export interface Records {
 export interface Firewall {
   /** e.g. "nft" or "legacy", for logs. */
   readonly backend: string;
+  /** Set when the configured iptables-mode's binaries are missing and another backend is used. */
+  readonly warning?: string;
   restore(family: Family, payload: string, signal: AbortSignal): Promise<ExecResult>;
   save(family: Family, signal: AbortSignal): Promise<ExecResult>;
   ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;
@@ -47,6 +50,8 @@ export interface PluginDeps {
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
   netnsExists(path: string): Promise<boolean>;
+  /** The addresses inside a network namespace, in the kernel's order (no prefix length). */
+  podAddresses(netns: string, signal: AbortSignal): Promise<string[]>;
   /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;
