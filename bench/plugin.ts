@@ -5,7 +5,10 @@
 //   from the same stand-in API server (curl), and vs Linkerd's method (one nsenter + iptables
 //   exec per rule);
 // - ADD for a pod that is not meshed vs meshcni VERSION;
-// - peak memory of one run (GNU time's maximum resident set size).
+// - peak memory of one run (GNU time's maximum resident set size);
+// - through a warm node agent (bench/support/api-process.ts runs a stand-in): meshed ADD vs an
+//   empty program + nsenter + iptables-restore and vs Linkerd's method, ADD of a pod that is not
+//   meshed and DEL of a container never touched vs VERSION, peak RSS of a meshed ADD.
 // Run alone: node_modules/.bin/bun bench/plugin.ts
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,7 +44,7 @@ export async function benchPlugin(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-"));
   const api = Bun.spawn([repoPath("node_modules/.bin/bun"), repoPath("bench/support/api-process.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   const reader = api.stdout.getReader();
-  const info = JSON.parse(new TextDecoder().decode((await reader.read()).value)) as { url: string; kubeconfig: string; caFile: string; token: string };
+  const info = JSON.parse(new TextDecoder().decode((await reader.read()).value)) as { url: string; kubeconfig: string; caFile: string; token: string; agentSocket: string; stateDir: string };
   const netns = `mcbench${process.pid}`;
   must(["ip", "netns", "add", netns]);
   const netnsPath = `/var/run/netns/${netns}`;
@@ -74,6 +77,9 @@ export async function benchPlugin(): Promise<string> {
     const redirect = linkerdProfile.plan({ conf: pconf, pod, namespace: nsObj, podAddresses: [] });
     const ruleset = redirect.rulesets[0]!;
     const payload = renderFresh(ruleset);
+    // The same entry with the node agent: the installer writes agent_socket and state_dir.
+    const agentConf = JSON.stringify({ ...conf, agent_socket: info.agentSocket, state_dir: info.stateDir });
+    const delEnv = { ...addEnv("web-5b8b6f7c9d-x2x7q"), CNI_COMMAND: "DEL", CNI_CONTAINERID: "never-added" };
     const reset = () => {
       const state = parseSave(must(["ip", "netns", "exec", netns, "iptables-nft-save", "-t", "nat"]));
       const cleanup = renderCleanup(ruleset.chains, state);
@@ -109,11 +115,29 @@ export async function benchPlugin(): Promise<string> {
     const [addMeshed, addOneGet, floorRestore, floorGet, perRuleS, addSkip, version2] = add as Stats[] as [Stats, Stats, Stats, Stats, Stats, Stats, Stats];
     const floor = floorRestore.median + floorGet.median;
 
+    // Through a warm node agent: no API request, no TLS.
+    const viaAgent = measure([
+      { name: "meshcni ADD, meshed pod, warm agent (restore)", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: agentConf, before: reset },
+      { name: "floor: empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: vstdin },
+      { name: "floor: nsenter + iptables-restore of the same payload", argv: ["nsenter", `--net=${netnsPath}`, "--", "iptables-nft-restore", "--noflush"], stdin: payload, before: reset },
+      { name: "Linkerd's method: one nsenter + iptables exec per rule", argv: ["sh", "-c", perRule], before: reset },
+      { name: "meshcni ADD, pod without a proxy, warm agent", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
+      { name: "meshcni DEL, container never touched (no record)", argv: [PLUGIN], env: delEnv, stdin: agentConf },
+      { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
+    ], Math.max(50, Math.floor(RUNS / 2)));
+    const [aAdd, aEmpty, aRestore, aPerRule, aSkip, aDel, aVersion] = viaAgent as [Stats, Stats, Stats, Stats, Stats, Stats, Stats];
+    const agentFloor = aEmpty.median + aRestore.median;
+
     reset();
     const rssAdd = peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: JSON.stringify(conf) });
     const rssVersion = peakRss({ name: "", argv: [PLUGIN], env: versionEnv, stdin: vstdin });
     const rssSkip = peakRss({ name: "", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: JSON.stringify(conf) });
     const rssEmpty = peakRss({ name: "", argv: [empty], env: versionEnv, stdin: vstdin });
+    reset();
+    const rssAgentAdd = Math.max(...[0, 1, 2].map(() => {
+      reset();
+      return peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: agentConf });
+    }));
     reset();
 
     const verdict = (x: number, max: number) => (x <= max ? `≤ ${max}x ✓` : `> ${max}x ✗`);
@@ -137,6 +161,20 @@ export async function benchPlugin(): Promise<string> {
       `| ADD pod without proxy / meshcni VERSION | ${ratio(addSkip.median, version2.median)} | ${verdict(addSkip.median / version2.median, 2)} |`,
       `| peak RSS: ADD meshed pod | ${rssAdd.toFixed(1)} MB | ${rssAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       `| peak RSS: ADD pod without proxy / VERSION / empty Bun program | ${rssSkip.toFixed(1)} / ${rssVersion.toFixed(1)} / ${rssEmpty.toFixed(1)} MB | (reported) |`,
+      "",
+      "### Through a warm node agent",
+      "",
+      "The plugin asks a stand-in agent (the agent's socket server and handler, answering from memory) and reports to it; no API request.",
+      "",
+      table(viaAgent),
+      "",
+      "| figure | value | target |",
+      "|---|---|---|",
+      `| ADD meshed pod / (empty Bun program + nsenter + iptables-restore) = ${ms(aAdd.median)} / ${ms(agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(aAdd.median / agentFloor, 1.3)} |`,
+      `| ADD meshed pod / Linkerd's exec per rule (${ms(aPerRule.median)}) | ${ratio(aAdd.median, aPerRule.median)} | ${verdict(aAdd.median / aPerRule.median, 0.3)} |`,
+      `| ADD pod without proxy / meshcni VERSION | ${ratio(aSkip.median, aVersion.median)} | ${verdict(aSkip.median / aVersion.median, 1.5)} |`,
+      `| DEL of a container never touched / meshcni VERSION | ${ratio(aDel.median, aVersion.median)} | ${verdict(aDel.median / aVersion.median, 1.2)} |`,
+      `| peak RSS: ADD meshed pod through the agent (max of 3) | ${rssAgentAdd.toFixed(1)} MB | ${rssAgentAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
     ];
     return lines.join("\n");

@@ -29,11 +29,13 @@ pkg_for() { # command -> Debian package
     wget) echo wget ;;
     zsh) echo zsh ;;
     time) echo time ;;
+    strace) echo strace ;;
   esac
 }
 # wget and zsh: meshcnictl's install.sh and zsh completion are tested with them. containerd, ctr
-# and the runc shim: test/support/cri.ts runs containerd's CRI as kubelet drives it.
-for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh /usr/lib/cni/bridge podman containerd ctr containerd-shim-runc-v2; do
+# and the runc shim: test/support/cri.ts runs containerd's CRI as kubelet drives it. strace:
+# test/plugin/agent.test.ts proves a DEL without a record runs no process.
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh strace /usr/lib/cni/bridge podman containerd ctr containerd-shim-runc-v2; do
   case "$c" in
     /*) [ -x "$c" ] && continue ;;
     *) have "$c" && continue ;;

@@ -1,9 +1,11 @@
 // The stand-in API server in a process of its own, so that benchmarks can time the plugin with
-// blocking spawns. Prints one JSON line {url, kubeconfig, caFile, token} once it listens; exits
-// when stdin closes.
+// blocking spawns, with a stand-in node agent (test/support/agent.ts) on a socket of its own.
+// Prints one JSON line {url, kubeconfig, caFile, token, agentSocket, stateDir} once it listens;
+// exits when stdin closes.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { startStandInAgent } from "../../test/support/agent.ts";
 import { startApiServer } from "../../test/support/apiserver.ts";
 import { makePki } from "../../test/support/certs.ts";
 import { repoPath } from "../../test/support/golden.ts";
@@ -16,9 +18,12 @@ api.addNamespace({ metadata: { name: "default" } });
 const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-api-"));
 const kubeconfig = join(dir, "ZZZ-meshcni-kubeconfig");
 writeFileSync(kubeconfig, api.kubeconfig());
-console.log(JSON.stringify({ url: api.url, kubeconfig, caFile: makePki().paths.ca, token: "bench-token" }));
+// A warm node agent too: the agent's socket server answering from the objects above (no API request).
+const agent = startStandInAgent(api);
+console.log(JSON.stringify({ url: api.url, kubeconfig, caFile: makePki().paths.ca, token: "bench-token", agentSocket: agent.socket, stateDir: agent.dir }));
 for await (const _ of Bun.stdin.stream()) {
   // keep running until the parent closes our stdin
 }
+agent.close();
 await api.close();
 rmSync(dir, { recursive: true, force: true });

@@ -2,8 +2,12 @@
 // over on stdin). Unknown keys are kept and ignored, so a linkerd-cni or istio-cni entry with
 // its `type` changed to `meshcni` parses as it is.
 import * as v from "valibot";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { CniError } from "../cni/errors.ts";
 import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
+
+/** An absolute path without NUL; the installer writes host paths. */
+const AbsolutePath = v.pipe(v.string(), v.regex(/^\/[^\0]*$/, "must be an absolute path"), v.maxLength(4096));
 
 const Port = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535));
 
@@ -95,6 +99,10 @@ export const PluginConfSchema = v.looseObject({
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),
   prevResult: v.optional(jsonObject({ cniVersion: v.optional(v.string()) })),
+  /** The node agent's Unix socket (the installer writes it; protocol.ts). */
+  agent_socket: v.optional(AbsolutePath, DEFAULT_AGENT_SOCKET),
+  /** Where the plugin keeps its records and, while the agent is down, its log. */
+  state_dir: v.optional(AbsolutePath, DEFAULT_STATE_DIR),
 });
 export type PluginConf = v.InferOutput<typeof PluginConfSchema> & { cniVersion: CniVersion };
 

@@ -1,11 +1,57 @@
-// The real PluginDeps: files, processes and the API server of the host the plugin runs on.
-import type { PluginDeps } from "../plugin/deps.ts";
-import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
+// The real PluginDeps: files, processes, the node agent and the API server of the host the plugin
+// runs on. The kubeconfig client (kube.ts, kube-http.ts: fetch and TLS) is imported only when the
+// agent could not answer, or for a namespace the agent did not send.
+import type { LookupSource } from "../agent/protocol.ts";
+import { CniError } from "../cni/errors.ts";
+import { Code } from "../cni/spec.ts";
+import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
+import type { KubeClient, PluginDeps } from "../plugin/deps.ts";
 import type { EarlyLookup } from "./early-lookup.ts";
-import { kubeClient } from "./kube.ts";
-import { readKubeconfig } from "./kube-http.ts";
+import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
+import { pruneRecords, readRecord, removeRecord, writeRecord } from "./plugin-state.ts";
 import { readPodAddresses } from "./pod-addresses.ts";
 import { pathExists } from "./which.ts";
+
+async function kubeconfigClient(path: string | undefined): Promise<KubeClient> {
+  const [{ kubeClient }, { readKubeconfig }] = await Promise.all([import("./kube.ts"), import("./kube-http.ts")]);
+  return kubeClient(readKubeconfig(path));
+}
+
+/** Serves the pod the early lookup found (from the agent or the fallback GET), anything else through the kubeconfig. */
+function earlyClient(early: EarlyLookup): KubeClient {
+  let found: { source: LookupSource; fallback?: string } | undefined;
+  let namespaceObject: unknown;
+  let fallback: Promise<KubeClient> | undefined;
+  const viaKubeconfig = () => {
+    fallback ??= Promise.all([import("./kube.ts"), early.connection()]).then(([{ kubeClient }, c]) => kubeClient(c));
+    return fallback;
+  };
+  return {
+    async getPod(namespace, name, signal): Promise<Pod> {
+      if (found || namespace !== early.namespace || name !== early.name) return (await viaKubeconfig()).getPod(namespace, name, signal);
+      const f = await early.pod;
+      found = f.fallback === undefined ? { source: f.source } : { source: f.source, fallback: f.fallback };
+      namespaceObject = f.namespace;
+      const pod = parsePod(f.body);
+      if (!pod) {
+        throw new CniError(Code.TryAgainLater, "try again later",
+          `${f.source === "kubeconfig" ? "the API server" : "the meshcni agent"} sent something that is not a Pod for ${namespace}/${name}`);
+      }
+      return pod;
+    },
+    async getNamespace(name, signal): Promise<Namespace> {
+      if (namespaceObject !== undefined && name === early.namespace) {
+        const ns = parseNamespace(namespaceObject);
+        if (ns) return ns;
+      }
+      return (await viaKubeconfig()).getNamespace(name, signal);
+    },
+    async getService(namespace, name, signal) {
+      return (await viaKubeconfig()).getService(namespace, name, signal);
+    },
+    lookup: () => found,
+  };
+}
 
 export function createPluginDeps(
   env: Record<string, string | undefined>, logSink: (line: string) => void, early?: EarlyLookup,
@@ -13,11 +59,8 @@ export function createPluginDeps(
   const envPath = env.PATH;
   const deps: PluginDeps = {
     async openKube(conf) {
-      if (early && conf.kubernetes.kubeconfig === early.kubeconfig) {
-        const { namespace, name, pod } = early;
-        return kubeClient(await early.connection, { namespace, name, body: pod });
-      }
-      return kubeClient(await readKubeconfig(conf.kubernetes.kubeconfig));
+      if (early) return earlyClient(early);
+      return kubeconfigClient(conf.kubernetes.kubeconfig);
     },
     openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
@@ -26,7 +69,8 @@ export function createPluginDeps(
       if (!nsenter) problems.push("nsenter not found on the host");
       if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
       try {
-        await readKubeconfig(conf.kubernetes.kubeconfig);
+        const { readKubeconfig } = await import("./kube-http.ts");
+        readKubeconfig(conf.kubernetes.kubeconfig);
       } catch (e) {
         problems.push((e as Error).message);
       }
@@ -37,6 +81,7 @@ export function createPluginDeps(
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },
+    records: { read: readRecord, write: writeRecord, remove: removeRecord, prune: pruneRecords },
     logSink,
   };
   const dry = env.MESHCNI_DRY_RUN_FILE;

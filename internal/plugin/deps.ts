@@ -1,5 +1,6 @@
 // The boundary between the plugin's logic and the host: everything that touches the system is
 // behind these interfaces, implemented in internal/io and replaced by fakes in tests.
+import type { LookupSource, PodRecord } from "../agent/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
@@ -17,6 +18,17 @@ export interface KubeClient {
   getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;
   getNamespace(name: string, signal: AbortSignal): Promise<Namespace>;
   getService(namespace: string, name: string, signal: AbortSignal): Promise<Service>;
+  /** Where the pod came from once getPod answered, and why the agent was not used when it was not. */
+  lookup?(): { source: LookupSource; fallback?: string } | undefined;
+}
+
+/** The plugin's records in its state folder (protocol.ts); absent in tests that keep none. */
+export interface Records {
+  read(stateDir: string, containerId: string): Promise<PodRecord | "unreadable" | undefined>;
+  write(stateDir: string, record: PodRecord): Promise<void>;
+  remove(stateDir: string, containerId: string): Promise<void>;
+  /** Removes the records of containers not in `keep`; returns their IDs. */
+  prune(stateDir: string, keep: ReadonlySet<string>): Promise<string[]>;
 }
 
 /** iptables and ip inside one pod network namespace. */
@@ -43,6 +55,7 @@ export interface PluginDeps {
   /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;
+  records?: Records;
   /** Where log lines go (stderr in the binary). */
   logSink(line: string): void;
 }

@@ -10,10 +10,12 @@ import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
-import type { PluginDeps } from "./deps.ts";
+import type { KubeClient, PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
 import { countRules, renderPayloads } from "./payloads.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
+import { addRecord, delByRecord, gcRecords } from "./records.ts";
+import type { Summary } from "./summary.ts";
 
 export interface Invocation {
   getenv: Getenv;
@@ -24,6 +26,8 @@ export interface Invocation {
 export interface Outcome {
   stdout: string;
   exitCode: 0 | 1;
+  /** What happened, for the report to the node agent. */
+  summary: Summary;
 }
 
 interface Ctx {
@@ -33,10 +37,11 @@ interface Ctx {
   deps: PluginDeps;
   log: Logger;
   signal: AbortSignal;
+  summary: Summary;
 }
 
 type Target =
-  | { redirect: false; reason: string }
+  | { redirect: false; reason: string; k8s?: boolean }
   | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; kubernetesService?: Service | null; name: string };
 
 /**
@@ -51,12 +56,15 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
     return { redirect: false, reason: "CNI_ARGS names no Kubernetes pod (K8S_POD_NAMESPACE and K8S_POD_NAME)" };
   }
   const name = `${k8s.podNamespace}/${k8s.podName}`;
+  ctx.summary.pod = { namespace: k8s.podNamespace, name: k8s.podName, ...(k8s.podUid ? { uid: k8s.podUid } : {}) };
+  ctx.summary.lookup = "none";
   const skip = skipBeforeLookup(conf.kubernetes, k8s.podNamespace, k8s.podName);
-  if (skip) return { redirect: false, reason: `pod ${name}: ${skip}` };
+  if (skip) return { redirect: false, reason: `pod ${name}: ${skip}`, k8s: true };
   const kube = await deps.openKube(conf);
   const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
+  noteLookup(ctx, kube, pod);
   const decision = profile.decide(pod, conf);
-  if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}` };
+  if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}`, k8s: true };
   const target: Target = { redirect: true, reason: `pod ${name}: ${decision.reason}`, pod, name };
   if (needsNamespace(profile, pod)) target.namespace = await kube.getNamespace(k8s.podNamespace, signal);
   // Only for the pods that need it (Linkerd's control plane): one more GET, never fatal.
@@ -69,6 +77,15 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
     }
   }
   return target;
+}
+
+/** Where the pod came from, for the report; the pod's UID when the runtime sent none. */
+function noteLookup(ctx: Ctx, kube: KubeClient, pod: Pod): void {
+  const found = kube.lookup?.();
+  ctx.summary.lookup = found?.source ?? "kubeconfig";
+  if (found?.fallback) ctx.log.info(`read the pod through the kubeconfig: ${found.fallback}`);
+  const uid = (pod.metadata as { uid?: unknown }).uid;
+  if (ctx.summary.pod && ctx.summary.pod.uid === undefined && typeof uid === "string") ctx.summary.pod.uid = uid;
 }
 
 /**
@@ -108,7 +125,9 @@ async function add(ctx: Ctx): Promise<string> {
   const target = await resolveTarget(ctx);
   if (!target.redirect) {
     log.info(`no rules: ${target.reason}`);
+    Object.assign(ctx.summary, { outcome: "skipped", reason: target.reason });
     if (deps.dryRunFile) await deps.writeFile(deps.dryRunFile, "");
+    else if (target.k8s) await addRecord(ctx, { decision: "skipped", reason: target.reason });
     return stdout;
   }
   const redirect = await plan(ctx, target);
@@ -116,10 +135,13 @@ async function add(ctx: Ctx): Promise<string> {
   if (deps.dryRunFile) {
     await deps.writeFile(deps.dryRunFile, renderPayloads(redirect));
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
+    Object.assign(ctx.summary, { outcome: "ok", reason: `dry run: ${target.reason}`, rules: countRules(redirect) });
     return stdout;
   }
   if (settings.simulate) {
     log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect)}`);
+    Object.assign(ctx.summary, { outcome: "skipped", reason: `simulate: ${target.reason}` });
+    await addRecord(ctx, { decision: "skipped", reason: `simulate: ${target.reason}` });
     return stdout;
   }
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
@@ -127,6 +149,8 @@ async function add(ctx: Ctx): Promise<string> {
   await applyRedirect(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
   log.debug(`applied:\n${renderPayloads(redirect)}`);
+  Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect), backend: fw.backend });
+  await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.rulesets.map((r) => r.family) });
   return stdout;
 }
 
@@ -136,6 +160,7 @@ async function check(ctx: Ctx): Promise<string> {
   const target = await resolveTarget(ctx);
   if (!target.redirect) {
     log.debug(`no rules expected: ${target.reason}`);
+    Object.assign(ctx.summary, { outcome: "skipped", reason: target.reason });
     return "";
   }
   const redirect = await plan(ctx, target);
@@ -148,11 +173,15 @@ async function check(ctx: Ctx): Promise<string> {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
       `${problems.join("; ")}; delete the pod so it is recreated with its rules`);
   }
+  Object.assign(ctx.summary, { outcome: "meshed", reason: `${target.reason}; rules in place`, rules: countRules(redirect) });
   return "";
 }
 
 async function del(ctx: Ctx): Promise<string> {
   const { args, conf, deps, log, profile } = ctx;
+  ctx.summary.reason = "no rules to remove";
+  // A container meshcni never ruled (no record, or one saying it was skipped) runs no process.
+  if (!deps.dryRunFile && (await delByRecord(ctx)) === "done") return "";
   // Best effort: the namespace is usually gone already, and a pod must always be deletable.
   if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
   const settings = profile.firewall(conf);
@@ -161,7 +190,10 @@ async function del(ctx: Ctx): Promise<string> {
   for (const family of profile.families(conf)) {
     try {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
-      if (await removeChains(fw, family, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${family} rules`);
+      if (await removeChains(fw, family, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) {
+        log.info(`removed IPv${family} rules`);
+        Object.assign(ctx.summary, { outcome: "removed", reason: "removed the pod's rules", backend: fw.backend });
+      }
       for (const cmd of profile.cleanupIpCommands ?? []) {
         if (cmd.family !== family) continue;
         const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
@@ -201,37 +233,40 @@ function peekVersion(stdin: string): unknown {
 export async function runPlugin(inv: Invocation): Promise<Outcome> {
   let requestVersion: unknown;
   let log = createLogger("info", inv.deps.logSink);
+  const summary: Summary = { outcome: "ok", reason: "" };
   try {
     if (!inv.getenv("CNI_COMMAND")) parseCmdArgs(inv.getenv); // throws the missing-variable error
     const stdin = await inv.readStdin();
     requestVersion = peekVersion(stdin);
     const args = parseCmdArgs(inv.getenv);
     // The same answer as cmd/plugin.ts's fast path.
-    if (args.command === "VERSION") return { stdout: renderVersionInfo() + "\n", exitCode: 0 };
+    if (args.command === "VERSION") return { stdout: renderVersionInfo() + "\n", exitCode: 0, summary };
     const conf = parsePluginConf(stdin);
     const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
     const profile = profileFor(conf);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
-    const ctx: Ctx = { args, conf, profile, deps: inv.deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000) };
+    const ctx: Ctx = { args, conf, profile, deps: inv.deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
     switch (args.command) {
       case "ADD":
-        return { stdout: await add(ctx), exitCode: 0 };
+        return { stdout: await add(ctx), exitCode: 0, summary };
       case "CHECK":
         requireVersion(conf, "CHECK", "0.4.0");
-        return { stdout: await check(ctx), exitCode: 0 };
+        return { stdout: await check(ctx), exitCode: 0, summary };
       case "DEL":
-        return { stdout: await del(ctx), exitCode: 0 };
+        return { stdout: await del(ctx), exitCode: 0, summary };
       case "STATUS":
         requireVersion(conf, "STATUS", "1.1.0");
-        return { stdout: await status(ctx), exitCode: 0 };
+        return { stdout: await status(ctx), exitCode: 0, summary };
       case "GC":
         requireVersion(conf, "GC", "1.1.0");
-        return { stdout: "", exitCode: 0 };
+        await gcRecords(ctx);
+        return { stdout: "", exitCode: 0, summary };
     }
   } catch (e) {
     const err = toCniError(e);
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
-    return { stdout: renderError(err, requestVersion), exitCode: 1 };
+    Object.assign(summary, { outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code });
+    return { stdout: renderError(err, requestVersion), exitCode: 1, summary };
   }
 }

@@ -80,6 +80,14 @@ describe("compiled binaries", () => {
     for (const heavy of ["node:fs", 'from"fs"', "consola"]) {
       expect({ heavy, onPluginPath: text(pluginPath).includes(heavy) }).toEqual({ heavy, onPluginPath: false });
     }
+    // A warm ADD (the node agent answers) loads no fetch or TLS code: the kubeconfig client's
+    // chunks are imported only for the fallback.
+    const kubeChunks = new Set(readdirSync(out).filter((n) => code(n).includes("rejectUnauthorized")));
+    expect(kubeChunks.size).toBeGreaterThan(0);
+    const warmAdd = closure("node.js", (c) => c !== agentChunk && !kubeChunks.has(c) && !/^kube(-http)?-/.test(c));
+    expect(warmAdd.filter((c) => kubeChunks.has(c))).toEqual([]);
+    expect(text(warmAdd).includes("fetch(")).toBe(false);
+    expect(text(pluginPath).includes("fetch(")).toBe(true);
     // VERSION parses no plugin code either: not even the pod lookup that ADD starts first.
     expect(version.length).toBeLessThanOrEqual(3);
     expect(text(version).includes("kubeconfig")).toBe(false);

@@ -54,6 +54,9 @@ export class PodLab {
       name: "meshcni",
       log_level: "debug",
       kubernetes: { kubeconfig: this.kubeconfig, exclude_namespaces: [] },
+      // The lab's own state folder: its records and fallback log stay out of the host's.
+      state_dir: join(this.dir, "state"),
+      agent_socket: join(this.dir, "state", "agent.sock"),
       linkerd: { "inbound-ports-to-ignore": ["4191", "4190"] },
     };
     for (const [k, v] of Object.entries(extra)) {

@@ -1,0 +1,87 @@
+// After the result is on stdout: the command's report to the node agent, bounded at
+// REPORT_TIMEOUT_MS, or, when the agent does not take it, its lines appended to the fallback log
+// in the state folder (the agent prints and empties it when it starts). Never fails the command.
+// Also the DEL that needs nothing loaded: a container without a record runs no process and loads
+// none of the plugin's rule code.
+import { type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath } from "../agent/protocol.ts";
+import { parseK8sArgs } from "../cni/k8s-args.ts";
+import { isSupportedVersion } from "../cni/spec.ts";
+import { sendReport } from "../io/agent-client.ts";
+import { safeContainerId } from "../io/plugin-state.ts";
+import { VERSION } from "../version.ts";
+import { buildReport, fallbackText, type Summary } from "./summary.ts";
+
+const COMMANDS: readonly string[] = ["ADD", "DEL", "CHECK", "STATUS", "GC"] satisfies Command[];
+
+/** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
+export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
+  let conf: Record<string, unknown> | undefined;
+  try {
+    const raw = JSON.parse(stdin);
+    if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) conf = raw;
+  } catch {
+    // defaults
+  }
+  const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
+  const out: { socket: string; stateDir: string; conf?: Record<string, unknown> } = {
+    socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET), stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
+  };
+  if (conf) out.conf = conf;
+  return out;
+}
+
+function podOf(env: Record<string, string | undefined>): Summary["pod"] {
+  try {
+    const k = parseK8sArgs(env.CNI_ARGS);
+    if (k.podName && k.podNamespace) return { namespace: k.podNamespace, name: k.podName, ...(k.podUid ? { uid: k.podUid } : {}) };
+  } catch {
+    // no pod
+  }
+  return undefined;
+}
+
+export async function report(o: {
+  env: Record<string, string | undefined>; stdin: string; summary: Summary; lines: string[]; started: Date; t0: number;
+}): Promise<void> {
+  const command = o.env.CNI_COMMAND;
+  if (!command || !COMMANDS.includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
+  const { socket, stateDir } = agentPaths(o.stdin);
+  const summary = o.summary;
+  if (!summary.reason) summary.reason = `${command} succeeded`;
+  if (!summary.pod) {
+    const pod = podOf(o.env);
+    if (pod) summary.pod = pod;
+  }
+  const r = buildReport({
+    command: command as Command, containerId: o.env.CNI_CONTAINERID, summary, lines: o.lines, started: o.started,
+    durationMs: performance.now() - o.t0, version: VERSION,
+  });
+  if (await sendReport(socket, r)) return;
+  try {
+    const { appendFallbackLog } = await import("../io/plugin-state.ts");
+    await appendFallbackLog(stateDir, fallbackText(r));
+  } catch {
+    // Nowhere to write: the lines went to stderr already.
+  }
+}
+
+/**
+ * DEL of a container with no record, decided before the rest of the plugin loads: it answers
+ * success and runs no process. Undefined when the full path must decide (a record exists, or
+ * the input is not a plain, valid DEL: the full path then answers its error).
+ */
+export async function untouchedDel(stdin: string, env: Record<string, string | undefined>): Promise<Summary | undefined> {
+  if (env.CNI_COMMAND !== "DEL" || env.MESHCNI_DRY_RUN_FILE || !env.CNI_IFNAME) return undefined;
+  const id = env.CNI_CONTAINERID;
+  const { stateDir, conf } = agentPaths(stdin);
+  if (!conf || !safeContainerId(id) || !isSupportedVersion(conf.cniVersion ?? "0.1.0") || typeof conf.name !== "string" || conf.name === "") return undefined;
+  for (const k of ["agent_socket", "state_dir"]) {
+    if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
+  }
+  // A record is never empty; a missing file's size is 0 (a synchronous stat).
+  if (Bun.file(recordPath(stateDir, id)).size > 0) return undefined;
+  const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
+  const pod = podOf(env);
+  if (pod) s.pod = pod;
+  return s;
+}

@@ -1,0 +1,53 @@
+// What the plugin tells the node agent about one command (protocol.ts's Report) and, when the
+// agent does not take it, the same in lines for the fallback log. Pure.
+import type { Command, LookupSource, Outcome, Report } from "../agent/protocol.ts";
+
+/** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
+export interface Summary {
+  outcome: Outcome;
+  reason: string;
+  code?: number;
+  rules?: number;
+  backend?: string;
+  lookup?: LookupSource;
+  pod?: { namespace: string; name: string; uid?: string };
+}
+
+export function buildReport(o: {
+  command: Command; containerId?: string | undefined; summary: Summary; lines: string[]; started: Date; durationMs: number; version: string;
+}): Report {
+  const s = o.summary;
+  const r: Report = {
+    v: 1, command: o.command, outcome: s.outcome, reason: s.reason, durationMs: Math.max(0, Math.round(o.durationMs * 1000) / 1000),
+    lines: o.lines.flatMap((l) => l.split("\n")).filter((l) => l !== "").slice(-2000).map((l) => l.slice(0, 16_384)),
+    time: o.started.toISOString(), version: o.version,
+  };
+  if (o.containerId !== undefined) r.containerId = o.containerId.slice(0, 256);
+  if (s.pod) r.pod = s.pod;
+  if (s.code !== undefined) r.code = s.code;
+  if (s.rules !== undefined) r.rules = s.rules;
+  if (s.backend !== undefined) r.backend = s.backend;
+  if (s.lookup !== undefined) r.lookup = s.lookup;
+  r.reason = r.reason.slice(0, 16_384);
+  return r;
+}
+
+/** A value safe between spaces on one line. */
+const field = (s: string) => (/^[A-Za-z0-9._:/@+-]+$/.test(s) ? s : JSON.stringify(s));
+
+/** The report as fallback-log lines: the plugin's own lines, then one summary line, each "meshcni: ...". */
+export function fallbackText(r: Report): string {
+  const f = [`${r.outcome === "failed" ? "error" : "info"} ${r.command}${r.containerId ? ` ${r.containerId.slice(0, 12)}` : ""}: summary`];
+  if (r.pod) f.push(`pod=${field(`${r.pod.namespace}/${r.pod.name}`)}`);
+  f.push(`outcome=${r.outcome}`);
+  if (r.code !== undefined) f.push(`code=${r.code}`);
+  if (r.rules !== undefined) f.push(`rules=${r.rules}`);
+  if (r.backend !== undefined) f.push(`backend=${field(r.backend)}`);
+  if (r.lookup !== undefined) f.push(`lookup=${r.lookup}`);
+  f.push(`duration=${Math.round(r.durationMs)}ms`, `time=${r.time}`);
+  if (r.pod?.uid !== undefined) f.push(`uid=${field(r.pod.uid)}`);
+  if (r.containerId !== undefined) f.push(`container=${field(r.containerId)}`);
+  f.push(`reason=${field(r.reason)}`);
+  const lines = r.lines.map((l) => (l.startsWith("meshcni:") ? l : `meshcni: ${l}`));
+  return [...lines, `meshcni: ${f.join(" ")}`].join("\n") + "\n";
+}

@@ -1,0 +1,318 @@
+// The compiled plugin with the node agent (a stand-in on the agent's real socket server and
+// handler, test/support/agent.ts) and the stand-in API server, in real network namespaces with
+// real iptables: a warm ADD asks the agent and makes no API request; without the agent it falls
+// back to its kubeconfig and still fails closed; every command is reported, or written to the
+// fallback log; records are written, removed and pruned, and a DEL without one runs no process.
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, recordPath } from "../../internal/agent/protocol.ts";
+import { appendFallbackLog } from "../../internal/io/plugin-state.ts";
+import { type StandInAgent, startStandInAgent } from "../support/agent.ts";
+import { type ApiServer, startApiServer } from "../support/apiserver.ts";
+import { repoPath } from "../support/golden.ts";
+import { Netns, uniq } from "../support/netns.ts";
+import { cniEnv, PLUGIN, runPlugin } from "../support/plugin-run.ts";
+
+const fixture = (p: string) => JSON.parse(readFileSync(repoPath(p), "utf8"));
+const POD = fixture("testdata/pods/linkerd-meshed.json");
+const NS = fixture("testdata/pods/namespace-emojivoto.json");
+const UNMESHED = fixture("testdata/pods/not-injected.json");
+const UID: string = POD.metadata.uid;
+const args = (name = POD.metadata.name as string, ns = "emojivoto", uid: string | undefined = UID) =>
+  `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name}${uid ? `;K8S_POD_UID=${uid}` : ""}`;
+
+let api: ApiServer;
+let agent: StandInAgent;
+let dir: string;
+let kubeconfig: string;
+const spaces: Netns[] = [];
+
+function entry(extra: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info",
+    kubernetes: { kubeconfig, exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
+    linkerd: { "iptables-mode": "nft" }, agent_socket: agent.socket, state_dir: agent.dir, ...extra,
+  };
+}
+
+function netns(): Netns {
+  const n = Netns.create(`mcag-${uniq()}`);
+  spaces.push(n);
+  return n;
+}
+
+const cid = () => `c${uniq()}${uniq()}`;
+const ruled = (n: Netns) => n.save("nft").includes("PROXY_INIT_REDIRECT");
+const apiPodGets = () => api.requests.filter((r) => r.path.includes("/pods/")).length;
+const readRecord = (id: string): PodRecord | undefined => {
+  try {
+    return JSON.parse(readFileSync(recordPath(agent.dir, id), "utf8"));
+  } catch {
+    return undefined;
+  }
+};
+const fallbackLog = () => {
+  try {
+    return readFileSync(join(agent.dir, FALLBACK_LOG), "utf8");
+  } catch {
+    return "";
+  }
+};
+
+async function add(n: Netns, id: string, cniArgs = args(), extra: Record<string, unknown> = {}) {
+  return runPlugin(cniEnv("ADD", { CNI_ARGS: cniArgs, CNI_NETNS: n.path, CNI_CONTAINERID: id }), JSON.stringify(entry(extra)));
+}
+
+/** Runs the plugin under strace; returns its result and every program it executed (itself first). */
+function traced(env: Record<string, string>, stdin: string): { code: number; stdout: string; execs: string[] } {
+  const out = join(dir, `strace-${uniq()}`);
+  const r = Bun.spawnSync(["strace", "-f", "-qq", "-e", "trace=execve", "-o", out, PLUGIN], {
+    env: { PATH: Bun.env.PATH!, ...env }, stdin: new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe",
+  });
+  const execs = readFileSync(out, "utf8").split("\n").filter((l) => /execve\(/.test(l) && !/= -1 /.test(l)).map((l) => /execve\("([^"]+)"/.exec(l)?.[1] ?? l);
+  return { code: r.exitCode, stdout: r.stdout.toString(), execs };
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "meshcni-agent-test-"));
+  api = await startApiServer({ token: "t0ken" });
+  api.addPod(POD);
+  api.addPod(UNMESHED);
+  api.addNamespace(NS);
+  kubeconfig = join(dir, "kubeconfig");
+  writeFileSync(kubeconfig, api.kubeconfig(), { mode: 0o600 });
+  agent = startStandInAgent(api);
+});
+afterAll(async () => {
+  for (const n of spaces) n.delete();
+  agent?.close();
+  await api?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+beforeEach(() => {
+  agent.start();
+  agent.delayMs = 0;
+  delete agent.fail;
+  delete agent.ignoreUid;
+  api.setGlobalFault(undefined);
+  agent.reports.length = 0;
+  rmSync(join(agent.dir, FALLBACK_LOG), { force: true });
+  rmSync(join(agent.dir, `${FALLBACK_LOG}.1`), { force: true });
+});
+
+describe("a warm agent", () => {
+  test("ADD applies the rules with no API request, writes the record and reports it", async () => {
+    const n = netns();
+    const id = cid();
+    const before = api.requests.length;
+    const r = await add(n, id);
+    expect({ code: r.code, err: r.stderr }).toEqual({ code: 0, err: expect.any(String) });
+    expect(ruled(n)).toBe(true);
+    expect(api.requests.length).toBe(before);
+    expect(agent.lookups.at(-1)).toEqual({ namespace: "emojivoto", name: POD.metadata.name, uid: UID });
+    const rec = readRecord(id)!;
+    expect(rec).toMatchObject({ v: 1, containerId: id, namespace: "emojivoto", name: POD.metadata.name, uid: UID, decision: "meshed", backend: "nft", families: [4] });
+    const [rep] = await agent.waitReports(1);
+    expect(rep).toMatchObject({ command: "ADD", containerId: id, outcome: "meshed", lookup: "agent-cache", backend: "nft", pod: { namespace: "emojivoto", name: POD.metadata.name, uid: UID } });
+    expect(rep!.rules).toBeGreaterThan(0);
+    expect(rep!.reason).toContain(`pod emojivoto/${POD.metadata.name}`);
+    expect(rep!.lines.some((l) => l.startsWith("meshcni: info ADD") && l.includes("applied"))).toBe(true);
+    expect(fallbackLog()).toBe("");
+  });
+
+  test("DEL removes the rules and the record; DEL again, with no record, runs no process", async () => {
+    const n = netns();
+    const id = cid();
+    expect((await add(n, id)).code).toBe(0);
+    const env = cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: id });
+    const first = traced(env, JSON.stringify(entry()));
+    expect(first.code).toBe(0);
+    expect(ruled(n)).toBe(false);
+    expect(existsSync(recordPath(agent.dir, id))).toBe(false);
+    expect(first.execs.length).toBeGreaterThan(1); // nsenter + iptables
+    const again = traced(env, JSON.stringify(entry()));
+    expect({ code: again.code, stdout: again.stdout, execs: again.execs }).toEqual({ code: 0, stdout: "", execs: [PLUGIN] });
+    const reps = await agent.waitReports(3);
+    expect(reps.slice(1).map((x) => [x.command, x.outcome])).toEqual([["DEL", "removed"], ["DEL", "untouched"]]);
+  });
+
+  test("DEL of a container meshcni never saw runs no process, in a namespace holding rules of another container", async () => {
+    const n = netns();
+    expect((await add(n, cid())).code).toBe(0);
+    const r = traced(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: cid() }), JSON.stringify(entry()));
+    expect({ code: r.code, execs: r.execs }).toEqual({ code: 0, execs: [PLUGIN] });
+    expect(ruled(n)).toBe(true);
+    const reps = await agent.waitReports(2);
+    expect(reps[1]).toMatchObject({ command: "DEL", outcome: "untouched", pod: { namespace: "emojivoto" } });
+  });
+
+  test("a pod that is not meshed gets a skipped record, and its DEL runs no process", async () => {
+    const n = netns();
+    const id = cid();
+    const r = await add(n, id, args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined));
+    expect(r.code).toBe(0);
+    expect(ruled(n)).toBe(false);
+    expect(readRecord(id)).toMatchObject({ decision: "skipped", name: UNMESHED.metadata.name });
+    const del = traced(cniEnv("DEL", { CNI_NETNS: n.path, CNI_CONTAINERID: id }), JSON.stringify(entry()));
+    expect({ code: del.code, execs: del.execs }).toEqual({ code: 0, execs: [PLUGIN] });
+    expect(readRecord(id)).toBeUndefined();
+    const reps = await agent.waitReports(2);
+    expect(reps.map((x) => x.outcome)).toEqual(["skipped", "untouched"]);
+    expect(reps[1]!.reason).toContain("no rules at ADD");
+  });
+
+  test("an excluded namespace passes before the agent is asked, with a record and a report", async () => {
+    const n = netns();
+    const id = cid();
+    const asked = agent.lookups.length;
+    expect((await add(n, id, args("coredns-1", "kube-system", undefined))).code).toBe(0);
+    expect(agent.lookups.length).toBe(asked);
+    expect(readRecord(id)?.decision).toBe("skipped");
+    const [rep] = await agent.waitReports(1);
+    expect(rep).toMatchObject({ outcome: "skipped", lookup: "none" });
+  });
+
+  test("404 from the agent, or a pod with another UID, fails ADD with 106 and no rules; the failure is reported", async () => {
+    const n = netns();
+    const before = api.requests.length;
+    const gone = await add(n, cid(), args("no-such-pod"));
+    expect(gone.code).toBe(1);
+    expect(JSON.parse(gone.stdout).code).toBe(106);
+    const other = await add(n, cid(), args(POD.metadata.name, "emojivoto", "11111111-2222-3333-4444-555555555555"));
+    expect(JSON.parse(other.stdout).code).toBe(106);
+    // An agent that answers whatever the UID: the plugin checks it itself.
+    agent.ignoreUid = true;
+    const unchecked = await add(n, cid(), args(POD.metadata.name, "emojivoto", "11111111-2222-3333-4444-555555555555"));
+    expect(JSON.parse(unchecked.stdout)).toMatchObject({ code: 106, details: expect.stringContaining("K8S_POD_UID") });
+    expect(ruled(n)).toBe(false);
+    expect(api.requests.length).toBe(before);
+    const reps = await agent.waitReports(3);
+    expect(reps.map((x) => [x.outcome, x.code])).toEqual([["failed", 106], ["failed", 106], ["failed", 106]]);
+    expect(reps[0]!.reason).toContain("no-such-pod");
+    expect(reps[0]!.lines.some((l) => l.startsWith("meshcni: error"))).toBe(true);
+  });
+
+  test("GC prunes the records of containers not in cni.dev/valid-attachments", async () => {
+    const n = netns();
+    const [keep, drop] = [cid(), cid()];
+    for (const id of [keep, drop]) expect((await add(n, id, args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined))).code).toBe(0);
+    const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+      JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [{ containerID: keep, ifname: "eth0" }] }));
+    expect(gc.code).toBe(0);
+    expect(readRecord(keep)?.containerId).toBe(keep);
+    expect(readRecord(drop)).toBeUndefined();
+  });
+});
+
+describe("without a usable agent", () => {
+  test("no socket: ADD falls back to the kubeconfig GET, and the report goes to the fallback log", async () => {
+    agent.stop();
+    const n = netns();
+    const id = cid();
+    const before = apiPodGets();
+    const r = await add(n, id);
+    expect(r.code).toBe(0);
+    expect(ruled(n)).toBe(true);
+    expect(apiPodGets()).toBe(before + 1);
+    expect(readRecord(id)?.decision).toBe("meshed");
+    const log = fallbackLog();
+    expect(log).toContain("read the pod through the kubeconfig");
+    expect(log).toMatch(new RegExp(`summary pod=emojivoto/${POD.metadata.name} outcome=meshed rules=\\d+ backend=nft lookup=kubeconfig`));
+    for (const line of log.trimEnd().split("\n")) expect(line).toStartWith("meshcni: ");
+  });
+
+  test("no socket and the API server down: fail closed (retryable), no rules, the failure in the fallback log", async () => {
+    agent.stop();
+    api.setGlobalFault({ kind: "status", code: 503 });
+    const n = netns();
+    const id = cid();
+    const r = await add(n, id);
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout).code).toBe(11);
+    expect(ruled(n)).toBe(false);
+    expect(readRecord(id)).toBeUndefined();
+    expect(fallbackLog()).toMatch(/summary pod=emojivoto\/\S+ outcome=failed code=11 .*reason=/);
+  });
+
+  test("an agent slower than its bound: the kubeconfig GET answers within the plugin's own time bound", async () => {
+    // The agent takes 3 s; the plugin's whole ADD is bounded at 2.5 s. It can only succeed by
+    // giving up on the agent (AGENT_TIMEOUT_MS) and reading the pod itself.
+    agent.delayMs = 3000;
+    const n = netns();
+    const before = apiPodGets();
+    const r = await add(n, cid(), args(), { timeout_seconds: 2.5 });
+    expect(r.code).toBe(0);
+    expect(ruled(n)).toBe(true);
+    expect(apiPodGets()).toBe(before + 1);
+    const [rep] = await agent.waitReports(1);
+    expect(rep).toMatchObject({ outcome: "meshed", lookup: "kubeconfig" });
+    expect(rep!.lines.join("\n")).toContain("did not answer within");
+  });
+
+  test("an agent answering 503 also means the kubeconfig GET", async () => {
+    agent.fail = 503;
+    const n = netns();
+    const r = await add(n, cid());
+    expect(r.code).toBe(0);
+    const [rep] = await agent.waitReports(1);
+    expect(rep).toMatchObject({ outcome: "meshed", lookup: "kubeconfig" });
+    expect(rep!.lines.join("\n")).toContain("the agent answered 503");
+  });
+
+  test("the fallback log is bounded: past FALLBACK_LOG_MAX_BYTES it moves to .1", async () => {
+    agent.stop();
+    const log = join(agent.dir, FALLBACK_LOG);
+    const filler = `meshcni: info filler ${"x".repeat(100)}\n`;
+    writeFileSync(log, filler.repeat(Math.floor(FALLBACK_LOG_MAX_BYTES / filler.length)));
+    const r = await add(netns(), cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined));
+    expect(r.code).toBe(0);
+    expect(readFileSync(`${log}.1`, "utf8")).toStartWith(filler);
+    const now = readFileSync(log, "utf8");
+    expect(now).not.toContain("filler");
+    expect(now).toContain("outcome=skipped");
+    // And again at a small bound, through the same function: each rotation replaces the older file.
+    const small = mkdtempSync(join(dir, "small-"));
+    for (let i = 0; i < 10; i++) await appendFallbackLog(small, `meshcni: info line ${i}\n`, 60);
+    const cur = readFileSync(join(small, FALLBACK_LOG), "utf8");
+    const old = readFileSync(join(small, `${FALLBACK_LOG}.1`), "utf8");
+    expect(cur.length).toBeLessThanOrEqual(60);
+    expect(cur).toContain("line 9");
+    expect(old).not.toContain("line 0");
+  });
+});
+
+describe("a rollout: the agent stops, a gap, a new agent", () => {
+  test("every ADD either applied its rules or failed closed (retryable); none succeeded without rules", async () => {
+    // During the gap the old kubeconfig's token was bound to the deleted agent pod: the API
+    // server rejects it (401), as it does after a real rollout until the new agent writes a new one.
+    const results: { phase: string; code: number; err?: number; ruled: boolean }[] = [];
+    const one = async (phase: string) => {
+      const n = netns();
+      const r = await add(n, cid());
+      results.push({ phase, code: r.code, ...(r.code !== 0 ? { err: JSON.parse(r.stdout).code } : {}), ruled: ruled(n) });
+    };
+    const wave = (phase: string) => Promise.all([one(phase), one(phase), one(phase)]);
+    await wave("before");
+    // SIGTERM while ADDs are under way.
+    const during = wave("stopping");
+    await Bun.sleep(5);
+    agent.stop();
+    api.setGlobalFault({ kind: "status", code: 401 });
+    await during;
+    await wave("gap");
+    const starting = wave("starting");
+    await Bun.sleep(5);
+    agent.start();
+    await starting;
+    api.setGlobalFault(undefined);
+    await wave("after");
+    for (const r of results) {
+      if (r.code === 0) expect({ ...r, ruled: true }).toEqual(r);
+      else expect({ ...r, retryable: [11, 104].includes(r.err!) }).toEqual({ ...r, ruled: false, retryable: true });
+    }
+    expect(results.filter((r) => r.phase === "gap").every((r) => r.code === 1)).toBe(true);
+    expect(results.filter((r) => r.phase === "before" || r.phase === "after").every((r) => r.code === 0)).toBe(true);
+  });
+});

@@ -1,0 +1,76 @@
+// A stand-in node agent for the plugin's tests: the agent's real socket server and handler
+// (internal/io/agent-socket.ts, internal/agent/handler.ts) on a socket in a temp folder, with a
+// "watch cache" that reads the stand-in API server's objects directly (so it makes no API
+// request), and knobs for what the plugin must survive: a slow agent, a 503, a stopped agent.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createSocketHandler } from "../../internal/agent/handler.ts";
+import type { Report } from "../../internal/agent/protocol.ts";
+import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";
+import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
+import type { ApiServer } from "./apiserver.ts";
+
+export interface StandInAgent {
+  /** The state folder (0700), which also holds the socket. */
+  dir: string;
+  socket: string;
+  reports: Report[];
+  lookups: { namespace: string; name: string; uid?: string }[];
+  /** Each lookup first waits this long (a slow agent). */
+  delayMs: number;
+  /** Answer every lookup with this status (503: cannot answer). */
+  fail?: 503;
+  /** Answer a cached pod whatever UID the plugin asked for (an agent that does not check). */
+  ignoreUid?: boolean;
+  /** Reports answered so far, awaited until `n` arrived (or the timeout). */
+  waitReports(n: number, timeoutMs?: number): Promise<Report[]>;
+  /** Stops serving (the socket goes), as an agent's SIGTERM does. */
+  stop(): void;
+  /** Serves again on the same socket (a new agent after a rollout). */
+  start(): void;
+  close(): void;
+}
+
+export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): StandInAgent {
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "meshcni-agent-"));
+  const socket = join(dir, "agent.sock");
+  const reports: Report[] = [];
+  const lookups: StandInAgent["lookups"] = [];
+  const cache: PodLookup = {
+    async lookup(namespace, name, uid, signal): Promise<LookupResult> {
+      lookups.push(uid === undefined ? { namespace, name } : { namespace, name, uid });
+      if (agent.delayMs > 0) await Bun.sleep(agent.delayMs);
+      signal.throwIfAborted();
+      if (agent.fail) return { ok: false, status: 503, error: { code: 11, msg: "the agent cannot answer", details: "stand-in told to fail" } };
+      const pod = api.objects.get(`/api/v1/namespaces/${namespace}/pods/${name}`) as { metadata?: { uid?: string } } | undefined;
+      if (!pod || (!agent.ignoreUid && uid !== undefined && pod.metadata?.uid !== undefined && pod.metadata.uid !== uid)) {
+        return { ok: false, status: 404, error: { code: 106, msg: "pod not found", details: `no pod ${namespace}/${name}${uid ? ` with UID ${uid}` : ""} on this node` } };
+      }
+      return { ok: true, pod, namespace: api.objects.get(`/api/v1/namespaces/${namespace}`) ?? null, source: "cache" };
+    },
+  };
+  const handler = createSocketHandler({ lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {} });
+  let served: AgentSocket | undefined;
+  const agent: StandInAgent = {
+    dir, socket, reports, lookups, delayMs: 0,
+    async waitReports(n, timeoutMs = 3000) {
+      const until = Date.now() + timeoutMs;
+      while (reports.length < n && Date.now() < until) await Bun.sleep(10);
+      return reports;
+    },
+    start() {
+      served ??= serveAgentSocket(socket, handler, () => {});
+    },
+    stop() {
+      served?.stop();
+      served = undefined;
+    },
+    close() {
+      agent.stop();
+      if (!opts.dir) rmSync(dir, { recursive: true, force: true });
+    },
+  };
+  agent.start();
+  return agent;
+}
