@@ -1,6 +1,6 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
 // values (internal/manifests/values.ts). Every refusal names the flag. Pure.
-import { buildPluginEntry, MESHES, type Mesh } from "../config/entry.ts";
+import { buildPluginEntry, MESHES, type Mesh, NAMES } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import {
   DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
@@ -50,6 +50,16 @@ export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
   namespace: { type: "string", short: "n", arg: "NS", default: "meshcni", help: "the namespace meshcni runs in" },
 };
 
+/**
+ * Whether meshcnictl renders (install-cni) or names for deletion (uninstall-cni) the Namespace
+ * object: for meshcni's own namespace, or when the flag says meshcni creates it. Any other
+ * namespace belongs to someone else: meshcni never labels it (privileged Pod Security, no
+ * injection) and never deletes it.
+ */
+export function ownsNamespace(namespace: string, flag: boolean): boolean {
+  return flag || namespace === NAMES.namespace;
+}
+
 /** Flags of install-cni alone: how the DaemonSet runs. */
 export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   image: { type: "string", arg: "REF", default: resolveImage(parseValues({})), help: "the meshcni image (installer and plugin)" },
@@ -57,6 +67,10 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
+  "create-namespace": {
+    type: "boolean", default: "on for meshcni, off for any other --namespace",
+    help: "render the Namespace (labelled privileged, no injection); without it another namespace is left as it is",
+  },
 };
 
 /** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
@@ -156,12 +170,13 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): V
     }
   }
   const minId = mesh === "istio" ? 1 : -1;
-  const input: ValuesInput = { mesh, createNamespace: true };
+  const input: ValuesInput = { mesh };
   const set = <K extends keyof ValuesInput>(key: K, value: ValuesInput[K] | undefined) => {
     if (value !== undefined) input[key] = value;
   };
   set("namespace", names(flags, "namespace")?.[0]);
   if (str(flags, "namespace") === "") throw bad("namespace", "", "is not a namespace name");
+  if (ownsNamespace(input.namespace ?? NAMES.namespace, flags["create-namespace"] === true)) input.createNamespace = true;
   set("platform", choice(flags, "platform", PLATFORM_NAMES));
   set("cniConfDir", dir(flags, "dest-cni-net-dir"));
   set("cniBinDir", dir(flags, "dest-cni-bin-dir"));
