@@ -35,7 +35,10 @@ export interface PluginDeps {
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
   netnsExists(path: string): Promise<boolean>;
-  /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
+  /**
+   * MESHCNI_DRY_RUN_FILE from the environment. Honoured only with `"dry_run": true` in the
+   * conflist entry (run.ts, dryRunGate); then payloads are written here instead of applied.
+   */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;
   /** Where log lines go (stderr in the binary). */

@@ -170,6 +170,28 @@ function peekVersion(stdin: string): unknown {
   }
 }
 
+/**
+ * The deps with dry run on only when the conflist entry says `"dry_run": true` and
+ * MESHCNI_DRY_RUN_FILE names the file. The variable alone is ignored, loudly: libcni hands the
+ * plugin the runtime's whole environment, so one stray line in a unit file must not stop
+ * enforcement on a node. The entry alone fails the command (no file to write, nothing applied).
+ */
+function dryRunGate(conf: PluginConf, deps: PluginDeps, log: Logger): PluginDeps {
+  const { dryRunFile, ...rest } = deps;
+  if (!conf.dry_run) {
+    if (dryRunFile) {
+      log.warn(`MESHCNI_DRY_RUN_FILE is set in the plugin's environment, but its conflist entry does not say "dry_run": true: ignored, rules are applied`);
+    }
+    return rest;
+  }
+  if (!dryRunFile) {
+    throw new CniError(Code.InvalidConfig, "dry_run needs MESHCNI_DRY_RUN_FILE",
+      `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; remove "dry_run" to apply rules`);
+  }
+  log.warn(`dry run ("dry_run": true and MESHCNI_DRY_RUN_FILE): no rules are applied to this pod; payloads go to the file`);
+  return deps;
+}
+
 export async function runPlugin(inv: Invocation): Promise<Outcome> {
   let requestVersion: unknown;
   let log = createLogger("info", inv.deps.logSink);
@@ -185,7 +207,8 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
     const profile = profileFor(conf);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
-    const ctx: Ctx = { args, conf, profile, deps: inv.deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000) };
+    const deps = dryRunGate(conf, inv.deps, log);
+    const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000) };
     switch (args.command) {
       case "ADD":
         return { stdout: await add(ctx), exitCode: 0 };

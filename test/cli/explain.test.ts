@@ -108,7 +108,7 @@ describe("explain prints what the plugin applies", () => {
       api.addNamespace(ns);
       const dry = join(tmp, `${p.pod.replaceAll("/", "-")}.dry-run`);
       const entry = buildPluginEntry(p.entry);
-      const conf = { cniVersion: "1.0.0", ...entry, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
+      const conf = { cniVersion: "1.0.0", ...entry, dry_run: true, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
       // Asynchronously: the stand-in API server answers from this process.
       const add = Bun.spawn([plugin], {
         env: {
