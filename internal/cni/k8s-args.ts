@@ -1,5 +1,6 @@
 import { CniError } from "./errors.ts";
 import { Code } from "./spec.ts";
+import { quote } from "../text/escape.ts";
 
 /** What meshcni reads from CNI_ARGS. Other keys are ignored. */
 export interface K8sArgs {
@@ -26,7 +27,7 @@ export function parseK8sArgs(raw: string | undefined): K8sArgs {
     const eq = pair.indexOf("=");
     if (eq <= 0 || pair.indexOf("=", eq + 1) !== -1) {
       throw new CniError(Code.InvalidEnvironment, "invalid CNI_ARGS",
-        `pair ${JSON.stringify(pair)} is not KEY=VALUE`);
+        `pair ${quote(pair)} is not KEY=VALUE`);
     }
     const key = pair.slice(0, eq);
     const val = pair.slice(eq + 1);
@@ -44,11 +45,11 @@ export function parseK8sArgs(raw: string | undefined): K8sArgs {
   if (out.podName === undefined || out.podNamespace === undefined) return out;
   if ((out.podNamespace.length > 63 || !DNS_LABEL.test(out.podNamespace))) {
     throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAMESPACE in CNI_ARGS",
-      `${JSON.stringify(out.podNamespace)} is not a Kubernetes namespace name`);
+      `${quote(out.podNamespace)} is not a Kubernetes namespace name`);
   }
   if ((out.podName.length > 253 || !DNS_SUBDOMAIN.test(out.podName))) {
     throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAME in CNI_ARGS",
-      `${JSON.stringify(out.podName)} is not a Kubernetes pod name`);
+      `${quote(out.podName)} is not a Kubernetes pod name`);
   }
   return out;
 }
