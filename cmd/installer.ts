@@ -174,7 +174,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     return 2;
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
-  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now(), canRun: checkBinaryOnHost });
+  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs([{ host: opts.destNetDir, container: opts.hostNetDir }]), log, now: () => performance.now(), canRun: checkBinaryOnHost });
   try {
     if (opts.mode === "uninstall") {
       inst.uninstall();

@@ -4,9 +4,9 @@ import { dlopen, FFIType } from "bun:ffi";
 import { randomBytes } from "node:crypto";
 import {
   closeSync, existsSync, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync,
-  realpathSync, renameSync, statSync, unlinkSync, writeSync,
+  readlinkSync, renameSync, statSync, unlinkSync, writeSync,
 } from "node:fs";
-import { basename, dirname } from "node:path";
+import { basename, dirname, join, normalize } from "node:path";
 import type { FileStat, HostFs } from "../installer/deps.ts";
 import type { Observed } from "../installer/plan.ts";
 
@@ -52,14 +52,55 @@ function wrap(what: string, path: string, e: unknown): Error {
   return new Error(`cannot ${what} ${path}: ${(e as Error).message}${hint(e)}`, { cause: e });
 }
 
-/** The file a path names; a symlinked config is written where the link points, keeping the link. */
-function resolveTarget(path: string): string {
-  try {
-    if (lstatSync(path).isSymbolicLink()) return realpathSync(path);
-  } catch {
-    // absent, or a dangling link: write the path itself
+/** A host folder mounted into the installer's container: `host` as the host sees it, `container` here. */
+export interface HostFolder {
+  host: string;
+  container: string;
+}
+
+const under = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+
+/**
+ * Where a symbolic link at `linkPath` (a path in this container) leads, read as the host reads
+ * it: an absolute target, or a relative one taken from the link's folder as the host sees it,
+ * names a host path, found here through the folder it lies in. Undefined when the link leaves
+ * every mounted host folder (meshcni cannot reach that file). With no folder holding the link
+ * (no mapping known), the link is read in this container's view. Pure.
+ */
+export function hostLinkTarget(linkPath: string, target: string, folders: readonly HostFolder[]): string | undefined {
+  const mount = folders.find((f) => under(linkPath, f.container));
+  if (!mount) return target.startsWith("/") ? normalize(target) : normalize(join(dirname(linkPath), target));
+  const onHost = target.startsWith("/")
+    ? normalize(target)
+    : normalize(join(dirname(mount.host + linkPath.slice(mount.container.length)), target));
+  const home = [...folders].sort((a, b) => b.host.length - a.host.length).find((f) => under(onHost, f.host));
+  return home && normalize(home.container + onHost.slice(home.host.length));
+}
+
+/**
+ * The file a path names; a symlinked config is read and written where the link points, as the
+ * host resolves it (hostLinkTarget), keeping the link. Absent or dangling: the path the chain
+ * of links ends at.
+ */
+function resolveTarget(path: string, folders: readonly HostFolder[]): string {
+  let cur = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let target: string;
+    try {
+      if (!lstatSync(cur).isSymbolicLink()) return cur;
+      target = readlinkSync(cur);
+    } catch {
+      return cur;
+    }
+    const next = hostLinkTarget(cur, target, folders);
+    if (next === undefined) {
+      throw new Error(`${path} is a symbolic link to ${target}, outside the host folders meshcni has mounted `
+        + `(${folders.map((f) => f.host).join(", ")}); meshcni cannot read or write it from its container: `
+        + "put the file itself in the folder, or link it within the folder");
+    }
+    cur = next;
   }
-  return path;
+  throw new Error(`${path}: too many levels of symbolic links`);
 }
 
 function tempName(target: string): string {
@@ -97,7 +138,18 @@ function statOf(path: string): FileStat | undefined {
   }
 }
 
-export function createHostFs(): HostFs {
+/**
+ * `folders`: the host folders mounted here (--dest-net-dir at --host-net-dir), so that a link
+ * the host wrote is followed as the host follows it, not into this container's own files.
+ */
+export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
+  const resolve = (path: string) => {
+    try {
+      return resolveTarget(path, folders);
+    } catch (e) {
+      throw wrap("follow", path, e);
+    }
+  };
   return {
     list(dir) {
       try {
@@ -107,7 +159,8 @@ export function createHostFs(): HostFs {
         throw wrap("list", dir, e);
       }
     },
-    read(path): Observed | undefined {
+    read(link): Observed | undefined {
+      const path = resolve(link);
       const s = statOf(path);
       if (!s) return undefined;
       try {
@@ -121,8 +174,9 @@ export function createHostFs(): HostFs {
       const f = this.read(path);
       return f && new TextDecoder().decode(f.bytes);
     },
-    stat: statOf,
-    hash(path) {
+    stat: (path) => statOf(resolve(path)),
+    hash(link) {
+      const path = resolve(link);
       if (!statOf(path)) return undefined;
       const hasher = new Bun.CryptoHasher("sha256");
       const buf = new Uint8Array(1 << 20);
@@ -135,14 +189,14 @@ export function createHostFs(): HostFs {
       return hasher.digest("hex");
     },
     writeAtomic(path, data, mode) {
-      const target = resolveTarget(path);
+      const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
       }, mode);
     },
     replaceIfUnchanged(path, data, mode, expected) {
-      const target = resolveTarget(path);
+      const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       return commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);

@@ -1,6 +1,6 @@
 // Regression tests for what the installer chaos run found, against the compiled installer.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildPluginEntry } from "../../internal/installer/entry.ts";
@@ -166,5 +166,56 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
     expect(inst.reconcile()).toEqual({ kind: "chained", file: "10-calico.conflist" });
     inst.uninstall();
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(host);
+  });
+});
+
+describe("a host config that is a symbolic link is followed as the host follows it", () => {
+  // The host's /etc/cni/net.d is mounted at another path in the installer's container: an
+  // absolute link the host wrote names a host path, which in the container is another file or
+  // none. HOST stands for the host's view of the folder (a path that is nothing here).
+  const HOST = "/nonexistent-host/etc/cni/net.d";
+  let root: string;
+  let net: string;
+  const calico = `${JSON.stringify({ cniVersion: "1.0.0", name: "k8s-pod-network", plugins: [{ type: "calico" }] })}\n`;
+  const setup = () => {
+    root = mkdtempSync(join(tmpdir(), "meshcni-links-"));
+    net = join(root, "host/etc/cni/net.d");
+    mkdirSync(join(net, "calico"), { recursive: true });
+    writeFileSync(join(net, "calico/10-calico.conflist"), calico);
+  };
+
+  test("an absolute link into the folder: read and written at the file it names, the link kept", () => {
+    setup();
+    symlinkSync(`${HOST}/calico/10-calico.conflist`, join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    expect(fs.readText(join(net, "10-calico.conflist"))).toBe(calico);
+    expect(fs.replaceIfUnchanged(join(net, "10-calico.conflist"), "chained", 0o644, calico)).toBe(true);
+    expect(lstatSync(join(net, "10-calico.conflist")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(net, "calico/10-calico.conflist"), "utf8")).toBe("chained");
+    // Followed in the container's own view, the link names nothing: the config would be missed.
+    expect(createHostFs().readText(join(net, "10-calico.conflist"))).toBeUndefined();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test("a relative link is taken from the link's folder on the host", () => {
+    setup();
+    symlinkSync("calico/10-calico.conflist", join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644);
+    expect(lstatSync(join(net, "10-calico.conflist")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(net, "calico/10-calico.conflist"), "utf8")).toBe("chained");
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test("a link out of the mounted folders is refused, naming it; nothing in the container is written", () => {
+    setup();
+    const inContainer = join(root, "container-own.conflist");
+    writeFileSync(inContainer, calico);
+    symlinkSync(inContainer, join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    expect(() => fs.readText(join(net, "10-calico.conflist"))).toThrow(/is a symbolic link to .*outside the host folders meshcni has mounted/);
+    expect(() => fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644)).toThrow(/outside the host folders/);
+    expect(readFileSync(inContainer, "utf8")).toBe(calico);
+    rmSync(root, { recursive: true, force: true });
   });
 });
