@@ -107,8 +107,31 @@ function tempName(target: string): string {
   return `${dirname(target)}/.${basename(target)}.${randomBytes(4).toString("hex")}${TEMP_SUFFIX}`;
 }
 
-/** Fills a temp file, makes it durable, and puts it in place with `place` (a rename by default). */
-function commit(tmp: string, target: string, fill: (fd: number) => void, mode: number, place = (t: string) => (renameSync(t, target), true)): boolean {
+/**
+ * fsync of a folder: makes the renames, links and unlinks in it durable, so a crash of the node
+ * right after a write cannot bring back the old name (or lose the new one) at boot. Folders
+ * whose file system cannot sync one (EINVAL) are left as they are.
+ */
+export function syncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, "r");
+    fsyncSync(fd);
+  } catch (e) {
+    if (code(e) !== "EINVAL" && code(e) !== "ENOENT") throw wrap("sync", dir, e);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Fills a temp file, makes it durable, puts it in place with `place` (a rename by default) and
+ * syncs the folder.
+ */
+function commit(
+  tmp: string, target: string, fill: (fd: number) => void, mode: number, sync: (dir: string) => void,
+  place = (t: string) => (renameSync(t, target), true),
+): boolean {
   let fd: number | undefined;
   try {
     fill((fd = openSync(tmp, "wx", mode)));
@@ -116,7 +139,9 @@ function commit(tmp: string, target: string, fill: (fd: number) => void, mode: n
     fsyncSync(fd);
     closeSync(fd);
     fd = undefined;
-    return place(tmp);
+    const placed = place(tmp);
+    sync(dirname(target));
+    return placed;
   } catch (e) {
     if (fd !== undefined) closeSync(fd);
     try {
@@ -142,7 +167,7 @@ function statOf(path: string): FileStat | undefined {
  * `folders`: the host folders mounted here (--dest-net-dir at --host-net-dir), so that a link
  * the host wrote is followed as the host follows it, not into this container's own files.
  */
-export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
+export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: string) => void = syncDir): HostFs {
   const resolve = (path: string) => {
     try {
       return resolveTarget(path, folders);
@@ -193,14 +218,14 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode);
+      }, mode, sync);
     },
     replaceIfUnchanged(path, data, mode, expected) {
       const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       return commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode, (tmp) => {
+      }, mode, sync, (tmp) => {
         if (expected === null) {
           // Only while there is still no file: a link fails when the name exists.
           try {
@@ -245,6 +270,7 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
       }
       if (textOf(held) === expected) {
         unlinkSync(held);
+        sync(dirname(path));
         return "removed";
       }
       // Not what the plan was made from: back it goes, unless the host wrote the name again meanwhile.
@@ -254,6 +280,7 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
         if (code(e) !== "EEXIST") throw wrap("restore", path, e);
       }
       unlinkSync(held);
+      sync(dirname(path));
       return "changed";
     },
     copyAtomic(src, dest, mode) {
@@ -269,7 +296,7 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
           for (let n; (n = readSync(from, buf, 0, buf.length, null)) > 0;) {
             for (let off = 0; off < n;) off += writeSync(fd, buf, off, n - off);
           }
-        }, mode);
+        }, mode, sync);
       } finally {
         closeSync(from);
       }
@@ -277,6 +304,7 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
     remove(path) {
       try {
         unlinkSync(path);
+        sync(dirname(path));
         return true;
       } catch (e) {
         if (code(e) === "ENOENT") return false;
@@ -303,6 +331,7 @@ export function createHostFs(folders: readonly HostFolder[] = []): HostFs {
         if (!isTemp(name) && original === undefined) continue;
         if (this.remove(`${dir}/${name}`)) removed.push(name);
       }
+      if (removed.length > 0) sync(dir);
       return removed;
     },
   };

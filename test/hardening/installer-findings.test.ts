@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildPluginEntry } from "../../internal/installer/entry.ts";
 import { Installer } from "../../internal/installer/installer.ts";
-import { createHostFs } from "../../internal/io/installer-fs.ts";
+import { createHostFs, syncDir } from "../../internal/io/installer-fs.ts";
 import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
 
 let dirs: HostDirs;
@@ -217,5 +217,32 @@ describe("a host config that is a symbolic link is followed as the host follows 
     expect(() => fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644)).toThrow(/outside the host folders/);
     expect(readFileSync(inContainer, "utf8")).toBe(calico);
     rmSync(root, { recursive: true, force: true });
+  });
+});
+
+describe("each rename, link and unlink in a host folder is followed by an fsync of the folder", () => {
+  test("writeAtomic, replaceIfUnchanged, copyAtomic, removeIfUnchanged, remove: the folder is synced once the name is in place", () => {
+    const dir = mkdtempSync(join(tmpdir(), "meshcni-dirsync-"));
+    const at = (n: string) => join(dir, n);
+    // What the folder held at each sync: the sync must come after the rename, not before.
+    const synced: string[] = [];
+    const fs = createHostFs([], (d) => {
+      expect(d).toBe(dir);
+      syncDir(d); // the real one, on a real folder
+      synced.push(readdirSync(d).sort().map((n) => `${n}=${readFileSync(join(d, n), "utf8")}`).join(" "));
+    });
+    fs.writeAtomic(at("10-a.conflist"), "A1", 0o644);
+    expect(synced.pop()).toBe("10-a.conflist=A1");
+    expect(fs.replaceIfUnchanged(at("10-a.conflist"), "A2", 0o644, "A1")).toBe(true);
+    expect(synced.pop()).toBe("10-a.conflist=A2");
+    writeFileSync(at("src"), "binary");
+    fs.copyAtomic(at("src"), at("meshcni"), 0o755);
+    expect(synced.pop()).toBe("10-a.conflist=A2 meshcni=binary src=binary");
+    expect(fs.removeIfUnchanged(at("10-a.conflist"), "A2")).toBe("removed");
+    expect(synced.pop()).toBe("meshcni=binary src=binary");
+    expect(fs.remove(at("meshcni"))).toBe(true);
+    expect(synced.pop()).toBe("src=binary");
+    expect(synced).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
   });
 });
