@@ -1,6 +1,6 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
 // values (internal/manifests/values.ts). Every refusal names the flag. Pure.
-import { buildPluginEntry, MESHES, type Mesh, NAMES } from "../config/entry.ts";
+import { entryFromOptions, MESHES, type Mesh, NAMES } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import {
   DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
@@ -221,7 +221,7 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): V
 
 /** The entry the plugin would get, parsed by the plugin's own parser (as a runtime hands it over). */
 export function buildPluginConfText(values: Values): string {
-  const entry = buildPluginEntry(entryOptions(values));
+  const entry = entryFromOptions(entryOptions(values));
   return JSON.stringify({ cniVersion: "1.1.0", ...entry, kubernetes: { ...(entry.kubernetes as object), pod_namespace: values.namespace } });
 }
 
