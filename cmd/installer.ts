@@ -10,7 +10,7 @@ import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
 import { buildStatus } from "../internal/agent/status.ts";
 import { decideOnStop } from "../internal/agent/stop.ts";
 import type { CacheStatus, PodLookup } from "../internal/agent/types.ts";
-import { buildPluginEntry } from "../internal/installer/entry.ts";
+import { entryFromConfigText } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
@@ -168,7 +168,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   let entry;
   try {
     const text = opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8");
-    entry = buildPluginEntry(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
+    entry = entryFromConfigText(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
   } catch (e) {
     log.error(`--plugin-config ${opts.pluginConfig}: ${(e as Error).message}`);
     return 2;

@@ -19,7 +19,7 @@ export interface AgentPaths {
  * `configText` is the content of --plugin-config, or undefined for the default entry. The
  * runtime injects `cniVersion` (and `name`) from the list, so `cniVersion` is dropped.
  */
-export function buildPluginEntry(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
+export function entryFromConfigText(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
   let entry: JsonObject;
   if (configText === undefined) {
     entry = defaultPluginEntry("linkerd", destNetDir);

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { Installer } from "../../internal/installer/installer.ts";
 import { createHostFs, syncDir } from "../../internal/io/installer-fs.ts";
 import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
@@ -158,7 +158,7 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
     const quiet = { debug() {}, info() {}, warn() {}, error() {} };
     const inst = new Installer({
       hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
-      entry: buildPluginEntry(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
+      entry: entryFromConfigText(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
     }, { fs, log: quiet, now: () => performance.now() });
     inst.prepare();
     expect(inst.reconcile().kind).toBe("changed");
