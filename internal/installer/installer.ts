@@ -89,7 +89,7 @@ export class Installer {
     fs.ensureDir(this.config.hostNetDir);
     fs.ensureDir(this.config.hostBinDir);
     for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
-      for (const name of fs.removeTempFiles(dir)) log.info(`removed ${join(dir, name)}, left by an interrupted write`);
+      for (const name of fs.recoverInterruptedWrites(dir)) log.info(`recovered ${join(dir, name)}, left by an interrupted write (temp file removed, or host file put back)`);
     }
     this.loadState();
   }

@@ -318,7 +318,7 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
         throw wrap("create", dir, e);
       }
     },
-    removeTempFiles(dir) {
+    recoverInterruptedWrites(dir) {
       const removed: string[] = [];
       for (const name of this.list(dir) ?? []) {
         const original = heldOriginal(name);

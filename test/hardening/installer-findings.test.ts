@@ -122,7 +122,7 @@ describe("the installer's file operations never replace or remove what the host 
     writeFileSync(at(".10-b.conf.0a1b2c3d.meshcni-held"), "older");
     writeFileSync(at("10-b.conf"), "newer");
     writeFileSync(at(".10-c.conflist.0a1b2c3d.meshcni-tmp"), "half a write");
-    expect(fs.removeTempFiles(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
+    expect(fs.recoverInterruptedWrites(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
     expect(readdirSync(dir).sort()).toEqual(["10-b.conf", "10-flannel.conf"]);
     expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("host's");
     expect(readFileSync(at("10-b.conf"), "utf8")).toBe("newer");
