@@ -8,6 +8,7 @@ import {
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
 import { type Flags, list, type OptionSpec, str } from "./spec.ts";
+import { isDnsLabel } from "../kube/names.ts";
 
 const platformDirs = (key: "cniBinDir" | "cniConfDir") =>
   PLATFORM_NAMES.map((p) => `${PLATFORMS[p][key]} with --platform ${p}`).join(", ");
@@ -138,7 +139,7 @@ function ports(flags: Flags, flag: string): number[] | undefined {
 function names(flags: Flags, flag: string): string[] | undefined {
   const items = list(flags, flag);
   for (const item of items ?? []) {
-    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(item) || item.length > 63) throw bad(flag, item, "is not a namespace name");
+    if (!isDnsLabel(item)) throw bad(flag, item, "is not a namespace name");
   }
   return items;
 }

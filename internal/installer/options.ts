@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { NAMES } from "../config/entry.ts";
+import { isDnsSubdomain } from "../kube/names.ts";
 
 export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -86,8 +87,6 @@ export function renderUsage(): string {
   ].join("\n");
 }
 
-/** A DNS-1123 subdomain: what Kubernetes accepts as a node or DaemonSet name. */
-const K8S_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 const Port = v.pipe(v.string(), v.regex(/^\d+$/, "must be a number"), v.transform(Number), v.minValue(1, "must be 1-65535"), v.maxValue(65535, "must be 1-65535"));
 
@@ -151,9 +150,9 @@ export function parseInstallerOptions(
   if (Buffer.byteLength(agentSocket) > 107) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: longer than a Unix socket path may be (107 bytes)`);
   // Both reach API paths, so both must be names the API could hold.
   const daemonSetName = str("daemonset-name")!;
-  if (!K8S_NAME.test(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
+  if (!isDnsSubdomain(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
-  if (nodeName !== undefined && !K8S_NAME.test(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
+  if (nodeName !== undefined && !isDnsSubdomain(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
   const confName = str("conf-name");
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
     throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);

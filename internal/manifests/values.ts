@@ -7,6 +7,7 @@ import * as v from "valibot";
 import pkg from "../../package.json" with { type: "json" };
 import { type EntryOptions, MESHES } from "../config/entry.ts";
 import { IPTABLES_MODES } from "../config/plugin-config.ts";
+import { DNS_LABEL } from "../kube/names.ts";
 
 /** The version of meshcni these manifests deploy (the chart's appVersion, the image's default tag). */
 export const APP_VERSION: string = pkg.version;
@@ -43,7 +44,7 @@ const PortOrRange = v.pipe(
   v.regex(/^\d{1,5}(-\d{1,5})?$/, "must be a port or a range LOW-HIGH"),
   v.check((s) => s.split("-").every((p) => Number(p) <= 65535), "must be a port or a range within 0-65535"),
 );
-const Name = v.pipe(v.string(), v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a Kubernetes name (lower case, digits, -)"));
+const Name = v.pipe(v.string(), v.regex(DNS_LABEL, "must be a Kubernetes name (lower case, digits, -)"));
 
 export const ValuesSchema = v.object({
   mesh: v.optional(v.picklist(MESHES), "linkerd"),

@@ -5,6 +5,7 @@ import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS, ownsNamespace } from "../install-flags.ts";
 import { type CommandSpec, type Flags, str } from "../spec.ts";
 import { OUTPUT_OPTION, outputFormat } from "./install-cni.ts";
+import { isDnsLabel } from "../../kube/names.ts";
 
 export const spec: CommandSpec = {
   name: "uninstall-cni",
@@ -30,7 +31,7 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   if (args.length) throw new CliError(`uninstall-cni takes no arguments (got ${JSON.stringify(args[0])})`);
   const format = outputFormat(flags);
   const namespace = str(flags, "namespace") ?? "meshcni";
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace) || namespace.length > 63) {
+  if (!isDnsLabel(namespace)) {
     throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
   }
   ctx.out(renderObjects(buildUninstallObjects(namespace, ownsNamespace(namespace, flags["delete-namespace"] === true)), format));
