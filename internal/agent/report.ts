@@ -6,6 +6,7 @@
 import * as v from "valibot";
 import { escapeText, quoteValue } from "../text/escape.ts";
 import type { Command, LookupSource, Outcome, Report } from "./protocol.ts";
+import type { LogLevel } from "../config/log-levels.ts";
 
 export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
 export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
@@ -59,7 +60,7 @@ export { escapeText, quoteValue };
 
 // ---- what is printed --------------------------------------------------------------------------
 
-export type Level = "debug" | "info" | "warn" | "error";
+export type Level = LogLevel;
 
 export interface OutputLine {
   level: Level;

@@ -5,9 +5,9 @@ import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
+import { LOG_LEVELS, type LogLevel } from "../config/log-levels.ts";
 
-export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+export { LOG_LEVELS, type LogLevel };
 export type Mode = "run" | "once" | "uninstall";
 
 export interface InstallerOptions {

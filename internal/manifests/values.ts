@@ -8,13 +8,14 @@ import pkg from "../../package.json" with { type: "json" };
 import { type EntryOptions, MESHES } from "../config/entry.ts";
 import { IPTABLES_MODES } from "../config/plugin-config.ts";
 import { DNS_LABEL } from "../kube/names.ts";
+import { LOG_LEVELS } from "../config/log-levels.ts";
 
 /** The version of meshcni these manifests deploy (the chart's appVersion, the image's default tag). */
 export const APP_VERSION: string = pkg.version;
 
 export const DEFAULT_HUB = "ghcr.io/meshcni";
 export const IMAGE_NAME = "meshcni";
-export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
