@@ -3,7 +3,7 @@
 import { entryFromOptions, MESHES, type Mesh, NAMES } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import {
-  DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
+  DEFAULT_DIRS, LINKERD_ONLY, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
   type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
@@ -74,13 +74,6 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   },
 };
 
-/** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
-const LINKERD_ONLY: Record<string, string> = {
-  "skip-inbound-ports": "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts",
-  "skip-outbound-ports": "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts",
-  "redirect-ports": "the pod annotation traffic.sidecar.istio.io/includeInboundPorts",
-  ipv6: "the pod's addresses and ISTIO_DUAL_STACK",
-};
 
 function bad(flag: string, value: string, why: string): CliError {
   return new CliError(`--${flag} ${JSON.stringify(value)}: ${why}`);
@@ -166,8 +159,8 @@ function annotations(flags: Flags, flag: string): Record<string, string> | undef
 export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): Values {
   const mesh: Mesh = choice(flags, "mesh", MESHES) ?? "linkerd";
   if (mesh === "istio") {
-    for (const [flag, instead] of Object.entries(LINKERD_ONLY)) {
-      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio it comes from ${instead}`);
+    for (const { flag, istio } of Object.values(LINKERD_ONLY)) {
+      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio it comes from ${istio}`);
     }
   }
   const minId = mesh === "istio" ? 1 : -1;

@@ -95,6 +95,8 @@ export function parseValues(input: unknown): Values {
       return path ? `${path}: ${i.message}` : i.message;
     }).join("; "));
   }
+  const stray = r.output.mesh === "istio" ? linkerdOnlySet(r.output) : [];
+  if (stray.length > 0) throw new ValuesError(`${stray.join(", ")}: apply to mesh linkerd only; Istio takes them from the pods' annotations`);
   return r.output;
 }
 
@@ -134,5 +136,22 @@ export function entryOptions(values: Values): EntryOptions {
   return o;
 }
 
-/** Values that mean nothing for Istio (its pods' annotations and environment decide them). */
-export const LINKERD_ONLY = ["skipInboundPorts", "skipOutboundPorts", "redirectPorts", "ipv6"] as const;
+/**
+ * Values that mean nothing for Istio (its pods' annotations and environment decide them), the
+ * one list: each with its install-cni flag and where Istio takes the setting from. The chart's
+ * meshcni.entry refuses the same four.
+ */
+export const LINKERD_ONLY = {
+  skipInboundPorts: { flag: "skip-inbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts" },
+  skipOutboundPorts: { flag: "skip-outbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts" },
+  redirectPorts: { flag: "redirect-ports", istio: "the pod annotation traffic.sidecar.istio.io/includeInboundPorts" },
+  ipv6: { flag: "ipv6", istio: "the pod's addresses and ISTIO_DUAL_STACK" },
+} as const satisfies Partial<Record<keyof Values, { flag: string; istio: string }>>;
+
+/** The Linkerd-only values set in `values` (none matter unless the mesh is Istio). */
+export function linkerdOnlySet(values: Values): (keyof typeof LINKERD_ONLY)[] {
+  return (Object.keys(LINKERD_ONLY) as (keyof typeof LINKERD_ONLY)[]).filter((k) => {
+    const v = values[k];
+    return Array.isArray(v) ? v.length > 0 : v === true;
+  });
+}
