@@ -57,6 +57,11 @@ export interface EntryOptions {
   useWaitFlag?: boolean;
 }
 
+/**
+ * The plugin's kubeconfig in a CNI config folder, the one definition: the path written into the
+ * entry (the folder as the host sees it) and the file the installer writes (the same folder as
+ * mounted in its container).
+ */
 export function kubeconfigPath(destNetDir = "/etc/cni/net.d"): string {
   return `${destNetDir.replace(/\/+$/, "")}/${NAMES.kubeconfigFile}`;
 }
