@@ -13,6 +13,7 @@ const SUITES: [file: string, fn: string][] = [
   ["installer-idle.ts", "benchIdle"],
   ["cli-install-cni.ts", "benchInstallCni"],
   ["image.ts", "benchImage"],
+  ["bounds.ts", "benchBounds"],
 ];
 
 function machine(): string {

@@ -30,8 +30,8 @@ describe("deeply nested stdin is a decode failure (code 6), answered at once", (
       const stdin = JSON.stringify({ ...base, prevResult: { cniVersion: "1.0.0", ips: [] } }).replace('"ips":[]', `"ips":[],"x":${deep}`);
       const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: "" }), stdin, { dryRun: true });
       expect(r.code).toBe(1);
+      // How fast: bench/bounds.ts.
       expect(JSON.parse(r.stdout).code).toBe(6);
-      expect(r.ms).toBeLessThan(1000);
       expect(r.payload).toBeUndefined();
     });
   }
