@@ -71,6 +71,22 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
   });
 });
 
+describe("CHECK with an IPv4-mapped IPv6 range", () => {
+  let lab: PodLab;
+  beforeAll(async () => {
+    lab = await PodLab.start();
+    lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
+  });
+  afterAll(() => lab?.close());
+
+  test("skip-subnets ::ffff:a00:0/104 is applied and CHECK finds it (ip6tables-save prints ::ffff:10.0.0.0/104)", async () => {
+    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-mapped",
+      { "config.linkerd.io/skip-subnets": "10.1.0.0/16,::ffff:a00:0/104" }), lab.entry({ linkerd: { ipv6: true } }));
+    expect(pod.netns.save("nft", 6)).toContain("-s ::ffff:10.0.0.0/104");
+    await pod.runtime.check(pod.attachment);
+  });
+});
+
 describe("dry run needs the conflist entry, not just the environment", () => {
   let lab: PodLab;
   beforeAll(async () => {
