@@ -5,7 +5,9 @@
 #
 # It picks the build for this OS and architecture (Linux or macOS, amd64 or arm64), checks it
 # against the release's SHA256SUMS, and installs nothing unless the checksum matches.
-# MESHCNI_RELEASE_URL: where the release files are (default: the latest GitHub release).
+# MESHCNI_RELEASE_URL: where the release files are (default: the latest GitHub release); https
+# only, and so is every redirect (curl --proto =https --proto-redir =https; with wget each
+# redirect is checked before it is followed).
 # MESHCNI_HOME: where to install (default: ~/.meshcni; the binary goes into its bin/).
 set -eu
 
@@ -31,11 +33,34 @@ case "$(uname -m)" in
 esac
 file="meshcnictl-$os-$arch"
 
+https_only() { # URL
+  case "$1" in
+    https://*) ;;
+    *) fail "refusing to download $1: only https:// is allowed (MESHCNI_RELEASE_URL too), redirects included" ;;
+  esac
+}
+
 fetch() { # URL FILE
+  https_only "$1"
   if command -v curl >/dev/null 2>&1; then
-    curl -fsSL --retry 2 -o "$2" "$1"
+    curl -fsSL --proto =https --proto-redir =https --retry 2 -o "$2" "$1"
   elif command -v wget >/dev/null 2>&1; then
-    wget -q -O "$2" "$1"
+    # wget's --https-only binds only recursive downloads, not redirects: they are followed here,
+    # one at a time, each checked.
+    url="$1"
+    hops=0
+    while ! wget --https-only --max-redirect=0 -S -O "$2" "$url" 2>"$tmp/headers"; do
+      loc="$(sed -n 's/^  [Ll]ocation: *//p' "$tmp/headers" | tr -d '\r' | tail -n 1)"
+      [ -n "$loc" ] || return 1
+      hops=$((hops + 1))
+      [ "$hops" -le 10 ] || fail "too many redirects downloading $1"
+      case "$loc" in
+        https://*) url="$loc" ;;
+        //*) url="https:$loc" ;;
+        /*) url="$(printf '%s' "$url" | sed 's#^\(https://[^/]*\).*#\1#')$loc" ;;
+        *) fail "refusing the redirect from $url to $loc: only https:// is allowed" ;;
+      esac
+    done
   else
     fail "needs curl or wget to download $1"
   fi

@@ -14,6 +14,7 @@ const SUITES: [file: string, fn: string][] = [
   ["agent-cache.ts", "benchAgentCache"],
   ["cli-install-cni.ts", "benchInstallCni"],
   ["image.ts", "benchImage"],
+  ["bounds.ts", "benchBounds"],
 ];
 
 function machine(): string {

@@ -16,7 +16,7 @@ import type { JsonObject } from "../internal/conflist/chain.ts";
 import { profileFor } from "../internal/mesh/index.ts";
 import { meshcniEntryIn, type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
 import { serviceAccountWriter } from "../internal/io/agent-write.ts";
-import { buildPluginEntry } from "../internal/installer/entry.ts";
+import { entryFromConfigText } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
@@ -214,13 +214,13 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   let entry;
   try {
     const text = opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8");
-    entry = buildPluginEntry(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
+    entry = entryFromConfigText(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
   } catch (e) {
     log.error(`--plugin-config ${opts.pluginConfig}: ${(e as Error).message}`);
     return 2;
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
-  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs(), log, now: () => performance.now(), canRun: checkBinaryOnHost });
+  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs([{ host: opts.destNetDir, container: opts.hostNetDir }]), log, now: () => performance.now(), canRun: checkBinaryOnHost });
   try {
     if (opts.mode === "uninstall") {
       inst.uninstall();

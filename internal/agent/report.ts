@@ -4,7 +4,9 @@
 // error messages), so nothing is printed without escaping: no line breaks, no terminal escapes,
 // no bidirectional overrides. Pure.
 import * as v from "valibot";
+import { escapeText, quoteValue } from "../text/escape.ts";
 import type { Command, LookupSource, Outcome, Report } from "./protocol.ts";
+import type { LogLevel } from "../config/log-levels.ts";
 
 export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
 export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
@@ -52,37 +54,13 @@ export function parseReport(body: string): ParsedReport {
   return { ok: true, report: r.output as Report };
 }
 
-// ---- escaping ---------------------------------------------------------------------------------
+// ---- escaping: internal/text/escape.ts, shared with the plugin's logger -----------------------
 
-/**
- * Characters that could end a line, move the cursor, recolour or clear a terminal, hide text or
- * reorder it: C0 and C1 controls, DEL, line and paragraph separators, zero-width and
- * bidirectional formatting characters, the BOM, interlinear annotations, and lone surrogates.
- */
-const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
-
-function escapeChar(c: string): string {
-  if (c === "\n") return "\\n";
-  if (c === "\r") return "\\r";
-  if (c === "\t") return "\\t";
-  const code = c.charCodeAt(0);
-  return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
-}
-
-/** Free text on one line: unsafe characters become visible escapes (\n, \x1b, \u202e, ...). */
-export function escapeText(s: string): string {
-  return s.replace(UNSAFE, escapeChar);
-}
-
-/** A value of a key=value field: bare when plainly safe, else double-quoted with escapes. */
-export function quoteValue(s: string): string {
-  if (/^[A-Za-z0-9._:/@+-]+$/.test(s)) return s;
-  return `"${escapeText(s.replace(/[\\"]/g, "\\$&"))}"`;
-}
+export { escapeText, quoteValue };
 
 // ---- what is printed --------------------------------------------------------------------------
 
-export type Level = "debug" | "info" | "warn" | "error";
+export type Level = LogLevel;
 
 export interface OutputLine {
   level: Level;

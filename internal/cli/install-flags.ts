@@ -1,16 +1,17 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
 // values (internal/manifests/values.ts). Every refusal names the flag. Pure.
-import { buildPluginEntry, MESHES, type Mesh } from "../config/entry.ts";
+import { entryFromOptions, MESHES, type Mesh, NAMES } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import { parse as parseYaml } from "yaml";
 import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "../manifests/overrides.ts";
 import { RELEASE_IMAGE_DIGEST } from "../manifests/release-image.ts";
 import {
-  DEFAULT_DIRS, LINKERD_ONLY as LINKERD_ONLY_VALUES, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage,
+  DEFAULT_DIRS, LINKERD_ONLY, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage,
   TAINT_KEY, type Values, ValuesError, type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
 import { type Flags, list, type OptionSpec, str } from "./spec.ts";
+import { isDnsLabel } from "../kube/names.ts";
 
 const platformDirs = (key: "cniBinDir" | "cniConfDir") =>
   PLATFORM_NAMES.map((p) => `${PLATFORMS[p][key]} with --platform ${p}`).join(", ");
@@ -53,6 +54,16 @@ export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
   namespace: { type: "string", short: "n", arg: "NS", default: "meshcni", help: "the namespace meshcni runs in" },
 };
 
+/**
+ * Whether meshcnictl renders (install-cni) or names for deletion (uninstall-cni) the Namespace
+ * object: for meshcni's own namespace, or when the flag says meshcni creates it. Any other
+ * namespace belongs to someone else: meshcni never labels it (privileged Pod Security, no
+ * injection) and never deletes it.
+ */
+export function ownsNamespace(namespace: string, flag: boolean): boolean {
+  return flag || namespace === NAMES.namespace;
+}
+
 /** Flags of install-cni alone: how the DaemonSet runs. */
 export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   image: { type: "string", arg: "REF", default: resolveImage(parseValues({ digest: RELEASE_IMAGE_DIGEST })), help: "the meshcni image (installer and plugin)" },
@@ -71,7 +82,12 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
     help: "a chart value, as helm --set writes it (a.b=1, list[0]=x, list={x,y}); over --values and the flags",
   },
   "set-string": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "like --set, the value always a string; after --set" },
+  "create-namespace": {
+    type: "boolean", default: "on for meshcni, off for any other --namespace",
+    help: "render the Namespace (labelled privileged, no injection); without it another namespace is left as it is",
+  },
 };
+
 
 /** A values file given with --values: its name (for messages) and its text. */
 export interface ValuesFile {
@@ -135,13 +151,6 @@ function checkNames(tree: Tree, where: string): void {
   }
 }
 
-/** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
-const LINKERD_ONLY: Record<string, string> = {
-  "skip-inbound-ports": "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts",
-  "skip-outbound-ports": "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts",
-  "redirect-ports": "the pod annotation traffic.sidecar.istio.io/includeInboundPorts",
-  ipv6: "the pod's addresses and ISTIO_DUAL_STACK",
-};
 
 function bad(flag: string, value: string, why: string): CliError {
   return new CliError(`--${flag} ${JSON.stringify(value)}: ${why}`);
@@ -200,7 +209,7 @@ function ports(flags: Flags, flag: string): number[] | undefined {
 function names(flags: Flags, flag: string): string[] | undefined {
   const items = list(flags, flag);
   for (const item of items ?? []) {
-    if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(item) || item.length > 63) throw bad(flag, item, "is not a namespace name");
+    if (!isDnsLabel(item)) throw bad(flag, item, "is not a namespace name");
   }
   return items;
 }
@@ -227,17 +236,18 @@ function annotations(flags: Flags, flag: string): Record<string, string> | undef
 export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; files?: readonly ValuesFile[] }): Values {
   const mesh: Mesh = choice(flags, "mesh", MESHES) ?? "linkerd";
   if (mesh === "istio") {
-    for (const [flag, instead] of Object.entries(LINKERD_ONLY)) {
-      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio it comes from ${instead}`);
+    for (const { flag, istio } of Object.values(LINKERD_ONLY)) {
+      if (flags[flag] !== undefined) throw new CliError(`--${flag} applies to --mesh linkerd only; with Istio it comes from ${istio}`);
     }
   }
   const minId = mesh === "istio" ? 1 : -1;
-  const input: ValuesInput = { mesh, createNamespace: true };
+  const input: ValuesInput = { mesh };
   const set = <K extends keyof ValuesInput>(key: K, value: ValuesInput[K] | undefined) => {
     if (value !== undefined) input[key] = value;
   };
   set("namespace", names(flags, "namespace")?.[0]);
   if (str(flags, "namespace") === "") throw bad("namespace", "", "is not a namespace name");
+  if (ownsNamespace(input.namespace ?? NAMES.namespace, flags["create-namespace"] === true)) input.createNamespace = true;
   set("platform", choice(flags, "platform", PLATFORM_NAMES));
   set("cniConfDir", dir(flags, "dest-cni-net-dir"));
   set("cniBinDir", dir(flags, "dest-cni-bin-dir"));
@@ -287,10 +297,6 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
     if (e instanceof OverrideError) throw new CliError(e.message);
     throw e;
   }
-  if (values.mesh === "istio") {
-    const set = LINKERD_ONLY_VALUES.filter((k) => k === "ipv6" ? values.ipv6 : values[k].length > 0);
-    if (set.length) throw new CliError(`values for mesh linkerd only: ${set.join(", ")} (Istio takes them from the pods' annotations)`);
-  }
   checkPluginAccepts(values);
   return values;
 }
@@ -309,7 +315,7 @@ function chartValues(flags: Flags, files: readonly ValuesFile[], input: ValuesIn
 
 /** The entry the plugin would get, parsed by the plugin's own parser (as a runtime hands it over). */
 export function buildPluginConfText(values: Values): string {
-  const entry = buildPluginEntry(entryOptions(values));
+  const entry = entryFromOptions(entryOptions(values));
   return JSON.stringify({ cniVersion: "1.1.0", ...entry, kubernetes: { ...(entry.kubernetes as object), pod_namespace: values.namespace } });
 }
 

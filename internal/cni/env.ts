@@ -1,5 +1,6 @@
 import { CniError } from "./errors.ts";
 import { Code, COMMANDS, type CniCommand } from "./spec.ts";
+import { quote } from "../text/escape.ts";
 
 /** The CNI_* environment of one invocation, validated. Empty variables count as absent. */
 export interface CmdArgs {
@@ -59,7 +60,7 @@ export function parseCmdArgs(getenv: Getenv): CmdArgs {
   if (containerId !== undefined && REQUIRED[cmd].includes("CNI_CONTAINERID")) {
     if (!CONTAINER_ID.test(containerId)) {
       throw new CniError(Code.InvalidEnvironment, "invalid CNI_CONTAINERID",
-        `${JSON.stringify(containerId)} must match ${CONTAINER_ID.source}`);
+        `${quote(containerId)} must match ${CONTAINER_ID.source}`);
     }
     out.containerId = containerId;
   }
@@ -67,14 +68,14 @@ export function parseCmdArgs(getenv: Getenv): CmdArgs {
   if (netns !== undefined && cmd !== "GC" && cmd !== "STATUS" && cmd !== "VERSION") {
     if (!netns.startsWith("/") || netns.includes("\0")) {
       throw new CniError(Code.InvalidEnvironment, "invalid CNI_NETNS",
-        `${JSON.stringify(netns)} must be an absolute path such as /var/run/netns/NAME or /proc/PID/ns/net`);
+        `${quote(netns)} must be an absolute path such as /var/run/netns/NAME or /proc/PID/ns/net`);
     }
     out.netns = netns;
   }
   const ifname = value(getenv, "CNI_IFNAME");
   if (ifname !== undefined && REQUIRED[cmd].includes("CNI_IFNAME")) {
     const why = checkIfname(ifname);
-    if (why) throw new CniError(Code.InvalidEnvironment, "invalid CNI_IFNAME", `${JSON.stringify(ifname)}: ${why}`);
+    if (why) throw new CniError(Code.InvalidEnvironment, "invalid CNI_IFNAME", `${quote(ifname)}: ${why}`);
     out.ifname = ifname;
   }
   const args = value(getenv, "CNI_ARGS");

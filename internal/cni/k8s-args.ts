@@ -1,5 +1,7 @@
 import { CniError } from "./errors.ts";
 import { Code } from "./spec.ts";
+import { quote } from "../text/escape.ts";
+import { isDnsLabel, isDnsSubdomain } from "../kube/names.ts";
 
 /** What meshcni reads from CNI_ARGS. Other keys are ignored. */
 export interface K8sArgs {
@@ -9,10 +11,8 @@ export interface K8sArgs {
   infraContainerId?: string;
 }
 
-// Kubernetes object names: a namespace is a DNS-1123 label, a pod name a DNS-1123 subdomain.
-// Checking them here keeps anything else out of the API request path.
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+// Kubernetes object names (internal/kube/names.ts): checking them here keeps anything else out
+// of the API request path.
 
 /**
  * Parses `K1=V1;K2=V2` as libcni does: pairs split on `;`, each on its one `=`; the last of a
@@ -26,7 +26,7 @@ export function parseK8sArgs(raw: string | undefined): K8sArgs {
     const eq = pair.indexOf("=");
     if (eq <= 0 || pair.indexOf("=", eq + 1) !== -1) {
       throw new CniError(Code.InvalidEnvironment, "invalid CNI_ARGS",
-        `pair ${JSON.stringify(pair)} is not KEY=VALUE`);
+        `pair ${quote(pair)} is not KEY=VALUE`);
     }
     const key = pair.slice(0, eq);
     const val = pair.slice(eq + 1);
@@ -42,13 +42,13 @@ export function parseK8sArgs(raw: string | undefined): K8sArgs {
   // Only a pod with both a name and a namespace is a Kubernetes pod; others pass through
   // untouched (podman, for one, sends its container name alone), so only those are checked.
   if (out.podName === undefined || out.podNamespace === undefined) return out;
-  if ((out.podNamespace.length > 63 || !DNS_LABEL.test(out.podNamespace))) {
+  if (!isDnsLabel(out.podNamespace)) {
     throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAMESPACE in CNI_ARGS",
-      `${JSON.stringify(out.podNamespace)} is not a Kubernetes namespace name`);
+      `${quote(out.podNamespace)} is not a Kubernetes namespace name`);
   }
-  if ((out.podName.length > 253 || !DNS_SUBDOMAIN.test(out.podName))) {
+  if (!isDnsSubdomain(out.podName)) {
     throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAME in CNI_ARGS",
-      `${JSON.stringify(out.podName)} is not a Kubernetes pod name`);
+      `${quote(out.podName)} is not a Kubernetes pod name`);
   }
   return out;
 }

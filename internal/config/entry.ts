@@ -57,6 +57,11 @@ export interface EntryOptions {
   useWaitFlag?: boolean;
 }
 
+/**
+ * The plugin's kubeconfig in a CNI config folder, the one definition: the path written into the
+ * entry (the folder as the host sees it) and the file the installer writes (the same folder as
+ * mounted in its container).
+ */
 export function kubeconfigPath(destNetDir = "/etc/cni/net.d"): string {
   return `${destNetDir.replace(/\/+$/, "")}/${NAMES.kubeconfigFile}`;
 }
@@ -65,7 +70,7 @@ export function kubeconfigPath(destNetDir = "/etc/cni/net.d"): string {
  * The conflist entry for these settings. Both mesh sections are always there, so switching
  * `mesh` alone switches the redirect; the section of the other mesh keeps its defaults.
  */
-export function buildPluginEntry(o: EntryOptions = {}): Record<string, unknown> {
+export function entryFromOptions(o: EntryOptions = {}): Record<string, unknown> {
   const mesh = o.mesh ?? "linkerd";
   const linkerd: Record<string, unknown> = {
     "incoming-proxy-port": MESH_DEFAULTS.linkerd.inboundPort,
@@ -110,7 +115,7 @@ export function buildPluginEntry(o: EntryOptions = {}): Record<string, unknown> 
 
 /** The contract's default entry for a mesh. */
 export function defaultPluginEntry(mesh: Mesh = "linkerd", destNetDir = "/etc/cni/net.d"): Record<string, unknown> {
-  return buildPluginEntry({ mesh, destNetDir });
+  return entryFromOptions({ mesh, destNetDir });
 }
 
 function sortKeysDeep(value: unknown): unknown {

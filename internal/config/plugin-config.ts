@@ -95,6 +95,12 @@ export const PluginConfSchema = v.looseObject({
   mesh: v.optional(v.picklist(["linkerd", "istio"]), "linkerd"),
   /** The bound on one ADD or CHECK, API lookups included. */
   timeout_seconds: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(60)), 5),
+  /**
+   * Dry run (nothing applied; payloads written to MESHCNI_DRY_RUN_FILE) needs this and the
+   * variable both: a variable alone, which a runtime's environment can carry to every pod on a
+   * node, never turns enforcement off.
+   */
+  dry_run: v.optional(v.boolean(), false),
   kubernetes: v.optional(KubernetesSectionSchema, {}),
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),

@@ -34,8 +34,12 @@ export interface HostFs {
   /** True when something was removed. */
   remove(path: string): boolean;
   ensureDir(dir: string): void;
-  /** Removes temp files an interrupted atomic write left in `dir`; returns their names. */
-  removeTempFiles(dir: string): string[];
+  /**
+   * Undoes what an interrupted write left in `dir`: removes its temp files and puts back, under
+   * their names, host files it had taken aside (unless the host wrote the name again). Returns
+   * the names it removed or put back.
+   */
+  recoverInterruptedWrites(dir: string): string[];
 }
 
 export interface Log {

@@ -3,7 +3,7 @@
 // and state folder filled in. Pure.
 import * as v from "valibot";
 import { describeFirstIssue, PLUGIN_TYPE } from "../conflist/schema.ts";
-import { defaultPluginEntry, NAMES } from "../config/entry.ts";
+import { defaultPluginEntry, kubeconfigPath } from "../config/entry.ts";
 import { PluginConfSchema } from "../config/plugin-config.ts";
 import type { JsonObject } from "../conflist/chain.ts";
 
@@ -19,7 +19,7 @@ export interface AgentPaths {
  * `configText` is the content of --plugin-config, or undefined for the default entry. The
  * runtime injects `cniVersion` (and `name`) from the list, so `cniVersion` is dropped.
  */
-export function buildPluginEntry(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
+export function entryFromConfigText(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
   let entry: JsonObject;
   if (configText === undefined) {
     entry = defaultPluginEntry("linkerd", destNetDir);
@@ -39,7 +39,7 @@ export function buildPluginEntry(configText: string | undefined, destNetDir: str
   const { cniVersion: _dropped, ...rest } = entry;
   const k8s = rest.kubernetes ?? {};
   if (typeof k8s !== "object" || k8s === null || Array.isArray(k8s)) throw new EntryError("\"kubernetes\" must be an object");
-  const kubernetes: JsonObject = { ...k8s, kubeconfig: `${destNetDir.replace(/\/+$/, "")}/${NAMES.kubeconfigFile}` };
+  const kubernetes: JsonObject = { ...k8s, kubeconfig: kubeconfigPath(destNetDir) };
   if (podNamespace) kubernetes.pod_namespace = podNamespace;
   const out: JsonObject = { ...rest, kubernetes };
   if (agent) {

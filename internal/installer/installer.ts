@@ -5,7 +5,7 @@
 import { isChained, type JsonObject } from "../conflist/chain.ts";
 import { isConfigFileName, parseHostConfig } from "../conflist/parse.ts";
 import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "../conflist/select.ts";
-import { NAMES } from "../config/entry.ts";
+import { kubeconfigPath } from "../config/entry.ts";
 import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
 import type { InstallStatus } from "../agent/status.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
@@ -67,7 +67,7 @@ export class Installer {
   }
 
   get kubeconfigPath(): string {
-    return join(this.config.hostNetDir, NAMES.kubeconfigFile);
+    return kubeconfigPath(this.config.hostNetDir);
   }
   get binaryPath(): string {
     return join(this.config.hostBinDir, PLUGIN_BINARY_NAME);
@@ -89,7 +89,7 @@ export class Installer {
     fs.ensureDir(this.config.hostNetDir);
     fs.ensureDir(this.config.hostBinDir);
     for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
-      for (const name of fs.removeTempFiles(dir)) log.info(`removed ${join(dir, name)}, left by an interrupted write`);
+      for (const name of fs.recoverInterruptedWrites(dir)) log.info(`recovered ${join(dir, name)}, left by an interrupted write (temp file removed, or host file put back)`);
     }
     this.loadState();
   }

@@ -5,9 +5,10 @@ import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, REPAIR_MODES, type RepairMode } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
+import { isDnsSubdomain } from "../kube/names.ts";
+import { LOG_LEVELS, type LogLevel } from "../config/log-levels.ts";
 
-export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
+export { LOG_LEVELS, type LogLevel };
 export type Mode = "run" | "once" | "uninstall";
 
 export interface InstallerOptions {
@@ -99,8 +100,6 @@ export function renderUsage(): string {
   ].join("\n");
 }
 
-/** A DNS-1123 subdomain: what Kubernetes accepts as a node or DaemonSet name. */
-const K8S_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 const Port = v.pipe(v.string(), v.regex(/^\d+$/, "must be a number"), v.transform(Number), v.minValue(1, "must be 1-65535"), v.maxValue(65535, "must be 1-65535"));
 
@@ -164,9 +163,9 @@ export function parseInstallerOptions(
   if (Buffer.byteLength(agentSocket) > 107) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: longer than a Unix socket path may be (107 bytes)`);
   // Both reach API paths, so both must be names the API could hold.
   const daemonSetName = str("daemonset-name")!;
-  if (!K8S_NAME.test(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
+  if (!isDnsSubdomain(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
-  if (nodeName !== undefined && !K8S_NAME.test(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
+  if (nodeName !== undefined && !isDnsSubdomain(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
   const repair = str("repair")!;
   if (!(REPAIR_MODES as readonly string[]).includes(repair)) throw new OptionsError(`--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.join(" or ")}`);
   const whole = (flag: Flag, min: number): number => {

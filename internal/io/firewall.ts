@@ -4,6 +4,7 @@ import { Code } from "../cni/spec.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import { type Backend, chooseBinaries } from "../rules/backend.ts";
 import type { Family } from "../rules/model.ts";
+import { planXtablesLock } from "../rules/xtables-lock.ts";
 import type { Firewall } from "../plugin/deps.ts";
 import { run } from "./exec.ts";
 import { fileIdentity, which } from "./which.ts";
@@ -35,6 +36,16 @@ export async function resolveFirewallBinaries(settings: FirewallSettings, famili
   return { nsenter, chosen };
 }
 
+/** `iptables-restore --version` on the host; undefined when it does not answer. */
+async function restoreVersion(bin: string): Promise<string | undefined> {
+  try {
+    const r = await run([bin, "--version"], { signal: AbortSignal.timeout(2000) });
+    return r.code === 0 ? r.stdout + r.stderr : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export async function openFirewall(
   netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
 ): Promise<Firewall> {
@@ -44,11 +55,13 @@ export async function openFirewall(
   const bins = chosen;
   const path = (bin: string) => which(bin, envPath)!;
   const enter = [nsenter, `--net=${netns}`, "--"];
-  // Legacy iptables serialises on a lock file, by default one for the whole host. The lock only
-  // needs to cover this pod's namespace, so point it at the namespace file (as istio-cni does):
-  // a burst of pods then never waits on each other.
-  const env = { ...Bun.env, XTABLES_LOCKFILE: bins.backend === "nft" ? undefined : netns };
-  const wait = settings.wait ? ["--wait"] : [];
+  // Legacy iptables serialises on a lock file: the pod's namespace file where iptables honours
+  // XTABLES_LOCKFILE (1.8.6 and later), else a bounded wait for the host's (rules/xtables-lock.ts).
+  const lock = bins.backend === "nft"
+    ? planXtablesLock("(nf_tables)", netns, settings.wait)
+    : planXtablesLock(await restoreVersion(path(bins.restore[families[0] ?? 4])), netns, settings.wait);
+  const env = { ...Bun.env, XTABLES_LOCKFILE: lock.lockFile };
+  const wait = lock.waitArgs;
   const warning = bins.fallback
     ? `iptables-mode ${bins.fallback.from}: ${bins.fallback.missing} not found on the host; using the ${bins.backend} binaries instead (set iptables-mode to the backend the node has)`
     : undefined;

@@ -4,9 +4,9 @@ import { dlopen, FFIType } from "bun:ffi";
 import { randomBytes } from "node:crypto";
 import {
   closeSync, existsSync, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync,
-  realpathSync, renameSync, statSync, unlinkSync, writeSync,
+  readlinkSync, renameSync, statSync, unlinkSync, writeSync,
 } from "node:fs";
-import { basename, dirname } from "node:path";
+import { basename, dirname, join, normalize } from "node:path";
 import type { FileStat, HostFs } from "../installer/deps.ts";
 import type { Observed } from "../installer/plan.ts";
 
@@ -52,22 +52,86 @@ function wrap(what: string, path: string, e: unknown): Error {
   return new Error(`cannot ${what} ${path}: ${(e as Error).message}${hint(e)}`, { cause: e });
 }
 
-/** The file a path names; a symlinked config is written where the link points, keeping the link. */
-function resolveTarget(path: string): string {
-  try {
-    if (lstatSync(path).isSymbolicLink()) return realpathSync(path);
-  } catch {
-    // absent, or a dangling link: write the path itself
+/** A host folder mounted into the installer's container: `host` as the host sees it, `container` here. */
+export interface HostFolder {
+  host: string;
+  container: string;
+}
+
+const under = (path: string, dir: string) => path === dir || path.startsWith(dir.endsWith("/") ? dir : `${dir}/`);
+
+/**
+ * Where a symbolic link at `linkPath` (a path in this container) leads, read as the host reads
+ * it: an absolute target, or a relative one taken from the link's folder as the host sees it,
+ * names a host path, found here through the folder it lies in. Undefined when the link leaves
+ * every mounted host folder (meshcni cannot reach that file). With no folder holding the link
+ * (no mapping known), the link is read in this container's view. Pure.
+ */
+export function hostLinkTarget(linkPath: string, target: string, folders: readonly HostFolder[]): string | undefined {
+  const mount = folders.find((f) => under(linkPath, f.container));
+  if (!mount) return target.startsWith("/") ? normalize(target) : normalize(join(dirname(linkPath), target));
+  const onHost = target.startsWith("/")
+    ? normalize(target)
+    : normalize(join(dirname(mount.host + linkPath.slice(mount.container.length)), target));
+  const home = [...folders].sort((a, b) => b.host.length - a.host.length).find((f) => under(onHost, f.host));
+  return home && normalize(home.container + onHost.slice(home.host.length));
+}
+
+/**
+ * The file a path names; a symlinked config is read and written where the link points, as the
+ * host resolves it (hostLinkTarget), keeping the link. Absent or dangling: the path the chain
+ * of links ends at.
+ */
+function resolveTarget(path: string, folders: readonly HostFolder[]): string {
+  let cur = path;
+  for (let hops = 0; hops < 40; hops++) {
+    let target: string;
+    try {
+      if (!lstatSync(cur).isSymbolicLink()) return cur;
+      target = readlinkSync(cur);
+    } catch {
+      return cur;
+    }
+    const next = hostLinkTarget(cur, target, folders);
+    if (next === undefined) {
+      throw new Error(`${path} is a symbolic link to ${target}, outside the host folders meshcni has mounted `
+        + `(${folders.map((f) => f.host).join(", ")}); meshcni cannot read or write it from its container: `
+        + "put the file itself in the folder, or link it within the folder");
+    }
+    cur = next;
   }
-  return path;
+  throw new Error(`${path}: too many levels of symbolic links`);
 }
 
 function tempName(target: string): string {
   return `${dirname(target)}/.${basename(target)}.${randomBytes(4).toString("hex")}${TEMP_SUFFIX}`;
 }
 
-/** Fills a temp file, makes it durable, and puts it in place with `place` (a rename by default). */
-function commit(tmp: string, target: string, fill: (fd: number) => void, mode: number, place = (t: string) => (renameSync(t, target), true)): boolean {
+/**
+ * fsync of a folder: makes the renames, links and unlinks in it durable, so a crash of the node
+ * right after a write cannot bring back the old name (or lose the new one) at boot. Folders
+ * whose file system cannot sync one (EINVAL) are left as they are.
+ */
+export function syncDir(dir: string): void {
+  let fd: number | undefined;
+  try {
+    fd = openSync(dir, "r");
+    fsyncSync(fd);
+  } catch (e) {
+    if (code(e) !== "EINVAL" && code(e) !== "ENOENT") throw wrap("sync", dir, e);
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+/**
+ * Fills a temp file, makes it durable, puts it in place with `place` (a rename by default) and
+ * syncs the folder.
+ */
+function commit(
+  tmp: string, target: string, fill: (fd: number) => void, mode: number, sync: (dir: string) => void,
+  place = (t: string) => (renameSync(t, target), true),
+): boolean {
   let fd: number | undefined;
   try {
     fill((fd = openSync(tmp, "wx", mode)));
@@ -75,7 +139,9 @@ function commit(tmp: string, target: string, fill: (fd: number) => void, mode: n
     fsyncSync(fd);
     closeSync(fd);
     fd = undefined;
-    return place(tmp);
+    const placed = place(tmp);
+    sync(dirname(target));
+    return placed;
   } catch (e) {
     if (fd !== undefined) closeSync(fd);
     try {
@@ -97,7 +163,18 @@ function statOf(path: string): FileStat | undefined {
   }
 }
 
-export function createHostFs(): HostFs {
+/**
+ * `folders`: the host folders mounted here (--dest-net-dir at --host-net-dir), so that a link
+ * the host wrote is followed as the host follows it, not into this container's own files.
+ */
+export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: string) => void = syncDir): HostFs {
+  const resolve = (path: string) => {
+    try {
+      return resolveTarget(path, folders);
+    } catch (e) {
+      throw wrap("follow", path, e);
+    }
+  };
   return {
     list(dir) {
       try {
@@ -107,7 +184,8 @@ export function createHostFs(): HostFs {
         throw wrap("list", dir, e);
       }
     },
-    read(path): Observed | undefined {
+    read(link): Observed | undefined {
+      const path = resolve(link);
       const s = statOf(path);
       if (!s) return undefined;
       try {
@@ -121,8 +199,9 @@ export function createHostFs(): HostFs {
       const f = this.read(path);
       return f && new TextDecoder().decode(f.bytes);
     },
-    stat: statOf,
-    hash(path) {
+    stat: (path) => statOf(resolve(path)),
+    hash(link) {
+      const path = resolve(link);
       if (!statOf(path)) return undefined;
       const hasher = new Bun.CryptoHasher("sha256");
       const buf = new Uint8Array(1 << 20);
@@ -135,18 +214,18 @@ export function createHostFs(): HostFs {
       return hasher.digest("hex");
     },
     writeAtomic(path, data, mode) {
-      const target = resolveTarget(path);
+      const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode);
+      }, mode, sync);
     },
     replaceIfUnchanged(path, data, mode, expected) {
-      const target = resolveTarget(path);
+      const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
       return commit(tempName(target), target, (fd) => {
         for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode, (tmp) => {
+      }, mode, sync, (tmp) => {
         if (expected === null) {
           // Only while there is still no file: a link fails when the name exists.
           try {
@@ -191,6 +270,7 @@ export function createHostFs(): HostFs {
       }
       if (textOf(held) === expected) {
         unlinkSync(held);
+        sync(dirname(path));
         return "removed";
       }
       // Not what the plan was made from: back it goes, unless the host wrote the name again meanwhile.
@@ -200,6 +280,7 @@ export function createHostFs(): HostFs {
         if (code(e) !== "EEXIST") throw wrap("restore", path, e);
       }
       unlinkSync(held);
+      sync(dirname(path));
       return "changed";
     },
     copyAtomic(src, dest, mode) {
@@ -215,7 +296,7 @@ export function createHostFs(): HostFs {
           for (let n; (n = readSync(from, buf, 0, buf.length, null)) > 0;) {
             for (let off = 0; off < n;) off += writeSync(fd, buf, off, n - off);
           }
-        }, mode);
+        }, mode, sync);
       } finally {
         closeSync(from);
       }
@@ -223,6 +304,7 @@ export function createHostFs(): HostFs {
     remove(path) {
       try {
         unlinkSync(path);
+        sync(dirname(path));
         return true;
       } catch (e) {
         if (code(e) === "ENOENT") return false;
@@ -236,7 +318,7 @@ export function createHostFs(): HostFs {
         throw wrap("create", dir, e);
       }
     },
-    removeTempFiles(dir) {
+    recoverInterruptedWrites(dir) {
       const removed: string[] = [];
       for (const name of this.list(dir) ?? []) {
         const original = heldOriginal(name);
@@ -249,6 +331,7 @@ export function createHostFs(): HostFs {
         if (!isTemp(name) && original === undefined) continue;
         if (this.remove(`${dir}/${name}`)) removed.push(name);
       }
+      if (removed.length > 0) sync(dir);
       return removed;
     },
   };

@@ -2,7 +2,7 @@
 // renders the same objects with Helm; test/cli/helm.test.ts holds the two to equality. Pure.
 import { createHash } from "node:crypto";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
-import { buildPluginEntry, NAMES, renderEntryJson } from "../config/entry.ts";
+import { entryFromOptions, NAMES, renderEntryJson } from "../config/entry.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
 
 export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } } & Record<string, unknown>;
@@ -119,7 +119,7 @@ export function buildRoleBinding(values: Values): K8sObject {
 
 /** The plugin's conflist entry, as the ConfigMap carries it. */
 export function renderConfigJson(values: Values): string {
-  return renderEntryJson(buildPluginEntry(entryOptions(values)));
+  return renderEntryJson(entryFromOptions(entryOptions(values)));
 }
 
 export function buildConfigMap(values: Values): K8sObject {

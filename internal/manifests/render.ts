@@ -17,9 +17,9 @@ export function renderObjects(objects: readonly K8sObject[], format: OutputForma
 /**
  * What `kubectl delete -f -` needs to remove an installation: each object's identity, the
  * DaemonSet first (its pods find it gone on SIGTERM and undo their node's changes), the
- * Namespace last.
+ * Namespace last and only when meshcni created it (`withNamespace`).
  */
-export function buildUninstallObjects(namespace: string): K8sObject[] {
+export function buildUninstallObjects(namespace: string, withNamespace: boolean): K8sObject[] {
   const meta = (name: string, namespaced: boolean) => ({
     name,
     ...(namespaced ? { namespace } : {}),
@@ -33,6 +33,6 @@ export function buildUninstallObjects(namespace: string): K8sObject[] {
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.serviceAccount, true) },
-    { apiVersion: "v1", kind: "Namespace", metadata: meta(namespace, false) },
+    ...(withNamespace ? [{ apiVersion: "v1", kind: "Namespace", metadata: meta(namespace, false) }] : []),
   ];
 }

@@ -8,13 +8,15 @@ import * as v from "valibot";
 import pkg from "../../package.json" with { type: "json" };
 import { type EntryOptions, MESHES } from "../config/entry.ts";
 import { IPTABLES_MODES } from "../config/plugin-config.ts";
+import { DNS_LABEL } from "../kube/names.ts";
+import { LOG_LEVELS } from "../config/log-levels.ts";
 
 /** The version of meshcni these manifests deploy (the chart's appVersion, the image's default tag). */
 export const APP_VERSION: string = pkg.version;
 
 export const DEFAULT_HUB = "ghcr.io/meshcni";
 export const IMAGE_NAME = "meshcni";
-export const LOG_LEVELS = ["debug", "info", "warn", "error"] as const;
+export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
@@ -46,7 +48,7 @@ const PortOrRange = v.pipe(
 );
 /** A taint key ([DNS subdomain/]name), or empty. */
 export const TAINT_KEY = /^(|([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$/;
-const Name = v.pipe(v.string(), v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a Kubernetes name (lower case, digits, -)"));
+const Name = v.pipe(v.string(), v.regex(DNS_LABEL, "must be a Kubernetes name (lower case, digits, -)"));
 
 // Kubernetes' label syntax: an optional DNS-subdomain prefix and a name of at most 63 characters;
 // values of at most 63 characters, empty or starting and ending with a letter or digit.
@@ -175,6 +177,8 @@ export function parseValues(input: unknown): Values {
       return path ? `${path}: ${message}` : message;
     }).join("; "));
   }
+  const stray = r.output.mesh === "istio" ? linkerdOnlySet(r.output) : [];
+  if (stray.length > 0) throw new ValuesError(`${stray.join(", ")}: apply to mesh linkerd only; Istio takes them from the pods' annotations`);
   return r.output;
 }
 
@@ -217,5 +221,22 @@ export function entryOptions(values: Values): EntryOptions {
   return o;
 }
 
-/** Values that mean nothing for Istio (its pods' annotations and environment decide them). */
-export const LINKERD_ONLY = ["skipInboundPorts", "skipOutboundPorts", "redirectPorts", "ipv6"] as const;
+/**
+ * Values that mean nothing for Istio (its pods' annotations and environment decide them), the
+ * one list: each with its install-cni flag and where Istio takes the setting from. The chart's
+ * meshcni.entry refuses the same four.
+ */
+export const LINKERD_ONLY = {
+  skipInboundPorts: { flag: "skip-inbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts" },
+  skipOutboundPorts: { flag: "skip-outbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts" },
+  redirectPorts: { flag: "redirect-ports", istio: "the pod annotation traffic.sidecar.istio.io/includeInboundPorts" },
+  ipv6: { flag: "ipv6", istio: "the pod's addresses and ISTIO_DUAL_STACK" },
+} as const satisfies Partial<Record<keyof Values, { flag: string; istio: string }>>;
+
+/** The Linkerd-only values set in `values` (none matter unless the mesh is Istio). */
+export function linkerdOnlySet(values: Values): (keyof typeof LINKERD_ONLY)[] {
+  return (Object.keys(LINKERD_ONLY) as (keyof typeof LINKERD_ONLY)[]).filter((k) => {
+    const v = values[k];
+    return Array.isArray(v) ? v.length > 0 : v === true;
+  });
+}

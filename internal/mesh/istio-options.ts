@@ -7,6 +7,7 @@ import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, type Container, type Pod } from "../kube/objects.ts";
 import { type Cidr, parseCidrList, parseIPv4, parseIPv6 } from "../net/cidr.ts";
 import { parsePortList } from "../net/ports.ts";
+import { quote } from "../text/escape.ts";
 
 export const ISTIO_PROXY = "istio-proxy";
 export const ISTIO_INIT = "istio-init";
@@ -66,13 +67,13 @@ export interface IstioOptions {
 
 function invalid(key: string, value: string, why: string): CniError {
   return new CniError(Code.InvalidConfig, `invalid annotation ${key}`,
-    `${JSON.stringify(value)}: ${why}; fix the pod's annotation and recreate the pod (nothing was applied)`);
+    `${quote(value)}: ${why}; fix the pod's annotation and recreate the pod (nothing was applied)`);
 }
 
 /** An invalid item of a comma-separated annotation value, named alone when it is not the whole value. */
 function invalidItem(key: string, value: string, item: string, what: string): CniError {
   const it = item.trim();
-  const why = it === value.trim() ? `not ${what}` : `${JSON.stringify(it)} is not ${what}`;
+  const why = it === value.trim() ? `not ${what}` : `${quote(it)} is not ${what}`;
   return invalid(key, value, why);
 }
 

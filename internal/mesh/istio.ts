@@ -10,6 +10,7 @@ import {
   buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS, ownsIstioBuiltinRule,
 } from "./istio-rules.ts";
 import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
+import { quote } from "../text/escape.ts";
 
 const skip = (reason: string): Decision => ({ redirect: false, reason });
 
@@ -21,16 +22,16 @@ export function decideIstio(pod: Pod): Decision {
   const proxy = istioProxy(pod);
   if (!proxy) return skip(`the pod has no ${ISTIO_PROXY} container`);
   const disable = envOf(proxy, "DISABLE_ENVOY");
-  if (parseGoBool(disable) === true) return skip(`${ISTIO_PROXY} has DISABLE_ENVOY=${disable}`);
+  if (parseGoBool(disable) === true) return skip(`${ISTIO_PROXY} has DISABLE_ENVOY=${quote(disable!)}`);
   const args = proxy.args ?? [];
   if (args[0] === "proxy" && args[1] !== undefined && args[1] !== "sidecar") {
-    return skip(`${ISTIO_PROXY} runs as "proxy ${args[1]}" (a gateway), not as a sidecar`);
+    return skip(`${ISTIO_PROXY} runs as ${quote(`proxy ${args[1]}`)} (a gateway), not as a sidecar`);
   }
   // The label wins over the annotation; a value that is not a boolean is ignored, as in Istio.
   const label = pod.metadata.labels?.[IstioAnnotations.inject];
   const annotation = pod.metadata.annotations?.[IstioAnnotations.inject];
   const [from, value] = label !== undefined ? ["label", label] : ["annotation", annotation];
-  if (parseGoBool(value) === false) return skip(`the ${from} ${IstioAnnotations.inject} is ${JSON.stringify(value)}`);
+  if (parseGoBool(value) === false) return skip(`the ${from} ${IstioAnnotations.inject} is ${quote(String(value))}`);
   if (pod.metadata.annotations?.[IstioAnnotations.status] === undefined) {
     return skip(`the pod has no ${IstioAnnotations.status} annotation (the sidecar injector did not inject it)`);
   }

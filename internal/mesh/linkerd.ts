@@ -7,6 +7,7 @@ import { type Cidr, parseCidrList } from "../net/cidr.ts";
 import { groupMultiport, parsePortList, type PortRange } from "../net/ports.ts";
 import { type Family, type RuleSet, RuleSetBuilder } from "../rules/model.ts";
 import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
+import { quote } from "../text/escape.ts";
 
 export const LINKERD_PROXY = "linkerd-proxy";
 export const LINKERD_INIT = "linkerd-init";
@@ -61,9 +62,9 @@ export interface LinkerdOptions {
 
 /** An invalid setting or annotation: code 7, naming it, the value and the offending item. */
 function invalid(what: string, value: string, bad: string, expected: string): CniError {
-  const item = bad.trim() === value.trim() ? "" : `: ${JSON.stringify(bad)}`;
+  const item = bad.trim() === value.trim() ? "" : `: ${quote(bad)}`;
   return new CniError(Code.InvalidConfig, `invalid ${what}`,
-    `${JSON.stringify(value)}${item} is not ${expected}; fix it and recreate the pod (nothing was applied)`);
+    `${quote(value)}${item} is not ${expected}; fix it and recreate the pod (nothing was applied)`);
 }
 
 function ports(what: string, items: string | readonly (string | number)[], single = false): PortRange[] {

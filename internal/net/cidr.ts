@@ -67,7 +67,7 @@ export function parseIPv6(s: string): number[] | undefined {
   return bytes;
 }
 
-/** RFC 5952 text for 16 bytes, as iptables prints IPv6 addresses. */
+/** RFC 5952 text for 16 bytes, as iptables prints IPv6 addresses (inet_ntop). */
 export function renderIPv6(bytes: readonly number[]): string {
   const groups: number[] = [];
   for (let i = 0; i < 16; i += 2) groups.push((bytes[i]! << 8) | bytes[i + 1]!);
@@ -81,6 +81,11 @@ export function renderIPv6(bytes: readonly number[]): string {
     i = j;
   }
   const hex = groups.map((g) => g.toString(16));
+  // As glibc's inet_ntop (so as ip6tables-save prints them): IPv4-mapped (::ffff:a.b.c.d) and
+  // IPv4-compatible (::a.b.c.d, not :: or ::1) addresses end in dotted quad.
+  if (bestStart === 0 && (bestLen === 6 || (bestLen === 5 && groups[5] === 0xffff))) {
+    return `::${bestLen === 5 ? "ffff:" : ""}${bytes.slice(12, 16).join(".")}`;
+  }
   if (bestStart === -1) return hex.join(":");
   return `${hex.slice(0, bestStart).join(":")}::${hex.slice(bestStart + bestLen).join(":")}`;
 }

@@ -58,3 +58,15 @@ describe("cidrs", () => {
     expect(cidrContains(parseCidr("fd00::/8")!, "fd12::1")).toBe(true);
   });
 });
+
+test("IPv6 text as ip6tables-save prints it (inet_ntop): IPv4-mapped and -compatible end in dotted quad", () => {
+  const text = (s: string) => parseCidr(s)?.text;
+  expect(text("::ffff:a00:0/104")).toBe("::ffff:10.0.0.0/104");
+  expect(text("::ffff:10.0.0.0/104")).toBe("::ffff:10.0.0.0/104");
+  expect(text("::ffff:0:0/96")).toBe("::ffff:0.0.0.0/96");
+  expect(text("::a00:0/104")).toBe("::10.0.0.0/104");
+  expect(text("::1/128")).toBe("::1/128");
+  expect(text("::/0")).toBe("::/0");
+  expect(text("64:ff9b::1.2.3.4/128")).toBe("64:ff9b::102:304/128");
+  expect(text("fd00::ffff:0:0/96")).toBe("fd00::ffff:0:0/96");
+});

@@ -28,12 +28,6 @@ export function parsePortRange(raw: string | number): PortRange | undefined {
   return { from, to };
 }
 
-/** A single port (no range), or undefined. */
-export function parsePort(raw: string | number): number | undefined {
-  const r = parsePortRange(raw);
-  return r && r.from === r.to ? r.from : undefined;
-}
-
 /**
  * Splits a comma-separated list and parses every item. Empty items (a trailing comma, spaces)
  * are skipped; the first invalid item is returned as `bad` so the caller can name it.

@@ -52,7 +52,10 @@ export interface PluginDeps {
   netnsExists(path: string): Promise<boolean>;
   /** The addresses inside a network namespace, in the kernel's order (no prefix length). */
   podAddresses(netns: string, signal: AbortSignal): Promise<string[]>;
-  /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
+  /**
+   * MESHCNI_DRY_RUN_FILE from the environment. Honoured only with `"dry_run": true` in the
+   * conflist entry (run.ts, dryRunGate); then payloads are written here instead of applied.
+   */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;
   records?: Records;

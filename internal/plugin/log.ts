@@ -1,9 +1,11 @@
 // The plugin's logger: plain lines on stderr, each starting with "meshcni:" so that
 // `journalctl -t kubelet | grep meshcni:` finds them. No logging library: the plugin's start-up
-// is on every pod's critical path.
+// is on every pod's critical path. Every line goes through escapeText (internal/text/escape.ts),
+// so text a pod controls can never add a line or drive a terminal, wherever it came from.
+import { escapeText } from "../text/escape.ts";
+import { LEVEL_RANK, type LogLevel } from "../config/log-levels.ts";
 
-export type Level = "debug" | "info" | "warn" | "error";
-const RANK: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+export type Level = LogLevel;
 
 export interface Logger {
   debug(msg: string): void;
@@ -25,10 +27,10 @@ export function parseLevel(raw: string | undefined): Level {
 
 export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
   const emit = (l: Level, msg: string) => {
-    if (RANK[l] < RANK[level]) return;
+    if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;
     // Every line carries the prefix, multi-line messages (payloads) included.
     const head = `meshcni: ${l}${context ? ` ${context}` : ""}: `;
-    sink(msg.replace(/\n+$/, "").split(/\r?\n/).map((line) => head + line + "\n").join(""));
+    sink(msg.replace(/\n+$/, "").split(/\r?\n/).map((line) => head + escapeText(line) + "\n").join(""));
   };
   return {
     debug: (m) => emit("debug", m),

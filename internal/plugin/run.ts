@@ -230,6 +230,30 @@ function peekVersion(stdin: string): unknown {
   }
 }
 
+/**
+ * Dry run comes from MESHCNI_DRY_RUN_FILE in the environment (a promise to users), and is never
+ * silent: libcni hands the plugin the runtime's whole environment, so a stray line in a runtime's
+ * unit file would turn enforcement off. Without `"dry_run": true` in the conflist entry saying it
+ * is meant, every call says so at error level (on stderr and in the report the agent prints).
+ * `"dry_run": true` without the variable is a configuration error.
+ */
+function dryRunGate(conf: PluginConf, deps: PluginDeps, log: Logger): PluginDeps {
+  const { dryRunFile, ...rest } = deps;
+  if (!dryRunFile) {
+    if (conf.dry_run) {
+      throw new CniError(Code.InvalidConfig, "dry_run needs MESHCNI_DRY_RUN_FILE",
+        `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; remove "dry_run" to apply rules`);
+    }
+    return rest;
+  }
+  if (!conf.dry_run) {
+    log.error(`dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod (payloads go to the file); if this is not meant, remove it from the container runtime's environment (or say "dry_run": true in the conflist entry to quiet this to a warning)`);
+  } else {
+    log.warn(`dry run ("dry_run": true and MESHCNI_DRY_RUN_FILE): no rules are applied to this pod; payloads go to the file`);
+  }
+  return deps;
+}
+
 export async function runPlugin(inv: Invocation): Promise<Outcome> {
   let requestVersion: unknown;
   let log = createLogger("info", inv.deps.logSink);
@@ -246,7 +270,8 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
     const profile = profileFor(conf);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
-    const ctx: Ctx = { args, conf, profile, deps: inv.deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
+    const deps = dryRunGate(conf, inv.deps, log);
+    const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
     switch (args.command) {
       case "ADD":
         return { stdout: await add(ctx), exitCode: 0, summary };

@@ -58,8 +58,3 @@ export class RuleSetBuilder {
     return { family: this.family, chains: [...this.chains], rules: [...this.rules] };
   }
 }
-
-/** Whether the rule set has anything to apply. */
-export function isEmpty(rs: RuleSet): boolean {
-  return rs.rules.length === 0 && rs.chains.length === 0;
-}

@@ -1,6 +1,6 @@
 // Rendering RuleSets as iptables-restore payloads (applied with --noflush), and the line format
 // shared with iptables-save.
-import { BUILTIN_CHAINS, type Rule, type RuleSet, TABLE_ORDER, type Table } from "./model.ts";
+import { type Rule, type RuleSet, TABLE_ORDER, type Table } from "./model.ts";
 import type { SavedState } from "./save.ts";
 
 const PLAIN_TOKEN = /^[A-Za-z0-9_.,:/!+=@%^-]+$/;
@@ -107,5 +107,3 @@ export function renderCleanup(owned: readonly { table: Table; name: string }[], 
   }
   return out.length === 0 ? "" : out.join("\n") + "\n";
 }
-
-export { BUILTIN_CHAINS };

@@ -52,7 +52,7 @@ meshcni.io/cni-resource: "true"
 {{- end }}
 
 {{/*
-The plugin's conflist entry (internal/config/entry.ts buildPluginEntry): both mesh sections,
+The plugin's conflist entry (internal/config/entry.ts entryFromOptions): both mesh sections,
 the chosen mesh's carrying the settings. toPrettyJson sorts keys like renderEntryJson.
 */}}
 {{- define "meshcni.entry" -}}

@@ -201,11 +201,9 @@ describe("check (installed)", () => {
   test("a slow API server runs into --timeout", async () => {
     installHealthy();
     api.setGlobalFault({ kind: "slow", ms: 1500 });
-    const started = performance.now();
     const r = await check(["--timeout", "0.3"]);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain("no answer within 0.3 s");
-    expect(performance.now() - started).toBeLessThan(1400);
   });
 });
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildPluginEntry } from "../../internal/config/entry.ts";
+import { entryFromOptions } from "../../internal/config/entry.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { ensureCli, runCli } from "./support.ts";
@@ -92,7 +92,7 @@ describe("explain prints what the plugin applies", () => {
     rmSync(tmp, { recursive: true, force: true });
   });
 
-  const pairs: { pod: string; ns?: string; flags: string[]; entry: Parameters<typeof buildPluginEntry>[0] }[] = [
+  const pairs: { pod: string; ns?: string; flags: string[]; entry: Parameters<typeof entryFromOptions>[0] }[] = [
     { pod: "pods/linkerd-meshed", ns: "pods/namespace-emojivoto-annotated", flags: [], entry: {} },
     { pod: "pods/linkerd-annotated", ns: "pods/namespace-emojivoto", flags: ["--ipv6", "--skip-outbound-ports", "25"], entry: { ipv6: true, skipOutboundPorts: ["25"] } },
     // No --namespace-file: the API's namespace has no annotations either.
@@ -107,8 +107,8 @@ describe("explain prints what the plugin applies", () => {
       api.addPod(pod);
       api.addNamespace(ns);
       const dry = join(tmp, `${p.pod.replaceAll("/", "-")}.dry-run`);
-      const entry = buildPluginEntry(p.entry);
-      const conf = { cniVersion: "1.0.0", ...entry, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
+      const entry = entryFromOptions(p.entry);
+      const conf = { cniVersion: "1.0.0", ...entry, dry_run: true, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
       // Asynchronously: the stand-in API server answers from this process.
       const add = Bun.spawn([plugin], {
         env: {

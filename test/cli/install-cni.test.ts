@@ -48,7 +48,11 @@ describe("install-cni goldens", () => {
       expect(r.code).toBe(0);
       expectGolden(`${DIR}/${name}.golden.${json ? "json" : "yaml"}`, r.stdout);
       const objs = objectsOf(r.stdout, json);
-      expect(objs.map((o) => o.kind)).toEqual(["Namespace", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet"]);
+      // A namespace other than meshcni's own is someone else's unless --create-namespace says otherwise.
+      const ownNamespace = !args.includes("--namespace") || args.includes("--create-namespace");
+      expect(objs.map((o) => o.kind)).toEqual([
+        ...(ownNamespace ? ["Namespace"] : []), "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet",
+      ]);
       for (const o of objs) {
         validateObject(o);
         expect(o.metadata.labels["meshcni.io/cni-resource"]).toBe("true");
@@ -250,7 +254,7 @@ describe("install-cni refuses bad input before printing anything", () => {
     [["--set", "hub=null"], "hub: null would leave it without a value"],
     [["--set", "a[0"], '--set "a[0": a list index is not closed'],
     [["--set-string", "ipv6"], '--set-string "ipv6": key "ipv6" has no value'],
-    [["--set", "mesh=istio", "--set", "redirectPorts={80}"], "values for mesh linkerd only: redirectPorts"],
+    [["--set", "mesh=istio", "--set", "redirectPorts={80}"], "redirectPorts: apply to mesh linkerd only"],
     [["--values", "testdata/manifests/no-such.values.yaml"], "--values testdata/manifests/no-such.values.yaml: ENOENT"],
     [["--values", "testdata/manifests/linkerd-custom.args"], "--values testdata/manifests/linkerd-custom.args: must be a map of chart values"],
   ];
@@ -266,14 +270,31 @@ describe("install-cni refuses bad input before printing anything", () => {
 
 describe("uninstall-cni", () => {
   test("names every object install-cni creates, DaemonSet first", () => {
-    const r = runCli(["uninstall-cni", "-n", "linkerd-cni"]);
+    const r = runCli(["uninstall-cni", "-n", "linkerd-cni", "--delete-namespace"]);
     expect(r.code).toBe(0);
     expectGolden(`${DIR}/../uninstall-cni/linkerd-cni.golden.yaml`, r.stdout);
     const gone = parseStream(r.stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
-    const made = parseStream(runCli(["install-cni", "-n", "linkerd-cni"]).stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
+    const made = parseStream(runCli(["install-cni", "-n", "linkerd-cni", "--create-namespace"]).stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
     expect([...gone].sort()).toEqual([...made].sort());
     expect(gone[0]).toBe("DaemonSet/linkerd-cni/meshcni-node");
     expect(gone.at(-1)).toBe("Namespace//linkerd-cni");
+  });
+  test("a namespace meshcni did not create is never relabelled or deleted", () => {
+    const ids = (stdout: string) => parseStream(stdout).map((o) => `${o.kind}/${o.metadata.namespace ?? ""}/${o.metadata.name}`);
+    // Someone else's namespace: install-cni renders no Namespace (no privileged Pod Security label,
+    // no istio-injection: disabled) and uninstall-cni does not name it for deletion.
+    const install = runCli(["install-cni", "-n", "team-a"]);
+    expect(install.code).toBe(0);
+    expect(ids(install.stdout).filter((id) => id.startsWith("Namespace/"))).toEqual([]);
+    expect(install.stdout).not.toContain("pod-security.kubernetes.io/enforce");
+    expect(install.stdout).not.toContain("istio-injection");
+    const uninstall = runCli(["uninstall-cni", "-n", "team-a"]);
+    expect(uninstall.code).toBe(0);
+    expect(ids(uninstall.stdout).filter((id) => id.startsWith("Namespace/"))).toEqual([]);
+    expect([...ids(uninstall.stdout)].sort()).toEqual([...ids(install.stdout)].sort());
+    // meshcni's own namespace is created and removed with it.
+    expect(ids(runCli(["install-cni"]).stdout)[0]).toBe("Namespace//meshcni");
+    expect(ids(runCli(["uninstall-cni"]).stdout).at(-1)).toBe("Namespace//meshcni");
   });
   test("refuses a bad namespace", () => {
     const r = runCli(["uninstall-cni", "-n", "Bad_NS"]);

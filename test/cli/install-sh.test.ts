@@ -9,11 +9,16 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSyn
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { release, renderChecksums } from "../../scripts/release.ts";
+import { makePki } from "../support/certs.ts";
 import { repoPath } from "../support/golden.ts";
 
 let tmp: string;
 let releaseDir: string;
 let server: ReturnType<typeof Bun.serve>;
+/** A plain-HTTP server with the same files: install.sh must never take anything from it. */
+let plain: ReturnType<typeof Bun.serve>;
+/** curl and wget trust the test CA through these (install.sh takes no option for it). */
+let tlsEnv: Record<string, string>;
 const requested: string[] = [];
 /** What the server sends instead of a release file, per name. */
 const overrides = new Map<string, string | number>();
@@ -26,11 +31,27 @@ beforeAll(async () => {
   for (const p of ["linux-arm64", "darwin-amd64", "darwin-arm64"]) writeFileSync(join(releaseDir, `meshcnictl-${p}`), `#!/bin/sh\necho "stand-in for ${p}"\n`);
   const files = readdirSync(releaseDir).filter((f) => f.startsWith("meshcnictl-")).sort();
   writeFileSync(join(releaseDir, "SHA256SUMS"), renderChecksums(files.map((name) => ({ name, bytes: readFileSync(join(releaseDir, name)) }))));
-  server = Bun.serve({
+  const pki = makePki();
+  writeFileSync(join(tmp, "wgetrc"), `ca_certificate = ${pki.paths.ca}\n`);
+  tlsEnv = { CURL_CA_BUNDLE: pki.paths.ca, WGETRC: join(tmp, "wgetrc") };
+  plain = Bun.serve({
     hostname: "127.0.0.1",
     port: 0,
     fetch(req) {
-      const name = new URL(req.url).pathname.split("/").pop()!;
+      requested.push(`plain:${new URL(req.url).pathname}`);
+      return new Response(Bun.file(join(releaseDir, "meshcnictl-linux-amd64")));
+    },
+  });
+  server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: { cert: pki.serverCert, key: pki.serverKey },
+    fetch(req) {
+      const url = new URL(req.url);
+      // /to-http/...: a redirect to the plain server; /to-https/...: a relative one back to /v0.1.0/.
+      if (url.pathname.startsWith("/to-http/")) return Response.redirect(`http://127.0.0.1:${plain.port}${url.pathname.slice(8)}`, 302);
+      if (url.pathname.startsWith("/to-https/")) return new Response(null, { status: 302, headers: { location: `/v0.1.0${url.pathname.slice(9)}` } });
+      const name = url.pathname.split("/").pop()!;
       requested.push(name);
       const o = overrides.get(name);
       if (typeof o === "number") return new Response("no", { status: o });
@@ -42,11 +63,12 @@ beforeAll(async () => {
 });
 afterAll(() => {
   server?.stop(true);
+  plain?.stop(true);
   rmSync(tmp, { recursive: true, force: true });
 });
 
 /** Runs install.sh with a fresh HOME, and a fake uname when os/arch are given. */
-async function install(opts: { os?: string; arch?: string; path?: string } = {}) {
+async function install(opts: { os?: string; arch?: string; path?: string; url?: string } = {}) {
   const home = mkdtempSync(join(tmp, "home-"));
   let path = process.env.PATH ?? "/usr/bin:/bin";
   if (opts.os || opts.arch) {
@@ -59,7 +81,7 @@ async function install(opts: { os?: string; arch?: string; path?: string } = {})
   if (opts.path) path = `${opts.path}:${path}`;
   requested.length = 0;
   const p = Bun.spawn(["dash", repoPath("install.sh")], {
-    env: { HOME: home, PATH: path, MESHCNI_RELEASE_URL: `http://127.0.0.1:${server.port}/v0.1.0/` },
+    env: { HOME: home, PATH: path, ...tlsEnv, MESHCNI_RELEASE_URL: opts.url ?? `https://127.0.0.1:${server.port}/v0.1.0/` },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -97,7 +119,7 @@ describe("install.sh", () => {
   test("says nothing about PATH when the folder is on it already", async () => {
     const home = mkdtempSync(join(tmp, "pathhome-"));
     const p = Bun.spawn(["dash", repoPath("install.sh")], {
-      env: { HOME: home, PATH: `${home}/.meshcni/bin:${process.env.PATH}`, MESHCNI_RELEASE_URL: `http://127.0.0.1:${server.port}` },
+      env: { HOME: home, PATH: `${home}/.meshcni/bin:${process.env.PATH}`, ...tlsEnv, MESHCNI_RELEASE_URL: `https://127.0.0.1:${server.port}` },
       stdout: "pipe", stderr: "pipe",
     });
     const [code, out] = await Promise.all([p.exited, new Response(p.stdout).text()]);
@@ -120,7 +142,7 @@ describe("install.sh", () => {
       [`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`, "nothing was installed"]],
     ["a tampered binary", () => ["meshcnictl-linux-amd64", "#!/bin/sh\necho pwned\n"], ["checksum mismatch", "nothing was installed"]],
     ["SHA256SUMS without the file's line", () => ["SHA256SUMS", `${"a".repeat(64)}  meshcnictl-other\n`], ["SHA256SUMS has no line for meshcnictl-linux-amd64"]],
-    ["a missing release file", () => ["meshcnictl-linux-amd64", 404], ["cannot download http://127.0.0.1:", "/v0.1.0/meshcnictl-linux-amd64"]],
+    ["a missing release file", () => ["meshcnictl-linux-amd64", 404], ["cannot download https://127.0.0.1:", "/v0.1.0/meshcnictl-linux-amd64"]],
   ];
   for (const [what, override, messages] of refusals) {
     test(`${what} installs nothing`, async () => {
@@ -158,18 +180,41 @@ describe("install.sh", () => {
     }
     // A PATH with the tools install.sh uses, but no curl.
     const bin = mkdtempSync(join(tmp, "nocurl-"));
-    for (const tool of ["wget", "sha256sum", "awk", "cut", "mktemp", "mkdir", "chmod", "mv", "rm", "uname", "sed", "dash"]) {
+    for (const tool of ["wget", "sha256sum", "awk", "cut", "mktemp", "mkdir", "chmod", "mv", "rm", "uname", "sed", "tr", "tail", "dash"]) {
       const found = Bun.spawnSync(["sh", "-c", `command -v ${tool}`], { stdout: "pipe" }).stdout.toString().trim();
       if (found) copyFileSync(found, join(bin, tool));
       if (found) chmodSync(join(bin, tool), 0o755);
     }
-    const home = mkdtempSync(join(tmp, "wgethome-"));
-    const p = Bun.spawn([join(bin, "dash"), repoPath("install.sh")], {
-      env: { HOME: home, PATH: bin, MESHCNI_RELEASE_URL: `http://127.0.0.1:${server.port}` }, stdout: "pipe", stderr: "pipe",
-    });
-    const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
-    expect(stderr).toBe("");
-    expect(code).toBe(0);
-    expect(existsSync(join(home, ".meshcni/bin/meshcnictl"))).toBe(true);
+    const viaWget = async (url: string) => {
+      const home = mkdtempSync(join(tmp, "wgethome-"));
+      requested.length = 0;
+      const p = Bun.spawn([join(bin, "dash"), repoPath("install.sh")], {
+        env: { HOME: home, PATH: bin, ...tlsEnv, MESHCNI_RELEASE_URL: url }, stdout: "pipe", stderr: "pipe",
+      });
+      const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
+      return { code, stderr, installed: existsSync(join(home, ".meshcni/bin/meshcnictl")) };
+    };
+    const ok = await viaWget(`https://127.0.0.1:${server.port}`);
+    expect(ok.stderr).toBe("");
+    expect([ok.code, ok.installed]).toEqual([0, true]);
+    // A redirect to https is followed, checked; one to http is refused and never fetched.
+    const redirected = await viaWget(`https://127.0.0.1:${server.port}/to-https`);
+    expect([redirected.code, redirected.installed]).toEqual([0, true]);
+    const downgraded = await viaWget(`https://127.0.0.1:${server.port}/to-http`);
+    expect(downgraded.stderr).toContain(`refusing the redirect from https://127.0.0.1:${server.port}/to-http/meshcnictl-linux-amd64 to http://`);
+    expect([downgraded.code, downgraded.installed]).toEqual([1, false]);
+    expect(requested.filter((r) => r.startsWith("plain:"))).toEqual([]);
+  });
+
+  test("anything but https is refused, redirects included (curl)", async () => {
+    const http = await install({ url: `http://127.0.0.1:${plain.port}/v0.1.0` });
+    expect(http.stderr).toContain(`refusing to download http://127.0.0.1:${plain.port}/v0.1.0/meshcnictl-linux-amd64: only https:// is allowed`);
+    expect([http.code, http.installed]).toEqual([1, false]);
+    const downgraded = await install({ url: `https://127.0.0.1:${server.port}/to-http/v0.1.0` });
+    expect(downgraded.stderr).toContain("cannot download");
+    expect([downgraded.code, downgraded.installed]).toEqual([1, false]);
+    expect(requested.filter((r) => r.startsWith("plain:"))).toEqual([]);
+    const redirected = await install({ url: `https://127.0.0.1:${server.port}/to-https` });
+    expect([redirected.code, redirected.installed]).toEqual([0, true]);
   });
 });

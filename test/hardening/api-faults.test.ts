@@ -3,8 +3,9 @@
 // truncation and slowness for Linkerd; here the same for Istio, and the transport faults it does
 // not have: TLS failures (plain HTTP behind an https URL, a certificate for another name, a
 // handshake that never completes, a connection closed right after the handshake, something that
-// is not HTTP) and an answer whose body stalls half way. Each fails ADD with its documented code,
-// within the plugin's bound, with the namespace untouched and nothing else on stdout.
+// is not HTTP) and an answer whose body stalls half way. Each fails ADD with its documented code
+// (a hang would run into the test's own timeout; how soon within the bound is bench/bounds.ts'),
+// with the namespace untouched and nothing else on stdout.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import https from "node:https";
@@ -19,8 +20,6 @@ import { Netns, uniq } from "../support/netns.ts";
 import { cniEnv, runPlugin } from "../support/plugin-run.ts";
 
 const BOUND_S = 1;
-/** The bound, plus the plugin's own start-up and exit. */
-const WITHIN_MS = BOUND_S * 1000 + 700;
 
 const read = (p: string) => JSON.parse(readFileSync(repoPath(p), "utf8"));
 const MESHES = {
@@ -167,7 +166,6 @@ for (const [mesh, m] of Object.entries(MESHES)) {
       expect(Object.keys(err).sort()).toEqual(["cniVersion", "code", "details", "msg"]);
       expect({ code: err.code, msg: err.msg }).toEqual({ code, msg: err.msg });
       expect(err.details).not.toMatch(/\n\s+at /);
-      expect(r.ms).toBeLessThan(WITHIN_MS);
       expect(untouched()).toEqual([]);
     }
 

@@ -1,11 +1,11 @@
 // Regression tests for what the installer chaos run found, against the compiled installer.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { Installer } from "../../internal/installer/installer.ts";
-import { createHostFs } from "../../internal/io/installer-fs.ts";
+import { createHostFs, syncDir } from "../../internal/io/installer-fs.ts";
 import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
 
 let dirs: HostDirs;
@@ -122,7 +122,7 @@ describe("the installer's file operations never replace or remove what the host 
     writeFileSync(at(".10-b.conf.0a1b2c3d.meshcni-held"), "older");
     writeFileSync(at("10-b.conf"), "newer");
     writeFileSync(at(".10-c.conflist.0a1b2c3d.meshcni-tmp"), "half a write");
-    expect(fs.removeTempFiles(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
+    expect(fs.recoverInterruptedWrites(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
     expect(readdirSync(dir).sort()).toEqual(["10-b.conf", "10-flannel.conf"]);
     expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("host's");
     expect(readFileSync(at("10-b.conf"), "utf8")).toBe("newer");
@@ -158,7 +158,7 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
     const quiet = { debug() {}, info() {}, warn() {}, error() {} };
     const inst = new Installer({
       hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
-      entry: buildPluginEntry(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
+      entry: entryFromConfigText(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
     }, { fs, log: quiet, now: () => performance.now() });
     inst.prepare();
     expect(inst.reconcile().kind).toBe("changed");
@@ -166,5 +166,83 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
     expect(inst.reconcile()).toEqual({ kind: "chained", file: "10-calico.conflist" });
     inst.uninstall();
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(host);
+  });
+});
+
+describe("a host config that is a symbolic link is followed as the host follows it", () => {
+  // The host's /etc/cni/net.d is mounted at another path in the installer's container: an
+  // absolute link the host wrote names a host path, which in the container is another file or
+  // none. HOST stands for the host's view of the folder (a path that is nothing here).
+  const HOST = "/nonexistent-host/etc/cni/net.d";
+  let root: string;
+  let net: string;
+  const calico = `${JSON.stringify({ cniVersion: "1.0.0", name: "k8s-pod-network", plugins: [{ type: "calico" }] })}\n`;
+  const setup = () => {
+    root = mkdtempSync(join(tmpdir(), "meshcni-links-"));
+    net = join(root, "host/etc/cni/net.d");
+    mkdirSync(join(net, "calico"), { recursive: true });
+    writeFileSync(join(net, "calico/10-calico.conflist"), calico);
+  };
+
+  test("an absolute link into the folder: read and written at the file it names, the link kept", () => {
+    setup();
+    symlinkSync(`${HOST}/calico/10-calico.conflist`, join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    expect(fs.readText(join(net, "10-calico.conflist"))).toBe(calico);
+    expect(fs.replaceIfUnchanged(join(net, "10-calico.conflist"), "chained", 0o644, calico)).toBe(true);
+    expect(lstatSync(join(net, "10-calico.conflist")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(net, "calico/10-calico.conflist"), "utf8")).toBe("chained");
+    // Followed in the container's own view, the link names nothing: the config would be missed.
+    expect(createHostFs().readText(join(net, "10-calico.conflist"))).toBeUndefined();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test("a relative link is taken from the link's folder on the host", () => {
+    setup();
+    symlinkSync("calico/10-calico.conflist", join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644);
+    expect(lstatSync(join(net, "10-calico.conflist")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(net, "calico/10-calico.conflist"), "utf8")).toBe("chained");
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  test("a link out of the mounted folders is refused, naming it; nothing in the container is written", () => {
+    setup();
+    const inContainer = join(root, "container-own.conflist");
+    writeFileSync(inContainer, calico);
+    symlinkSync(inContainer, join(net, "10-calico.conflist"));
+    const fs = createHostFs([{ host: HOST, container: net }]);
+    expect(() => fs.readText(join(net, "10-calico.conflist"))).toThrow(/is a symbolic link to .*outside the host folders meshcni has mounted/);
+    expect(() => fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644)).toThrow(/outside the host folders/);
+    expect(readFileSync(inContainer, "utf8")).toBe(calico);
+    rmSync(root, { recursive: true, force: true });
+  });
+});
+
+describe("each rename, link and unlink in a host folder is followed by an fsync of the folder", () => {
+  test("writeAtomic, replaceIfUnchanged, copyAtomic, removeIfUnchanged, remove: the folder is synced once the name is in place", () => {
+    const dir = mkdtempSync(join(tmpdir(), "meshcni-dirsync-"));
+    const at = (n: string) => join(dir, n);
+    // What the folder held at each sync: the sync must come after the rename, not before.
+    const synced: string[] = [];
+    const fs = createHostFs([], (d) => {
+      expect(d).toBe(dir);
+      syncDir(d); // the real one, on a real folder
+      synced.push(readdirSync(d).sort().map((n) => `${n}=${readFileSync(join(d, n), "utf8")}`).join(" "));
+    });
+    fs.writeAtomic(at("10-a.conflist"), "A1", 0o644);
+    expect(synced.pop()).toBe("10-a.conflist=A1");
+    expect(fs.replaceIfUnchanged(at("10-a.conflist"), "A2", 0o644, "A1")).toBe(true);
+    expect(synced.pop()).toBe("10-a.conflist=A2");
+    writeFileSync(at("src"), "binary");
+    fs.copyAtomic(at("src"), at("meshcni"), 0o755);
+    expect(synced.pop()).toBe("10-a.conflist=A2 meshcni=binary src=binary");
+    expect(fs.removeIfUnchanged(at("10-a.conflist"), "A2")).toBe("removed");
+    expect(synced.pop()).toBe("meshcni=binary src=binary");
+    expect(fs.remove(at("meshcni"))).toBe(true);
+    expect(synced.pop()).toBe("src=binary");
+    expect(synced).toEqual([]);
+    rmSync(dir, { recursive: true, force: true });
   });
 });

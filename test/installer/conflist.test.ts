@@ -9,13 +9,13 @@ import { readdirSync, statSync } from "node:fs";
 import { countEntries, isChained, type JsonObject, renderConfig } from "../../internal/conflist/chain.ts";
 import { parseHostConfig } from "../../internal/conflist/parse.ts";
 import { selectPrimaryConfig } from "../../internal/conflist/select.ts";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { planChain, planUndoRecord } from "../../internal/installer/plan.ts";
 import { EMPTY_STATE } from "../../internal/installer/undo-state.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { applySteps, cloneFolder, type Folder, loadFolder, observeIn, readIn, renderSelection, renderSteps, sameFolder, text } from "./folder.ts";
 
-const ENTRY = buildPluginEntry(undefined, "/etc/cni/net.d", "meshcni");
+const ENTRY = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni");
 
 function select(folder: Folder) {
   return selectPrimaryConfig([...folder.keys()], readIn(folder));

@@ -233,7 +233,7 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     test("ADD for a meshed pod in dry-run mode: the same result and payload as amd64", async () => {
       const env = cniEnv("ADD", { CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-5b8b6f7c9d-x2x7q" });
       const stdin = JSON.stringify({
-        cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", kubernetes: { kubeconfig },
+        cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", dry_run: true, kubernetes: { kubeconfig },
         prevResult: JSON.parse(readFileSync(repoPath("testdata/cni/prev-results/flannel-bridge.json"), "utf8")),
       });
       const dry = join(scratch, "arm64-payload");

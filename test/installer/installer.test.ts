@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, readFileSync, readlinkSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { Installer } from "../../internal/installer/installer.ts";
 import { createHostFs } from "../../internal/io/installer-fs.ts";
 import { repoPath } from "../support/golden.ts";
@@ -22,7 +22,7 @@ function make(extra: Partial<ConstructorParameters<typeof Installer>[0]> = {}) {
   const log = { debug: () => {}, info: (m: string) => lines.push(`info ${m}`), warn: (m: string) => lines.push(`warn ${m}`), error: (m: string) => lines.push(`error ${m}`) };
   const inst = new Installer({
     hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
-    entry: buildPluginEntry(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" }, ...extra,
+    entry: entryFromConfigText(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" }, ...extra,
   }, { fs: createHostFs(), log, now: () => performance.now() });
   inst.prepare();
   return { inst, lines, plugin };

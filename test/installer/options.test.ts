@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { envName, parseInstallerOptions, renderUsage } from "../../internal/installer/options.ts";
 
 const DEFAULTS = { pluginBinary: "/opt/meshcni/meshcni" };
@@ -96,33 +96,33 @@ describe("parseInstallerOptions", () => {
   });
 });
 
-describe("buildPluginEntry", () => {
+describe("entryFromConfigText", () => {
   test("the agent's socket and state folder, as the host sees them, go into the entry", () => {
-    const e = buildPluginEntry(undefined, "/etc/cni/net.d", "meshcni", { socket: "/var/run/meshcni/agent.sock", stateDir: "/var/run/meshcni" });
+    const e = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni", { socket: "/var/run/meshcni/agent.sock", stateDir: "/var/run/meshcni" });
     expect([e.agent_socket, e.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
     // A --plugin-config's own values are replaced: the installer serves the socket it names.
-    const given = buildPluginEntry('{"type":"meshcni","agent_socket":"/elsewhere.sock"}', "/etc/cni/net.d", undefined, { socket: "/run/a.sock", stateDir: "/run" });
+    const given = entryFromConfigText('{"type":"meshcni","agent_socket":"/elsewhere.sock"}', "/etc/cni/net.d", undefined, { socket: "/run/a.sock", stateDir: "/run" });
     expect(given.agent_socket).toBe("/run/a.sock");
   });
 
   test("the default entry points at the kubeconfig in the dest dir and names the DaemonSet's namespace", () => {
-    const e = buildPluginEntry(undefined, "/var/lib/rancher/k3s/agent/etc/cni/net.d/", "mesh-system");
+    const e = entryFromConfigText(undefined, "/var/lib/rancher/k3s/agent/etc/cni/net.d/", "mesh-system");
     expect(e.type).toBe("meshcni");
     expect(e.kubernetes).toEqual({ kubeconfig: "/var/lib/rancher/k3s/agent/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: [], pod_namespace: "mesh-system" });
     expect("cniVersion" in e).toBe(false);
   });
 
   test("a --plugin-config entry keeps its keys; cniVersion goes, the kubeconfig path is set", () => {
-    const e = buildPluginEntry(JSON.stringify({ cniVersion: "0.3.1", type: "meshcni", mesh: "istio", kubernetes: { kubeconfig: "/elsewhere", exclude_namespaces: ["kube-system"] } }), "/etc/cni/net.d");
+    const e = entryFromConfigText(JSON.stringify({ cniVersion: "0.3.1", type: "meshcni", mesh: "istio", kubernetes: { kubeconfig: "/elsewhere", exclude_namespaces: ["kube-system"] } }), "/etc/cni/net.d");
     expect(e).toEqual({ type: "meshcni", mesh: "istio", kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"] } });
   });
 
   test("an entry the plugin would reject is refused now, with the reason", () => {
-    expect(() => buildPluginEntry("{", "/d")).toThrow(/not JSON/);
-    expect(() => buildPluginEntry("[]", "/d")).toThrow(/must be a JSON object/);
-    expect(() => buildPluginEntry('{"type":"linkerd-cni"}', "/d")).toThrow(/"type" is "linkerd-cni"/);
-    expect(() => buildPluginEntry('{"type":"meshcni","mesh":"consul"}', "/d")).toThrow(/the plugin would reject it: mesh/);
-    expect(() => buildPluginEntry('{"type":"meshcni","linkerd":{"proxy-uid":"x"}}', "/d")).toThrow(/linkerd.proxy-uid/);
-    expect(() => buildPluginEntry('{"type":"meshcni","kubernetes":[]}', "/d")).toThrow(/"kubernetes" must be an object/);
+    expect(() => entryFromConfigText("{", "/d")).toThrow(/not JSON/);
+    expect(() => entryFromConfigText("[]", "/d")).toThrow(/must be a JSON object/);
+    expect(() => entryFromConfigText('{"type":"linkerd-cni"}', "/d")).toThrow(/"type" is "linkerd-cni"/);
+    expect(() => entryFromConfigText('{"type":"meshcni","mesh":"consul"}', "/d")).toThrow(/the plugin would reject it: mesh/);
+    expect(() => entryFromConfigText('{"type":"meshcni","linkerd":{"proxy-uid":"x"}}', "/d")).toThrow(/linkerd.proxy-uid/);
+    expect(() => entryFromConfigText('{"type":"meshcni","kubernetes":[]}', "/d")).toThrow(/"kubernetes" must be an object/);
   });
 });

@@ -3,12 +3,12 @@
 import { describe, expect, test } from "bun:test";
 import { renderConfig } from "../../internal/conflist/chain.ts";
 import { selectPrimaryConfig } from "../../internal/conflist/select.ts";
-import { buildPluginEntry } from "../../internal/installer/entry.ts";
+import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { type ChainPlan, planChain, planUndoRecord } from "../../internal/installer/plan.ts";
 import { EMPTY_STATE, fromBase64, parseUndoState, renderUndoState, type UndoState } from "../../internal/installer/undo-state.ts";
 import { applySteps, cloneFolder, type Folder, observeIn, readIn, sameFolder, text } from "./folder.ts";
 
-const ENTRY = buildPluginEntry(undefined, "/etc/cni/net.d");
+const ENTRY = entryFromConfigText(undefined, "/etc/cni/net.d");
 const enc = (s: string) => new TextEncoder().encode(s);
 const file = (s: string, mode = 0o644) => ({ bytes: enc(s), mode });
 

@@ -177,21 +177,20 @@ describe("faults of the API server for a meshed pod", () => {
     api.setGlobalFault({ kind: "slow", ms: 4000 });
     try {
       const r = await add(kc, ARGS, { timeout_seconds: 1 });
+      // How soon within the bound: bench/bounds.ts.
       expect(JSON.parse(r.stdout).code).toBe(11);
-      expect(r.ms).toBeLessThan(2000);
       expect(untouched()).toBe(true);
     } finally {
       api.setGlobalFault(undefined);
     }
   });
 
-  test("the default bound is 5 s", async () => {
+  test("the default bound (5 s) cuts off an answer that takes 8 s", async () => {
     api.setGlobalFault({ kind: "slow", ms: 8000 });
     try {
       const r = await add(kc);
+      // The bound itself (about 5 s): bench/bounds.ts.
       expect(JSON.parse(r.stdout).code).toBe(11);
-      expect(r.ms).toBeGreaterThan(4900);
-      expect(r.ms).toBeLessThan(6500);
     } finally {
       api.setGlobalFault(undefined);
     }

@@ -107,12 +107,13 @@ describe("compiled binaries", () => {
     writeFileSync(join(dir, ".env"), `MESHCNI_DRY_RUN_FILE=${dry}\n`);
     writeFileSync(join(dir, "evil.ts"), `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "x");\n`);
     writeFileSync(join(dir, "bunfig.toml"), `preload = ["./evil.ts"]\n`);
-    // ADD for a container outside Kubernetes: had .env been read, the plugin would have written
-    // its (empty) dry-run payload; had bunfig.toml been read, the preload would leave a marker.
+    // ADD for a container outside Kubernetes: had .env been read, the plugin would have said so
+    // (the variable without "dry_run" in the entry); had bunfig.toml been read, the preload would
+    // leave a marker.
     const r = Bun.spawnSync([PLUGIN], {
       cwd: dir,
       env: { PATH: Bun.env.PATH!, ...cniEnv("ADD") },
-      stdin: new TextEncoder().encode(JSON.stringify({ cniVersion: "1.0.0", name: "n" })),
+      stdin: new TextEncoder().encode(JSON.stringify({ cniVersion: "1.0.0", name: "n", log_level: "debug" })),
       stdout: "pipe",
       stderr: "pipe",
     });
@@ -120,5 +121,7 @@ describe("compiled binaries", () => {
     expect(JSON.parse(r.stdout.toString())).toEqual({ cniVersion: "1.0.0", dns: {} });
     expect(existsSync(marker)).toBe(false);
     expect(existsSync(dry)).toBe(false);
+    // Had .env been read, the plugin would have warned that the variable is set without "dry_run".
+    expect(r.stderr.toString()).not.toContain("MESHCNI_DRY_RUN_FILE");
   });
 });

@@ -71,6 +71,53 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
   });
 });
 
+describe("CHECK with an IPv4-mapped IPv6 range", () => {
+  let lab: PodLab;
+  beforeAll(async () => {
+    lab = await PodLab.start();
+    lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
+  });
+  afterAll(() => lab?.close());
+
+  test("skip-subnets ::ffff:a00:0/104 is applied and CHECK finds it (ip6tables-save prints ::ffff:10.0.0.0/104)", async () => {
+    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-mapped",
+      { "config.linkerd.io/skip-subnets": "10.1.0.0/16,::ffff:a00:0/104" }), lab.entry({ linkerd: { ipv6: true } }));
+    expect(pod.netns.save("nft", 6)).toContain("-s ::ffff:10.0.0.0/104");
+    await pod.runtime.check(pod.attachment);
+  });
+});
+
+describe("dry run: the environment variable, never silent", () => {
+  let lab: PodLab;
+  beforeAll(async () => {
+    lab = await PodLab.start();
+    lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
+  });
+  afterAll(() => lab?.close());
+
+  test("MESHCNI_DRY_RUN_FILE alone (a stray line in a runtime's unit file) is never silent: nothing applied, an error line on every call", async () => {
+    const dry = `${lab.dir}/stray-dry-run`;
+    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-stray", {}),
+      lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } });
+    expect(pod.netns.save("nft", 4)).not.toContain("PROXY_INIT_REDIRECT");
+    expect(await Bun.file(dry).text()).toContain("PROXY_INIT_REDIRECT");
+    const add = pod.runtime.runs.find((r) => r.type === "meshcni")!;
+    expect(add.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod/);
+  });
+
+  test("\"dry_run\": true with the variable writes the payload and applies nothing; without it, ADD fails with code 7", async () => {
+    const dry = `${lab.dir}/dry-run`;
+    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-dry", {}),
+      lab.entry({ dry_run: true }), { env: { MESHCNI_DRY_RUN_FILE: dry } });
+    expect(pod.netns.save("nft", 4)).not.toContain("PROXY_INIT_REDIRECT");
+    expect(await Bun.file(dry).text()).toContain("PROXY_INIT_REDIRECT");
+    const err = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-nofile", {}),
+      lab.entry({ dry_run: true })).catch((e) => e);
+    expect(JSON.parse(err.run.stdout).code).toBe(7);
+    expect(JSON.parse(err.run.stdout).msg).toBe("dry_run needs MESHCNI_DRY_RUN_FILE");
+  });
+});
+
 /**
  * Runs the plugin on a "host" without the binaries of `dir`: a private mount namespace with an
  * empty tmpfs over that folder.

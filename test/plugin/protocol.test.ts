@@ -1,6 +1,9 @@
 // The CNI protocol, end to end through the compiled plugin: for every command and every spec
-// version, environment + stdin -> stdout + exit code (+ the payload it would apply, captured with
-// MESHCNI_DRY_RUN_FILE), compared with testdata/cni/<case>.golden. Each golden shows its input.
+// version, environment + stdin -> stdout + exit code, compared with testdata/cni/<case>.golden
+// (each golden shows its input), and whether it wrote a payload (MESHCNI_DRY_RUN_FILE) for which
+// families. The payloads themselves are rule goldens: testdata/rules/linkerd/<case>.golden for
+// the pods/ cases, and every other meshed ADD must write exactly the default pod's, so one rule
+// change rewrites the rule goldens, not these.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -101,6 +104,13 @@ function cases(): Case[] {
   return out;
 }
 
+/** What the protocol golden says of a payload: which families, and where its rules are kept. */
+function payloadSummary(c: Case, payload: string): string {
+  const parts = [...payload.matchAll(/^# (.*)$/gm)].map((m) => m[1]);
+  const where = c.name.startsWith("pods/") ? `testdata/rules/linkerd/${c.name.slice(5)}.golden` : "the same as pods/namespace-annotation's";
+  return `(written: ${parts.join("; ")}; the rules: ${where})`;
+}
+
 function render(c: Case, r: { code: number; stdout: string; payload?: string }, url: string): string {
   const envText = Object.entries(c.env).map(([k, v]) => `${k}=${v}`).join(" ");
   const stdin = typeof c.stdin === "string" ? c.stdin : JSON.stringify(c.stdin, null, 2);
@@ -113,7 +123,7 @@ function render(c: Case, r: { code: number; stdout: string; payload?: string }, 
     "--- stdout",
     scrub(r.stdout).trimEnd(),
     "--- payload (MESHCNI_DRY_RUN_FILE)",
-    r.payload === undefined ? "(not written)" : r.payload === "" ? "(empty: no rules)" : r.payload.trimEnd(),
+    r.payload === undefined ? "(not written)" : r.payload === "" ? "(empty: no rules)" : payloadSummary(c, r.payload),
     "",
   ].join("\n");
 }
@@ -139,6 +149,9 @@ describe("CNI protocol goldens (dist/meshcni)", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  /** The payloads of the meshed ADDs outside pods/: spec version and prevResult change none of them. */
+  const payloads = new Map<string, string>();
+
   for (const c of cases()) {
     test(c.name, async () => {
       const stdin = typeof c.stdin === "string" ? c.stdin : JSON.stringify(c.stdin).split("__KUBECONFIG__").join(kubeconfigPath);
@@ -149,6 +162,16 @@ describe("CNI protocol goldens (dist/meshcni)", () => {
       for (const line of r.stderr.split("\n").filter(Boolean)) expect(line.startsWith("meshcni")).toBe(true);
       // A failed invocation never leaves a payload behind.
       if (r.code !== 0) expect(r.payload).toBeUndefined();
+      if (r.payload) {
+        if (c.name.startsWith("pods/")) expectGolden(`testdata/rules/linkerd/${c.name.slice(5)}.golden`, r.payload);
+        else payloads.set(c.name, r.payload);
+      }
     });
   }
+
+  test("every meshed ADD outside pods/ (each spec version, each prevResult) writes the default pod's payload", () => {
+    expect(payloads.size).toBe(VERSIONS.length + 14);
+    const reference = require("node:fs").readFileSync(repoPath("testdata/rules/linkerd/namespace-annotation.golden"), "utf8");
+    for (const [name, payload] of payloads) expect({ name, payload }).toEqual({ name, payload: reference });
+  });
 });

@@ -2,6 +2,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { withDryRun } from "./dry-run.ts";
 import { repoPath } from "./golden.ts";
 
 export const PLUGIN = repoPath("dist/meshcni");
@@ -15,7 +16,10 @@ export interface PluginResult {
   ms: number;
 }
 
-/** Runs dist/meshcni with `env` (added to a clean environment) and `stdin`. */
+/**
+ * Runs dist/meshcni with `env` (added to a clean environment) and `stdin`; `dryRun` sets
+ * MESHCNI_DRY_RUN_FILE and adds `"dry_run": true` to the entry (both are needed).
+ */
 export async function runPlugin(env: Record<string, string>, stdin: string, opts: { dryRun?: boolean } = {}): Promise<PluginResult> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-run-"));
   const dry = join(dir, "payload");
@@ -23,7 +27,7 @@ export async function runPlugin(env: Record<string, string>, stdin: string, opts
     const fullEnv: Record<string, string> = { PATH: Bun.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...env };
     if (opts.dryRun) fullEnv.MESHCNI_DRY_RUN_FILE = dry;
     const t0 = performance.now();
-    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([stdin]), stdout: "pipe", stderr: "pipe", env: fullEnv, cwd: dir });
+    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([opts.dryRun ? withDryRun(stdin) : stdin]), stdout: "pipe", stderr: "pipe", env: fullEnv, cwd: dir });
     const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     const ms = performance.now() - t0;
     let payload: string | undefined;

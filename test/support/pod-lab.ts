@@ -78,12 +78,14 @@ export class PodLab {
   }
 
   /** Creates a netns and runs ADD for `podObject` (added to the API server) through the chain. */
-  async addPod(podObject: any, meshcni: Record<string, unknown>, opts: { cniVersion?: string; cniArgs?: string } = {}): Promise<Pod> {
+  async addPod(
+    podObject: any, meshcni: Record<string, unknown>, opts: { cniVersion?: string; cniArgs?: string; env?: Record<string, string> } = {},
+  ): Promise<Pod> {
     const name = podObject.metadata.name as string;
     const namespace = (podObject.metadata.namespace as string) ?? "default";
     this.api.addPod(podObject);
     const netns = Netns.create(`mc-${uniq()}`);
-    const runtime = this.runtime(meshcni, opts.cniVersion);
+    const runtime = this.runtime(meshcni, opts.cniVersion, opts.env);
     const attachment: Attachment = {
       containerId: `c${uniq()}`,
       netns: netns.path,

@@ -6,6 +6,7 @@ import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS } from "../install-flags.ts";
 import { type KubeconfigFile, kubeconfigPaths, type ResolvedKubeconfig, resolveKubeconfig } from "../kubeconfig.ts";
 import { type CommandSpec, type Flags, str } from "../spec.ts";
+import { isDnsLabel } from "../../kube/names.ts";
 
 export const spec: CommandSpec = {
   name: "check",
@@ -44,7 +45,7 @@ export const spec: CommandSpec = {
 export async function run(ctx: CliContext, flags: Flags, args: string[]): Promise<number> {
   if (args.length) throw new CliError(`check takes no arguments (got ${JSON.stringify(args[0])})`);
   const namespace = str(flags, "namespace") ?? "meshcni";
-  if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(namespace)) throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
+  if (!isDnsLabel(namespace)) throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
   const rawTimeout = str(flags, "timeout") ?? "10";
   const timeout = Number(rawTimeout);
   if (!/^\d+(\.\d+)?$/.test(rawTimeout) || timeout <= 0 || timeout > 600) throw new CliError(`--timeout ${JSON.stringify(rawTimeout)}: must be seconds, more than 0 and at most 600`);

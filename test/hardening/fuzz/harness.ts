@@ -8,6 +8,7 @@ import { startEarlyLookup } from "../../../internal/io/early-lookup.ts";
 import { createPluginDeps } from "../../../internal/io/plugin-deps.ts";
 import { runPlugin } from "../../../internal/plugin/run.ts";
 import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
+import { withDryRun } from "../../support/dry-run.ts";
 import { PLUGIN } from "../../support/plugin-run.ts";
 import { type FuzzCase, KUBECONFIG } from "./generate.ts";
 import { CASE_BOUND_MS, type Outcome } from "./oracle.ts";
@@ -48,7 +49,8 @@ export async function startFuzzHarness(): Promise<FuzzHarness> {
   writeFileSync(kubeconfig, api.kubeconfig(), { mode: 0o600 });
   const inprocDry = join(dir, "dry-inprocess");
 
-  const stdinOf = (c: FuzzCase) => c.stdin.replaceAll(KUBECONFIG, kubeconfig);
+  // Dry run needs the entry's "dry_run": true besides MESHCNI_DRY_RUN_FILE.
+  const stdinOf = (c: FuzzCase) => withDryRun(c.stdin.replaceAll(KUBECONFIG, kubeconfig));
   return {
     api,
     kubeconfig,

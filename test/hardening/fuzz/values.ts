@@ -165,8 +165,16 @@ const hexGroups = (bytes: number[], full: boolean) => {
   return g.join(":");
 };
 
-/** RFC 5952 text, as the WHATWG URL parser prints IPv6 hosts (an implementation independent of meshcni's). */
+/**
+ * As ip6tables-save prints an address (glibc's inet_ntop): IPv4-mapped ::ffff:a.b.c.d and
+ * IPv4-compatible ::a.b.c.d (seventh group not zero) in dotted quad; anything else RFC 5952
+ * text, as the WHATWG URL parser prints IPv6 hosts (an implementation independent of meshcni's).
+ */
 export function canonicalIPv6(bytes: number[]): string {
+  const zero = (from: number, to: number) => bytes.slice(from, to).every((b) => b === 0);
+  const quad = bytes.slice(12, 16).join(".");
+  if (zero(0, 10) && bytes[10] === 0xff && bytes[11] === 0xff) return `::ffff:${quad}`;
+  if (zero(0, 12) && (bytes[12] !== 0 || bytes[13] !== 0)) return `::${quad}`;
   return new URL(`http://[${hexGroups(bytes, true)}]/`).hostname.slice(1, -1);
 }
 
@@ -198,7 +206,7 @@ const SPECIAL_CIDRS: [string, CidrValue][] = [
   ["::/0", { family: 6, text: "::/0" }],
   ["127.0.0.1/32", { family: 4, text: "127.0.0.1/32" }],
   ["::1/128", { family: 6, text: "::1/128" }],
-  ["::ffff:10.0.0.1/128", { family: 6, text: "::ffff:a00:1/128" }],
+  ["::ffff:10.0.0.1/128", { family: 6, text: "::ffff:10.0.0.1/128" }],
   ["10.96.0.0/12", { family: 4, text: "10.96.0.0/12" }],
   ["FD00::/8", { family: 6, text: "fd00::/8" }],
   ["fd00:0001::/32", { family: 6, text: "fd00:1::/32" }],
