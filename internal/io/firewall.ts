@@ -1,23 +1,24 @@
-// iptables-restore, iptables-save and ip inside a pod's network namespace, through nsenter.
+// A backend's binaries (and ip) inside a pod's network namespace, through nsenter.
+import { backendFor } from "../backends/index.ts";
+import type { Backend, Firewall, HostView, Tools } from "../backends/types.ts";
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
-import { type Backend, chooseBinaries } from "../rules/backend.ts";
-import type { Family } from "../rules/model.ts";
-import type { Firewall } from "../plugin/deps.ts";
+import type { Family } from "../plan/model.ts";
 import { run } from "./exec.ts";
 import { fileIdentity, which } from "./which.ts";
 
 function missing(bin: string): CniError {
+  const pkg = bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : bin === "nft" ? "nftables" : "iptables";
   return new CniError(Code.MissingBinary, `${bin} not found on the host`,
-    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : "iptables"})`);
+    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`);
 }
 
 /**
  * Which backend the host's own `iptables` command is: the same file as iptables-nft or as
  * iptables-legacy (Debian's alternatives, RHEL's and Alpine's symlinks all resolve to one).
  */
-async function hostBackend(envPath: string | undefined): Promise<Backend | undefined> {
+async function hostIptables(envPath: string | undefined): Promise<"nft" | "legacy" | undefined> {
   const host = await fileIdentity(which("iptables", envPath));
   if (!host) return undefined;
   for (const b of ["nft", "legacy"] as const) {
@@ -26,34 +27,43 @@ async function hostBackend(envPath: string | undefined): Promise<Backend | undef
   return undefined;
 }
 
-/** Which binaries a firewall for these settings would use, or the name of the missing one. */
+/** The backend and binaries a firewall for these settings would use, or the name of the missing one. */
 export async function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
   const has = (bin: string) => which(bin, envPath) !== undefined;
-  const host = settings.mode === "auto" ? await hostBackend(envPath) : undefined;
+  const host: HostView = { has, hostIptables: settings.mode === "auto" ? await hostIptables(envPath) : undefined };
   const nsenter = which("nsenter", envPath);
-  const chosen = chooseBinaries(settings.mode, families, has, host);
-  return { nsenter, chosen };
+  const backend = backendFor(settings.mode, families, host);
+  const chosen = backend.tools(settings.mode, families, host);
+  return { nsenter, backend, chosen };
+}
+
+/** A Firewall with the backend it belongs to. */
+export interface OpenFirewall extends Firewall {
+  readonly driver: Backend;
 }
 
 export async function openFirewall(
   netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
-): Promise<Firewall> {
-  const { nsenter, chosen } = await resolveFirewallBinaries(settings, families, envPath);
+): Promise<OpenFirewall> {
+  const { nsenter, backend, chosen } = await resolveFirewallBinaries(settings, families, envPath);
   if (!nsenter) throw missing("nsenter");
   if ("missing" in chosen) throw missing(chosen.missing);
-  const bins = chosen;
+  const tools: Tools = chosen;
   const path = (bin: string) => which(bin, envPath)!;
   const enter = [nsenter, `--net=${netns}`, "--"];
   // Legacy iptables serialises on a lock file, by default one for the whole host. The lock only
   // needs to cover this pod's namespace, so point it at the namespace file (as istio-cni does):
   // a burst of pods then never waits on each other.
-  const env = { ...Bun.env, XTABLES_LOCKFILE: bins.backend === "nft" ? undefined : netns };
-  const wait = settings.wait ? ["--wait"] : [];
+  const env = { ...Bun.env, XTABLES_LOCKFILE: tools.lockAtNetns ? netns : undefined };
   return {
-    backend: bins.backend,
-    restore: (family, payload, signal) =>
-      run([...enter, path(bins.restore[family]), "--noflush", ...wait], { stdin: payload, env, signal }),
-    save: (family, signal) => run([...enter, path(bins.save[family])], { env, signal }),
+    driver: backend,
+    backend: tools.label,
+    wait: settings.wait,
+    run: (key, argv, stdin, signal) => {
+      const bin = tools.bins[key];
+      if (!bin) throw new Error(`backend ${backend.name} asked for a tool it did not choose: ${key}`);
+      return run([...enter, path(bin), ...argv], stdin === undefined ? { env, signal } : { stdin, env, signal });
+    },
     ip: (family, argv, signal) => {
       const ip = which("ip", envPath);
       if (!ip) throw missing("ip");

@@ -9,7 +9,8 @@ import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { type MeshProfile, needsNamespace, type Redirect } from "../mesh/profile.ts";
-import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
+import { applyPlan } from "../backends/apply-plan.ts";
+import { backendOfMode } from "../backends/index.ts";
 import type { PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
 import { countRules, renderPayloads } from "./payloads.ts";
@@ -88,18 +89,18 @@ async function add(ctx: Ctx): Promise<string> {
   const redirect = plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
-    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect));
+    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect, backendOfMode(settings.mode)));
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
     return stdout;
   }
   if (settings.simulate) {
-    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect)}`);
+    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect, backendOfMode(settings.mode))}`);
     return stdout;
   }
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
-  await applyRedirect(fw, redirect, log, ctx.signal);
-  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
-  log.debug(`applied:\n${renderPayloads(redirect)}`);
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  await applyPlan(fw, redirect, log, ctx.signal);
+  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
+  log.debug(`applied:\n${renderPayloads(redirect, fw.driver)}`);
   return stdout;
 }
 
@@ -114,8 +115,8 @@ async function check(ctx: Ctx): Promise<string> {
   const redirect = plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
-  const problems = await verifyRedirect(fw, redirect, ctx.signal);
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  const problems = await fw.driver.verify(fw, redirect, ctx.signal);
   if (problems.length > 0) {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
       `${problems.join("; ")}; delete the pod so it is recreated with its rules`);
@@ -133,7 +134,8 @@ async function del(ctx: Ctx): Promise<string> {
   for (const family of profile.families(conf)) {
     try {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
-      if (await removeChains(fw, family, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) log.info(`removed IPv${family} rules`);
+      const what = { families: [family], ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
+      if (await fw.driver.remove(fw, what, ctx.signal)) log.info(`removed IPv${family} rules (${fw.backend})`);
       for (const cmd of profile.cleanupIpCommands ?? []) {
         if (cmd.family !== family) continue;
         const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
