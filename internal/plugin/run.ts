@@ -130,12 +130,23 @@ async function del(ctx: Ctx): Promise<string> {
   if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
   const settings = profile.firewall(conf);
   if (settings.simulate) return "";
-  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed.
-  for (const family of profile.families(conf)) {
+  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed; a
+  // backend that owns whole tables (nftables) removes every family in one step.
+  const all = profile.families(conf);
+  for (const family of all) {
     try {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
-      const what = { families: [family], ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
-      if (await fw.driver.remove(fw, what, ctx.signal)) log.info(`removed IPv${family} rules (${fw.backend})`);
+      const whole = fw.driver.name === "nftables";
+      const families = whole ? all : [family];
+      const what = { families, ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
+      if (await fw.driver.remove(fw, what, ctx.signal)) log.info(`removed IPv${families.join("+IPv")} rules (${fw.backend})`);
+      if (whole) {
+        for (const cmd of profile.cleanupIpCommands ?? []) {
+          const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
+          if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
+        }
+        break;
+      }
       for (const cmd of profile.cleanupIpCommands ?? []) {
         if (cmd.family !== family) continue;
         const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);

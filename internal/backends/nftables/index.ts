@@ -3,8 +3,8 @@
 // tables and compares them, chain by chain, with the plan; DEL deletes the tables.
 import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
-import type { Family, Plan } from "../../plan/model.ts";
-import type { Backend, ExecResult, Firewall } from "../types.ts";
+import type { Plan } from "../../plan/model.ts";
+import type { Backend, ExecResult } from "../types.ts";
 import { familyChains, renderDelete, renderScript, TABLE, tableFamily } from "./render.ts";
 import { diffTable, parseTable } from "./listing.ts";
 
@@ -47,18 +47,12 @@ export const nftablesBackend: Backend = {
     return problems;
   },
   async remove(fw, what, signal) {
-    let removed = false;
-    for (const f of what.families) removed = (await deleteTable(fw, f, signal)) || removed;
-    return removed;
+    if (what.families.length === 0) return false;
+    const r = await fw.run("nft", ["-f", "-"], renderDelete(what.families), signal);
+    if (r.code !== 0) throw failed("delete table", r);
+    return true;
   },
 };
-
-async function deleteTable(fw: Firewall, family: Family, signal: AbortSignal): Promise<boolean> {
-  const r = await fw.run("nft", ["-f", "-"], renderDelete([family]), signal);
-  if (r.code === 0) return true;
-  if (gone(r)) return false;
-  throw failed("delete table", r);
-}
 
 /** For tests and the bench: the script ADD sends. */
 export const nftScript = (plan: Plan) => renderScript(plan);

@@ -188,7 +188,10 @@ export function renderScript(plan: Plan): string {
   return out.join("");
 }
 
-/** The script DEL runs for these families (each deleted only where it exists: see remove). */
+/**
+ * The script DEL runs: each family's table created if missing and deleted, in one transaction,
+ * so it succeeds whether or not ADD ever ran, and leaves no meshcni table behind.
+ */
 export function renderDelete(families: readonly Family[]): string {
-  return families.map((f) => `delete table ${tableFamily(f)} ${TABLE}\n`).join("");
+  return families.map((f) => `add table ${tableFamily(f)} ${TABLE}\ndelete table ${tableFamily(f)} ${TABLE}\n`).join("");
 }
