@@ -18,7 +18,7 @@ export function backendFor(mode: string, families: readonly Family[], host: Host
   if (mode === "nftables") return nftablesBackend;
   if (mode !== "auto" && mode !== "") return iptablesBackend;
   const ipt = iptablesBackend.tools("auto", families, host);
-  if ("missing" in ipt && host.has("nft")) return nftablesBackend;
+  if ("missing" in ipt && (host.has("nft") || host.nftLibrary)) return nftablesBackend;
   return iptablesBackend;
 }
 

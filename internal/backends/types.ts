@@ -27,6 +27,8 @@ export interface HostView {
   has(bin: string): boolean;
   /** "nft" or "legacy" when `iptables` is the same file as iptables-nft or iptables-legacy. */
   hostIptables: "nft" | "legacy" | undefined;
+  /** libnftables loads in this process: nft scripts run in process, no `nft` binary needed. */
+  nftLibrary?: boolean;
 }
 
 /** One backend's binaries run inside one pod network namespace. */

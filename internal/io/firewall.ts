@@ -6,6 +6,7 @@ import { Code } from "../cni/spec.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import type { Family } from "../plan/model.ts";
 import { run } from "./exec.ts";
+import { nftInProcess, nftLibraryAvailable } from "./nft-inprocess.ts";
 import { fileIdentity, which } from "./which.ts";
 
 function missing(bin: string): CniError {
@@ -27,14 +28,23 @@ async function hostIptables(envPath: string | undefined): Promise<"nft" | "legac
   return undefined;
 }
 
+/** MESHCNI_NFT_INPROCESS=0 makes the nftables backend run `nft` through nsenter instead. */
+const inProcessAllowed = () => Bun.env.MESHCNI_NFT_INPROCESS !== "0";
+
 /** The backend and binaries a firewall for these settings would use, or the name of the missing one. */
 export async function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
   const has = (bin: string) => which(bin, envPath) !== undefined;
   const host: HostView = { has, hostIptables: settings.mode === "auto" ? await hostIptables(envPath) : undefined };
   const nsenter = which("nsenter", envPath);
-  const backend = backendFor(settings.mode, families, host);
+  let backend = backendFor(settings.mode, families, host);
+  // libnftables is loaded only where nftables is (or may become) the backend.
+  const mayUseNft = backend.name === "nftables" || (settings.mode === "auto" && "missing" in backend.tools("auto", families, host));
+  if (mayUseNft && inProcessAllowed() && (await nftLibraryAvailable())) {
+    host.nftLibrary = true;
+    backend = backendFor(settings.mode, families, host);
+  }
   const chosen = backend.tools(settings.mode, families, host);
-  return { nsenter, backend, chosen };
+  return { nsenter, backend, chosen, inProcess: backend.name === "nftables" && host.nftLibrary === true };
 }
 
 /** A Firewall with the backend it belongs to. */
@@ -45,12 +55,20 @@ export interface OpenFirewall extends Firewall {
 export async function openFirewall(
   netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
 ): Promise<OpenFirewall> {
-  const { nsenter, backend, chosen } = await resolveFirewallBinaries(settings, families, envPath);
-  if (!nsenter) throw missing("nsenter");
+  const { nsenter, backend, chosen, inProcess } = await resolveFirewallBinaries(settings, families, envPath);
+  // In process, nsenter is needed only for `ip` (Istio's TPROXY routes and ::6).
+  if (!nsenter && !inProcess) throw missing("nsenter");
   if ("missing" in chosen) throw missing(chosen.missing);
   const tools: Tools = chosen;
-  const path = (bin: string) => which(bin, envPath)!;
-  const enter = [nsenter, `--net=${netns}`, "--"];
+  const path = (bin: string) => {
+    const p = which(bin, envPath);
+    if (!p) throw missing(bin);
+    return p;
+  };
+  const enter = () => {
+    if (!nsenter) throw missing("nsenter");
+    return [nsenter, `--net=${netns}`, "--"];
+  };
   // Legacy iptables serialises on a lock file, by default one for the whole host. The lock only
   // needs to cover this pod's namespace, so point it at the namespace file (as istio-cni does):
   // a burst of pods then never waits on each other.
@@ -59,15 +77,18 @@ export async function openFirewall(
     driver: backend,
     backend: tools.label,
     wait: settings.wait,
-    run: (key, argv, stdin, signal) => {
+    run: async (key, argv, stdin, signal) => {
       const bin = tools.bins[key];
       if (!bin) throw new Error(`backend ${backend.name} asked for a tool it did not choose: ${key}`);
-      return run([...enter, path(bin), ...argv], stdin === undefined ? { env, signal } : { stdin, env, signal });
+      if (inProcess && key === "nft") {
+        // `nft -f -` (the transaction) and `nft -y list …` (CHECK), without a process.
+        const r = argv[0] === "-f" && argv[1] === "-" && stdin !== undefined
+          ? await nftInProcess(netns, stdin)
+          : argv[0] === "-y" ? await nftInProcess(netns, argv.slice(1).join(" "), { numericPriority: true }) : undefined;
+        if (r) return r;
+      }
+      return run([...enter(), path(bin), ...argv], stdin === undefined ? { env, signal } : { stdin, env, signal });
     },
-    ip: (family, argv, signal) => {
-      const ip = which("ip", envPath);
-      if (!ip) throw missing("ip");
-      return run([...enter, ip, `-${family}`, ...argv], { env, signal });
-    },
+    ip: (family, argv, signal) => run([...enter(), path("ip"), `-${family}`, ...argv], { env, signal }),
   };
 }

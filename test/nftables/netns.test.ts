@@ -14,9 +14,16 @@ const settings = { mode: "nftables", wait: false, simulate: false } as const;
 const log = createLogger("error", () => {});
 const t = () => AbortSignal.timeout(10000);
 
-describe.skipIf(!isRoot())("nftables backend in a real namespace", () => {
+for (const path of ["in process", "nft through nsenter"] as const) describe.skipIf(!isRoot())(`nftables backend in a real namespace (${path})`, () => {
   let ns: Netns;
+  const saved = Bun.env.MESHCNI_NFT_INPROCESS;
+  afterAll(() => {
+    if (saved === undefined) delete Bun.env.MESHCNI_NFT_INPROCESS;
+    else Bun.env.MESHCNI_NFT_INPROCESS = saved;
+  });
   beforeAll(() => {
+    if (path === "in process") delete Bun.env.MESHCNI_NFT_INPROCESS;
+    else Bun.env.MESHCNI_NFT_INPROCESS = "0";
     ns = Netns.create(`mcn-${uniq()}`);
     // Someone else's table, which DEL must leave alone.
     expect(ns.exec(["nft", "add table inet other; add chain inet other c { type filter hook output priority 0; }"]).code).toBe(0);
@@ -27,6 +34,7 @@ describe.skipIf(!isRoot())("nftables backend in a real namespace", () => {
     test(c.name, async () => {
       const fw = await openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
       expect(fw.driver.name).toBe("nftables");
+      expect(fw.backend).toBe(path === "in process" ? "nftables in process" : "nftables");
       await applyPlan(fw, c.plan, log, t());
       expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
       await applyPlan(fw, c.plan, log, t());

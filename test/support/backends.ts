@@ -45,10 +45,11 @@ export const IPTABLES_GLOB = /^(ip6?tables|xtables|arptables|ebtables)/;
 /**
  * A plugin folder whose `meshcni` runs dist/meshcni in a private mount namespace where /usr/sbin
  * (and so /sbin, its link on Debian) holds everything but the iptables binaries: a node with
- * nft and no iptables. `probe` in the same folder runs a command the same way (for the test to
+ * nft and no iptables (with hideNft, not even the nft binary: only libnftables, in process).
+ * `probe` in the same folder runs a command the same way (for the test to
  * prove the binaries are gone).
  */
-export function hiddenIptablesDir(dir: string): string {
+export function hiddenIptablesDir(dir: string, opts: { hideNft?: boolean } = {}): string {
   mkdirSync(dir, { recursive: true });
   const real = join(dir, "real-sbin");
   const fake = join(dir, "fake-sbin");
@@ -60,7 +61,7 @@ export function hiddenIptablesDir(dir: string): string {
     "# a private mount namespace: what is mounted here is seen by this process tree only",
     `[ -n "$MESHCNI_HIDDEN" ] || MESHCNI_HIDDEN=1 exec unshare -m --propagation private "$0" "$@"`,
     `mount --bind /usr/sbin ${real}`,
-    `for f in ${real}/*; do n=$(basename "$f"); case "$n" in iptables*|ip6tables*|xtables*|arptables*|ebtables*) ;; *) ln -sf "${real}/$n" "${fake}/$n" ;; esac; done`,
+    `for f in ${real}/*; do n=$(basename "$f"); case "$n" in iptables*|ip6tables*|xtables*|arptables*|ebtables*${opts.hideNft ? "|nft" : ""}) ;; *) ln -sf "${real}/$n" "${fake}/$n" ;; esac; done`,
     `mount --bind ${fake} /usr/sbin`,
     "unset MESHCNI_HIDDEN",
   ];

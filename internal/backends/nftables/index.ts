@@ -19,6 +19,7 @@ const gone = (r: ExecResult) => /No such file or directory/i.test(r.stderr);
 export const nftablesBackend: Backend = {
   name: "nftables",
   tools(_mode, _families, host) {
+    if (host.nftLibrary) return { label: "nftables in process", bins: { nft: "nft" } };
     return host.has("nft") ? { label: "nftables", bins: { nft: "nft" } } : { missing: "nft" };
   },
   render(plan) {
