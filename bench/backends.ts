@@ -1,6 +1,7 @@
 // Backends side by side: ADD and DEL of the compiled plugin for a meshed dual-stack pod (Linkerd,
 // ipv6: true, so both families) on the iptables backend (iptables-nft-restore, one transaction
-// per family) and on the nftables backend (`nft -f`, one transaction), against the same floor:
+// per family) and on the nftables backend (one transaction: in process through libnftables, and
+// with MESHCNI_NFT_INPROCESS=0 through nsenter + `nft -f`), against the same floor:
 // an empty Bun program built as the plugin is, plus one GET of the pod from the same stand-in API
 // server (curl). Also the backends' own apply step alone (nsenter + the binaries, same payloads).
 // Run alone: node_modules/.bin/bun bench/backends.ts
@@ -72,16 +73,18 @@ export async function benchBackends(): Promise<string> {
 
     const cmds: Cmd[] = [
       { name: "meshcni ADD, iptables backend (iptables-nft-restore × 2)", argv: [PLUGIN], env: env("ADD"), stdin: JSON.stringify(confFor("nft")), before: reset },
-      { name: "meshcni ADD, nftables backend (nft × 1)", argv: [PLUGIN], env: env("ADD"), stdin: JSON.stringify(confFor("nftables")), before: reset },
+      { name: "meshcni ADD, nftables backend, in process (no process started)", argv: [PLUGIN], env: env("ADD"), stdin: JSON.stringify(confFor("nftables")), before: reset },
+      { name: "meshcni ADD, nftables backend, nsenter + nft × 1", argv: [PLUGIN], env: { ...env("ADD"), MESHCNI_NFT_INPROCESS: "0" }, stdin: JSON.stringify(confFor("nftables")), before: reset },
       { name: "meshcni DEL, iptables backend", argv: [PLUGIN], env: env("DEL"), stdin: JSON.stringify(confFor("nft")), before: withIptables },
-      { name: "meshcni DEL, nftables backend", argv: [PLUGIN], env: env("DEL"), stdin: JSON.stringify(confFor("nftables")), before: withNft },
+      { name: "meshcni DEL, nftables backend, in process", argv: [PLUGIN], env: env("DEL"), stdin: JSON.stringify(confFor("nftables")), before: withNft },
+      { name: "meshcni DEL, nftables backend, nsenter + nft × 1", argv: [PLUGIN], env: { ...env("DEL"), MESHCNI_NFT_INPROCESS: "0" }, stdin: JSON.stringify(confFor("nftables")), before: withNft },
       { name: "apply alone: nsenter + iptables-nft-restore, IPv4 then IPv6", argv: ["sh", "-c", `${enter.join(" ")} iptables-nft-restore --noflush <<'E4'\n${v4}E4\n${enter.join(" ")} ip6tables-nft-restore --noflush <<'E6'\n${v6}E6\n`], before: reset },
       { name: "apply alone: nsenter + nft -f (both families)", argv: [...enter, "nft", "-f", "-"], stdin: script, before: reset },
       { name: "floor: empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: '{"cniVersion":"1.0.0"}' },
       { name: "floor: one GET of the pod (curl, TLS, token)", argv: ["curl", "-sf", "-o", "/dev/null", "--cacert", info.caFile, "-H", `Authorization: Bearer ${info.token}`, podUrl] },
     ];
     const stats = measure(cmds, RUNS, 5);
-    const [addIpt, addNft, delIpt, delNft, rawIpt, rawNft, emptyS, getS] = stats as [Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats];
+    const [addIpt, addNft, addNftExec, delIpt, delNft, delNftExec, rawIpt, rawNft, emptyS, getS] = stats as [Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats];
     const floor = emptyS.median + getS.median;
     reset();
     return [
@@ -91,11 +94,11 @@ export async function benchBackends(): Promise<string> {
       "",
       table(stats),
       "",
-      "| figure | iptables | nftables | nftables / iptables |",
-      "|---|---|---|---|",
-      `| ADD / floor (${ms(floor)}) | ${ratio(addIpt.median, floor)} | ${ratio(addNft.median, floor)} | ${ratio(addNft.median, addIpt.median)} |`,
-      `| DEL / empty Bun program | ${ratio(delIpt.median, emptyS.median)} | ${ratio(delNft.median, emptyS.median)} | ${ratio(delNft.median, delIpt.median)} |`,
-      `| apply alone | ${ms(rawIpt.median)} | ${ms(rawNft.median)} | ${ratio(rawNft.median, rawIpt.median)} |`,
+      "| figure | iptables | nftables in process | nftables, nsenter + nft | in process / iptables |",
+      "|---|---|---|---|---|",
+      `| ADD / floor (${ms(floor)}) | ${ratio(addIpt.median, floor)} | ${ratio(addNft.median, floor)} | ${ratio(addNftExec.median, floor)} | ${ratio(addNft.median, addIpt.median)} |`,
+      `| DEL / empty Bun program | ${ratio(delIpt.median, emptyS.median)} | ${ratio(delNft.median, emptyS.median)} | ${ratio(delNftExec.median, emptyS.median)} | ${ratio(delNft.median, delIpt.median)} |`,
+      `| apply alone (processes) | ${ms(rawIpt.median)} | | ${ms(rawNft.median)} | |`,
       "",
     ].join("\n");
   } finally {
