@@ -146,6 +146,11 @@ describe("install-cni objects", () => {
     expect(daemonSet(objs).spec.template.metadata.annotations["example.com/team"]).toBe("network");
   });
 
+  test("--iptables-mode nftables reaches the mesh section of either mesh", () => {
+    expect(entryOf(parseStream(runCli(["install-cni", "--iptables-mode", "nftables"]).stdout)).linkerd["iptables-mode"]).toBe("nftables");
+    expect(entryOf(parseStream(runCli(["install-cni", "--mesh", "istio", "--iptables-mode", "nftables"]).stdout)).istio["iptables-mode"]).toBe("nftables");
+  });
+
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
