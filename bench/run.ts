@@ -12,6 +12,7 @@ const SUITES: [file: string, fn: string][] = [
   ["burst.ts", "benchBurst"],
   ["installer-rechain.ts", "benchRechain"],
   ["installer-idle.ts", "benchIdle"],
+  ["agent-cache.ts", "benchAgentCache"],
   ["cli-install-cni.ts", "benchInstallCni"],
   ["image.ts", "benchImage"],
 ];

@@ -9,13 +9,15 @@ import { countLookup, countReport, newCounters, renderMetrics } from "../interna
 import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
 import { buildStatus } from "../internal/agent/status.ts";
 import { decideOnStop } from "../internal/agent/stop.ts";
-import type { CacheStatus, PodLookup } from "../internal/agent/types.ts";
+import type { CacheStatus, NodeView, PodLookup } from "../internal/agent/types.ts";
 import { buildPluginEntry } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
 import type { Log } from "../internal/installer/deps.ts";
-import { type AgentApi, apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
+import { apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
+import type { KubeClient } from "../internal/io/kube-client.ts";
+import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
 import { readRecords, removeAgentState, takeFallbackLog } from "../internal/io/agent-state.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
@@ -25,18 +27,26 @@ import { createInstallerLog, printPluginLines } from "../internal/io/installer-l
 import { watchDir } from "../internal/io/installer-watch.ts";
 import { VERSION } from "../internal/version.ts";
 
-/** The agent's answers to the plugin: a pod lookup and, once there is a watch cache, its state. */
+/** The agent's answers to the plugin: a pod lookup and, with a watch cache, its state and the node's view. */
 interface PodSource {
   lookup: PodLookup;
   status?: () => CacheStatus;
+  view?: NodeView;
 }
 
 /**
- * The wiring point of the pod lookup. Until the watch cache is wired here, every
- * question costs the agent one GET of the pod and its namespace with its own service account.
+ * The pod lookup: the watch cache of this node's pods (all namespaces) and of namespaces, with the
+ * agent's own service account; without a node name there is nothing to watch, and every question
+ * costs the agent one GET of the pod and its namespace.
  */
-function podSource(api: AgentApi): PodSource {
-  return { lookup: apiPodLookup(api) };
+function podSource(api: KubeClient, nodeName: string | undefined, log: Log, signal: AbortSignal): PodSource {
+  if (!nodeName) {
+    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers each of the plugin's lookups with its own GETs to the API server");
+    return { lookup: apiPodLookup(api) };
+  }
+  const cache = new WatchCache(api, { nodeName, log });
+  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; lookups now wait for the watch in vain and then GET`));
+  return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
@@ -54,10 +64,11 @@ function drainFallbackLog(stateDir: string, log: Log): number {
   return printed;
 }
 
-async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, log: Log, signal: AbortSignal): Promise<number> {
+async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
   const startedAt = new Date();
-  const source = podSource(api);
+  const cacheStop = new AbortController();
+  const source = podSource(api, opts.nodeName, log, AbortSignal.any([signal, cacheStop.signal]));
   const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };
   if (!opts.nodeName) log.warn("no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node");
 
@@ -139,6 +150,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: AgentApi, 
     }, signal);
     return ok ? 0 : 1;
   } finally {
+    cacheStop.abort();
     socket?.stop();
     health?.stop();
     if (undone) {

@@ -1,4 +1,4 @@
-// bun run build [name...] [--target=bun-linux-arm64] [--outdir=dist]
+// bun run build [name...] [--target=bun-linux-arm64] [--outdir=dist] [--image-digest=sha256:...]
 // Compiles the binaries. The compiled programs never read .env, bunfig.toml, tsconfig or
 // package.json from the directory they run in (a runtime's working directory is not ours), and
 // carry their version.
@@ -31,7 +31,22 @@ export async function describeVersion(): Promise<string> {
   return `${pkg.version}+${sha}${dirty.stdout.toString().trim() ? ".dirty" : ""}`;
 }
 
-export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string }) {
+/** An image digest as a release names the published image: sha256: and 64 hex digits. */
+export const IMAGE_DIGEST = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * The image digest to compile into meshcnictl (internal/manifests/release-image.ts): the
+ * --image-digest=sha256:... argument, else MESHCNI_IMAGE_DIGEST, else none. The digest is the
+ * published manifest list's (e.g. from `podman manifest push --digestfile`).
+ */
+export function imageDigestOf(args: readonly string[], env: Record<string, string | undefined>): string | undefined {
+  const d = args.find((a) => a.startsWith("--image-digest="))?.slice(15) ?? env.MESHCNI_IMAGE_DIGEST;
+  if (d === undefined || d === "") return undefined;
+  if (!IMAGE_DIGEST.test(d)) throw new Error(`image digest ${JSON.stringify(d)}: must be sha256: and 64 hex digits`);
+  return d;
+}
+
+export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string; imageDigest?: string }) {
   const result = await Bun.build({
     entrypoints: [PROGRAMS[name]],
     target: "bun",
@@ -41,7 +56,10 @@ export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.
     // bytecode saves compiling it. Together they keep the plugin's start near Bun's floor.
     splitting: true,
     bytecode: true,
-    define: { MESHCNI_VERSION: JSON.stringify(opts.version) },
+    define: {
+      MESHCNI_VERSION: JSON.stringify(opts.version),
+      ...(opts.imageDigest ? { MESHCNI_IMAGE_DIGEST: JSON.stringify(opts.imageDigest) } : {}),
+    },
     compile: {
       ...(opts.target ? { target: opts.target } : {}),
       outfile: opts.outfile,
@@ -58,13 +76,18 @@ export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.
 }
 
 /** Builds `names` (a link builds its program) into `outdir`; returns the files written. */
-export async function build(names: readonly BinaryName[], opts: { outdir: string; target?: Bun.Build.CompileTarget; log?: (line: string) => void }): Promise<string[]> {
+export async function build(names: readonly BinaryName[], opts: { outdir: string; target?: Bun.Build.CompileTarget; imageDigest?: string; log?: (line: string) => void }): Promise<string[]> {
   const version = await describeVersion();
   const programs = new Set(names.map((n) => (n in LINKS ? LINKS[n as keyof typeof LINKS] : (n as ProgramName))));
   const written: string[] = [];
   for (const name of programs) {
     const started = performance.now();
-    await buildBinary(name, { ...(opts.target ? { target: opts.target } : {}), outfile: `${opts.outdir}/${name}`, version });
+    await buildBinary(name, {
+      ...(opts.target ? { target: opts.target } : {}),
+      ...(opts.imageDigest && name === "meshcnictl" ? { imageDigest: opts.imageDigest } : {}),
+      outfile: `${opts.outdir}/${name}`,
+      version,
+    });
     written.push(`${opts.outdir}/${name}`);
     opts.log?.(`built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} in ${Math.round(performance.now() - started)} ms`);
   }
@@ -87,5 +110,6 @@ if (import.meta.main) {
   for (const name of names) {
     if (!BINARY_NAMES.includes(name)) throw new Error(`unknown binary ${name}; one of ${BINARY_NAMES.join(", ")}`);
   }
-  await build(names.length ? names : BINARY_NAMES, { outdir, ...(target ? { target } : {}), log: console.log });
+  const imageDigest = imageDigestOf(args, Bun.env);
+  await build(names.length ? names : BINARY_NAMES, { outdir, ...(target ? { target } : {}), ...(imageDigest ? { imageDigest } : {}), log: console.log });
 }

@@ -20,6 +20,8 @@ export interface Tools {
   bins: Record<string, string>;
   /** Point XTABLES_LOCKFILE at the pod's namespace file (legacy iptables' lock). */
   lockAtNetns?: boolean;
+  /** Set when the configured mode's binaries are missing and others are used (logged). */
+  warning?: string;
 }
 
 /** Host binaries, and which backend the host's own `iptables` command is. */
@@ -36,6 +38,8 @@ export interface Firewall {
   readonly backend: string;
   /** use-wait-flag: iptables-restore waits for the xtables lock. */
   readonly wait: boolean;
+  /** Set when the configured iptables-mode's binaries are missing and another backend is used. */
+  readonly warning?: string;
   /** Runs the tool the backend chose under `key` with `argv` (stdin when given). */
   run(key: string, argv: readonly string[], stdin: string | undefined, signal: AbortSignal): Promise<ExecResult>;
   ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;

@@ -2,9 +2,12 @@
 // questions go through an injected ApiClient; judging the answers and rendering the ✓/× list
 // are pure.
 import { NAMES } from "../config/entry.ts";
-import { parsePluginConf } from "../config/plugin-config.ts";
+import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import { buildManifests, CONTAINER, type K8sObject, SELECTOR } from "../manifests/objects.ts";
 import { parseValues } from "../manifests/values.ts";
+import { agentPods, fetchAgentStatuses, judgeAgent } from "./check-agents.ts";
+import { judgeInitContainers, judgeMeshConfig, meshConfigPath } from "./check-mesh.ts";
+import { judgeMeshedPods } from "./check-pods.ts";
 import type { ApiClient, HttpAnswer } from "./context.ts";
 
 export interface CheckResult {
@@ -15,6 +18,12 @@ export interface CheckResult {
   detail?: string;
   /** What to do about a failure. */
   hint?: string;
+  /** A failure that does not fail the check (shown as ‼; exit code 0). */
+  warning?: boolean;
+  /** The node a per-node or per-pod result is about. */
+  node?: string;
+  /** The pod a per-pod result is about. */
+  pod?: { namespace: string; name: string; node?: string; uid?: string };
 }
 
 const PLURALS: Record<string, string> = {
@@ -200,19 +209,30 @@ export async function checkObjectsExist(api: ApiClient, namespace: string): Prom
   return { results, found };
 }
 
-/** Whether the ConfigMap's entry is one the plugin accepts. */
-export function judgeConfigMap(cm: Json | undefined): CheckResult {
-  const base = { category: "meshcni", name: "the ConfigMap holds a configuration the plugin accepts" };
+/**
+ * The plugin's configuration from the ConfigMap's entry, parsed by the plugin's own parser, with
+ * meshcni's namespace as the installer adds it (the plugin passes its own pods over).
+ */
+export function confFromConfigMap(cm: Json | undefined, namespace: string): { conf: PluginConf } | { error: string } {
   const data = isObj(cm?.data) ? cm.data : {};
   const text = data[CONTAINER.configKey];
-  if (typeof text !== "string") return { ...base, ok: false, detail: `no ${CONTAINER.configKey} in ConfigMap ${NAMES.configMap}`, hint: "re-apply meshcnictl install-cni" };
+  if (typeof text !== "string") return { error: `no ${CONTAINER.configKey} in ConfigMap ${NAMES.configMap}` };
   try {
     const raw = JSON.parse(text) as Json;
-    const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.1.0", ...raw }));
-    return { ...base, ok: true, detail: `mesh ${conf.mesh}, log level ${conf.log_level}` };
+    const kubernetes = { pod_namespace: namespace, ...(isObj(raw.kubernetes) ? raw.kubernetes : {}) };
+    return { conf: parsePluginConf(JSON.stringify({ cniVersion: "1.1.0", ...raw, kubernetes })) };
   } catch (e) {
-    return { ...base, ok: false, detail: (e as Error).message, hint: "fix the ConfigMap, or re-render it with meshcnictl install-cni" };
+    return { error: (e as Error).message };
   }
+}
+
+/** Whether the ConfigMap's entry is one the plugin accepts. */
+export function judgeConfigMap(cm: Json | undefined, namespace = "meshcni"): CheckResult {
+  const base = { category: "meshcni", name: "the ConfigMap holds a configuration the plugin accepts" };
+  const r = confFromConfigMap(cm, namespace);
+  if ("conf" in r) return { ...base, ok: true, detail: `mesh ${r.conf.mesh}, log level ${r.conf.log_level}` };
+  if (r.error.startsWith("no ")) return { ...base, ok: false, detail: r.error, hint: "re-apply meshcnictl install-cni" };
+  return { ...base, ok: false, detail: r.error, hint: "fix the ConfigMap, or re-render it with meshcnictl install-cni" };
 }
 
 const num = (v: unknown) => (typeof v === "number" ? v : 0);
@@ -263,21 +283,93 @@ export function judgePods(list: Json | undefined): CheckResult {
 
 export const POD_SELECTOR = Object.entries(SELECTOR).map(([k, v]) => `${k}=${v}`).join(",");
 
-export async function checkInstalled(api: ApiClient, namespace: string): Promise<CheckResult[]> {
+const podsPath = (namespace: string) => `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(POD_SELECTOR)}`;
+
+const cannot = (category: string, name: string, a: HttpAnswer): CheckResult => ({
+  category, name, ok: false, detail: a.status ? describeFailure(a) : a.body, hint: a.status === 403 ? FORBIDDEN_HINT : "try again",
+});
+
+/** Each node's agent, through the pod proxy: one group of results per node. */
+async function checkNodes(api: ApiClient, namespace: string, agentList: Json | undefined, cliVersion: string): Promise<{ results: CheckResult[]; answers: Awaited<ReturnType<typeof fetchAgentStatuses>> }> {
+  const agents = agentPods(agentList);
+  const answers = await fetchAgentStatuses(api, namespace, agents);
+  return { results: answers.flatMap((a) => judgeAgent(a, cliVersion, namespace)), answers };
+}
+
+/** All pods, or the pods of one namespace. */
+const allPodsPath = (podNamespace?: string) => (podNamespace ? `/api/v1/namespaces/${podNamespace}/pods` : "/api/v1/pods");
+
+/** The mesh's side: its injector in CNI mode, and no pod still carrying its init container. */
+async function checkMeshSide(api: ApiClient, mesh: PluginConf["mesh"], pods: HttpAnswer | undefined): Promise<{ results: CheckResult[]; cniMode: boolean | undefined }> {
+  const { result, cniMode } = judgeMeshConfig(mesh, await ask(api, meshConfigPath(mesh)));
+  const results = [result];
+  if (pods) {
+    if (pods.status === 200) results.push(...judgeInitContainers(mesh, parseJson(pods)));
+    else results.push(cannot("mesh", "can list the cluster's pods", pods));
+  }
+  return { results, cniMode };
+}
+
+export async function checkInstalled(api: ApiClient, namespace: string, cliVersion = "0.0.0"): Promise<CheckResult[]> {
   const { results, found } = await checkObjectsExist(api, namespace);
-  if (found.has("ConfigMap")) results.push(judgeConfigMap(found.get("ConfigMap")));
+  let conf: PluginConf | undefined;
+  if (found.has("ConfigMap")) {
+    results.push(judgeConfigMap(found.get("ConfigMap"), namespace));
+    const c = confFromConfigMap(found.get("ConfigMap"), namespace);
+    if ("conf" in c) conf = c.conf;
+  }
   if (found.has("DaemonSet")) {
     results.push(judgeDaemonSet(found.get("DaemonSet")));
-    const a = await ask(api, `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(POD_SELECTOR)}`);
-    if (a.status === 200) results.push(judgePods(parseJson(a)));
-    else results.push({ category: "meshcni", name: "every meshcni-node pod is ready", ok: false, detail: a.status ? describeFailure(a) : a.body, hint: a.status === 403 ? FORBIDDEN_HINT : "try again" });
+    const a = await ask(api, podsPath(namespace));
+    if (a.status === 200) {
+      const list = parseJson(a);
+      results.push(judgePods(list));
+      results.push(...(await checkNodes(api, namespace, list, cliVersion)).results);
+    } else results.push(cannot("meshcni", "every meshcni-node pod is ready", a));
   }
+  if (conf) results.push(...(await checkMeshSide(api, conf.mesh, await ask(api, allPodsPath()))).results);
   return results.map((r) => (r.hint ? { ...r, hint: r.hint.replaceAll("<ns>", namespace) } : r));
+}
+
+/**
+ * `check --pods`: the configuration from the ConfigMap, each agent's /status, the mesh's CNI
+ * mode, then every started pod (of `podNamespace`, or of the cluster) the profile redirects.
+ */
+export async function checkMeshedPods(api: ApiClient, namespace: string, podNamespace: string | undefined, cliVersion = "0.0.0"): Promise<CheckResult[]> {
+  const cmPath = objectPath({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.configMap, namespace } });
+  const cmAnswer = await ask(api, cmPath);
+  const confName = "the ConfigMap holds a configuration the plugin accepts";
+  if (cmAnswer.status !== 200) {
+    const r = cmAnswer.status === 404
+      ? { category: "meshcni", name: confName, ok: false, detail: `missing ConfigMap ${namespace}/${NAMES.configMap}`, hint: "is meshcni installed? meshcnictl check; -n names meshcni's namespace" }
+      : cannot("meshcni", confName, cmAnswer);
+    return [r];
+  }
+  const cm = parseJson(cmAnswer);
+  const c = confFromConfigMap(cm, namespace);
+  const results: CheckResult[] = [judgeConfigMap(cm, namespace)];
+  if (!("conf" in c)) return results;
+  const agentsAnswer = await ask(api, podsPath(namespace));
+  if (agentsAnswer.status !== 200) return [...results, cannot("meshcni", "can list the meshcni-node pods", agentsAnswer)];
+  const { answers } = await checkNodes(api, namespace, parseJson(agentsAnswer), cliVersion);
+  const mesh = await checkMeshSide(api, c.conf.mesh, undefined);
+  results.push(...mesh.results);
+  const podsAnswer = await ask(api, allPodsPath(podNamespace));
+  if (podsAnswer.status !== 200) return [...results, cannot("pods", `can list the pods${podNamespace ? ` of namespace ${podNamespace}` : ""}`, podsAnswer)];
+  const list = parseJson(podsAnswer);
+  const items = Array.isArray(list?.items) ? list.items : [];
+  results.push(...judgeMeshedPods(c.conf, items, answers, mesh.cniMode).results);
+  return results;
 }
 
 // ---- report ---------------------------------------------------------------------------------
 
-/** The ✓/× list, grouped by category, with a closing status line. */
+const mark = (r: CheckResult) => (r.ok ? "✓" : r.warning ? "‼" : "×");
+
+/** Whether the results pass: no failure other than warnings. */
+export const passed = (results: readonly CheckResult[]) => results.every((r) => r.ok || r.warning);
+
+/** The ✓/‼/× list, grouped by category, with a closing status line. */
 export function renderCheckReport(results: readonly CheckResult[]): string {
   const lines: string[] = [];
   let category = "";
@@ -287,13 +379,33 @@ export function renderCheckReport(results: readonly CheckResult[]): string {
       category = r.category;
       lines.push(category, "-".repeat(category.length));
     }
-    lines.push(`${r.ok ? "✓" : "×"} ${r.name}${r.ok && r.detail ? ` (${r.detail})` : ""}`);
+    lines.push(`${mark(r)} ${r.name}${r.ok && r.detail ? ` (${r.detail})` : ""}`);
     if (!r.ok) {
       for (const d of (r.detail ?? "").split("\n").filter(Boolean)) lines.push(`    ${d}`);
       if (r.hint) lines.push(`    hint: ${r.hint}`);
     }
   }
-  const failed = results.filter((r) => !r.ok).length;
-  lines.push("", failed === 0 ? `Status check results are ✓ (${results.length} checks)` : `Status check results are × (${failed} of ${results.length} checks failed)`);
+  const failed = results.filter((r) => !r.ok && !r.warning).length;
+  const warned = results.filter((r) => !r.ok && r.warning).length;
+  const warnings = warned ? `, ${warned} ${warned === 1 ? "warning" : "warnings"}` : "";
+  lines.push("", failed === 0
+    ? `Status check results are ✓ (${results.length} checks${warnings})`
+    : `Status check results are × (${failed} of ${results.length} checks failed${warnings})`);
   return lines.join("\n") + "\n";
+}
+
+/** The same results as one JSON document (`-o json`). */
+export function renderCheckJson(results: readonly CheckResult[]): string {
+  const failed = results.filter((r) => !r.ok && !r.warning).length;
+  const warnings = results.filter((r) => !r.ok && r.warning).length;
+  const checks = results.map((r) => ({
+    category: r.category,
+    name: r.name,
+    result: r.ok ? "ok" : r.warning ? "warning" : "error",
+    ...(r.detail !== undefined && r.detail !== "" ? { detail: r.detail } : {}),
+    ...(r.hint ? { hint: r.hint } : {}),
+    ...(r.node !== undefined ? { node: r.node } : {}),
+    ...(r.pod ? { pod: r.pod } : {}),
+  }));
+  return JSON.stringify({ success: failed === 0, summary: { checks: results.length, failed, warnings }, checks }, null, 2) + "\n";
 }

@@ -152,6 +152,9 @@ export function explainPods(
         lines.push(`# namespace ${c.namespace}: not given (--namespace-file), so only the pod's own annotations apply`);
       }
     }
+    if (profile.needsKubernetesService?.(c.pod)) {
+      lines.push("# the API server's ports: 443 and 6443 here; the plugin reads them from the Service default/kubernetes (port and targetPort)");
+    }
     try {
       const input = { conf, pod: c.pod, podAddresses: c.addresses };
       const redirect = profile.plan(ns ? { ...input, namespace: ns } : input);

@@ -2,9 +2,12 @@
 // values (internal/manifests/values.ts). Every refusal names the flag. Pure.
 import { buildPluginEntry, MESHES, type Mesh } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
+import { parse as parseYaml } from "yaml";
+import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "../manifests/overrides.ts";
+import { RELEASE_IMAGE_DIGEST } from "../manifests/release-image.ts";
 import {
-  DEFAULT_DIRS, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage, type Values, ValuesError,
-  type ValuesInput, entryOptions,
+  DEFAULT_DIRS, LINKERD_ONLY as LINKERD_ONLY_VALUES, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage,
+  type Values, ValuesError, type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
 import { type Flags, list, type OptionSpec, str } from "./spec.ts";
@@ -52,12 +55,83 @@ export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
 
 /** Flags of install-cni alone: how the DaemonSet runs. */
 export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
-  image: { type: "string", arg: "REF", default: resolveImage(parseValues({})), help: "the meshcni image (installer and plugin)" },
+  image: { type: "string", arg: "REF", default: resolveImage(parseValues({ digest: RELEASE_IMAGE_DIGEST })), help: "the meshcni image (installer and plugin)" },
   "image-pull-policy": { type: "string", arg: "POLICY", default: "IfNotPresent", choices: PULL_POLICIES, help: "the image's pull policy" },
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
+  values: {
+    type: "string", short: "f", arg: "FILE", multiple: true, repeatOnly: true, file: true, default: "none",
+    help: "a YAML file of chart values (manifests/values.yaml names them); repeatable, the later wins; over the flags",
+  },
+  set: {
+    type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none",
+    help: "a chart value, as helm --set writes it (a.b=1, list[0]=x, list={x,y}); over --values and the flags",
+  },
+  "set-string": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "like --set, the value always a string; after --set" },
 };
+
+/** A values file given with --values: its name (for messages) and its text. */
+export interface ValuesFile {
+  path: string;
+  text: string;
+}
+
+/** The chart's value names: what --set and --values take (namespace is --namespace's). */
+const CHART_DEFAULTS: Tree = (() => {
+  const { namespace: _, ...rest } = parseValues({});
+  return rest as Tree;
+})();
+
+function closest(name: string, names: readonly string[]): string | undefined {
+  const lower = name.toLowerCase();
+  return names.find((n) => n.toLowerCase() === lower) ?? names.find((n) => n.toLowerCase().startsWith(lower.slice(0, 4)));
+}
+
+/** The values --values and --set give, layered as Helm layers them, over `base` (the flags'). */
+function userValues(flags: Flags, files: readonly ValuesFile[], base: Tree): Tree {
+  let user = base;
+  for (const f of files) {
+    let tree: unknown;
+    try {
+      tree = parseYaml(f.text);
+    } catch (e) {
+      throw new CliError(`--values ${f.path}: not YAML: ${(e as Error).message.split("\n")[0]}`);
+    }
+    if (tree === null || tree === undefined) continue;
+    if (!isTree(tree)) throw new CliError(`--values ${f.path}: must be a map of chart values`);
+    checkNames(tree, `--values ${f.path}`);
+    user = mergeTrees(user, tree);
+  }
+  const sets = (name: string) => {
+    const v = flags[name];
+    return v === undefined || typeof v === "boolean" ? [] : Array.isArray(v) ? v : [v];
+  };
+  for (const [flag, asString] of [["set", false], ["set-string", true]] as const) {
+    for (const expr of sets(flag)) {
+      const one: Tree = {};
+      try {
+        applySet(one, expr, { asString });
+        applySet(user, expr, { asString });
+      } catch (e) {
+        if (e instanceof OverrideError) throw new CliError(e.message.replace(/^--set /, `--${flag} `));
+        throw e;
+      }
+      checkNames(one, `--${flag} ${JSON.stringify(expr)}`);
+    }
+  }
+  return user;
+}
+
+function checkNames(tree: Tree, where: string): void {
+  const names = Object.keys(CHART_DEFAULTS);
+  for (const k of Object.keys(tree)) {
+    if (names.includes(k)) continue;
+    if (k === "namespace") throw new CliError(`${where}: namespace is not a chart value; use --namespace (helm: --namespace too)`);
+    const near = closest(k, names);
+    throw new CliError(`${where}: unknown value ${JSON.stringify(k)}${near ? ` (did you mean ${near}?)` : ""}; the values are manifests/values.yaml's: ${names.join(", ")}`);
+  }
+}
 
 /** Flags without meaning for Istio, whose pods' annotations and environment decide them. */
 const LINKERD_ONLY: Record<string, string> = {
@@ -148,7 +222,7 @@ function annotations(flags: Flags, flag: string): Record<string, string> | undef
  * The chart values that these flags choose, validated; then the plugin's own parser checks the
  * conflist entry they produce, so install-cni never renders a configuration the plugin refuses.
  */
-export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): Values {
+export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; files?: readonly ValuesFile[] }): Values {
   const mesh: Mesh = choice(flags, "mesh", MESHES) ?? "linkerd";
   if (mesh === "istio") {
     for (const [flag, instead] of Object.entries(LINKERD_ONLY)) {
@@ -195,13 +269,36 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean }): V
   }
   let values: Values;
   try {
-    values = parseValues(input);
+    values = parseValues(opts.deploy ? chartValues(flags, opts.files ?? [], input) : input);
   } catch (e) {
-    if (e instanceof ValuesError) throw new CliError(`invalid settings: ${e.message}`);
+    if (e instanceof ValuesError) {
+      // --set types 1 and true as Helm does; a label or selector wants the string.
+      const hint = /Expected string but received (true|false|-?\d+)\b/i.test(e.message)
+        ? " (--set reads numbers and true/false as such: use --set-string, or quote the value in a values file)"
+        : "";
+      throw new CliError(`invalid settings: ${e.message}${hint}`);
+    }
+    if (e instanceof OverrideError) throw new CliError(e.message);
     throw e;
+  }
+  if (values.mesh === "istio") {
+    const set = LINKERD_ONLY_VALUES.filter((k) => k === "ipv6" ? values.ipv6 : values[k].length > 0);
+    if (set.length) throw new CliError(`values for mesh linkerd only: ${set.join(", ")} (Istio takes them from the pods' annotations)`);
   }
   checkPluginAccepts(values);
   return values;
+}
+
+/**
+ * The flags' values, then --values files and --set over them (as Linkerd's install-cni layers
+ * its chart values over its flags), then the chart's defaults under everything, as Helm does.
+ * A release build pins the default image by its digest unless the image is chosen here.
+ */
+function chartValues(flags: Flags, files: readonly ValuesFile[], input: ValuesInput): ValuesInput {
+  const { namespace, ...fromFlags } = input;
+  const user = userValues(flags, files, fromFlags as Tree);
+  if (RELEASE_IMAGE_DIGEST && !["image", "hub", "tag", "digest"].some((k) => k in user)) user.digest = RELEASE_IMAGE_DIGEST;
+  return { ...(coalesce(user, CHART_DEFAULTS) as ValuesInput), ...(namespace !== undefined ? { namespace } : {}) };
 }
 
 /** The entry the plugin would get, parsed by the plugin's own parser (as a runtime hands it over). */

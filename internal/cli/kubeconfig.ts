@@ -1,11 +1,13 @@
 // The user's kubeconfig as kubectl reads it: KUBECONFIG may list several files, merged so that
 // the first file to name a cluster, user or context wins, as does the first current-context;
-// --context picks another. Pure: files come in as text, credentials that live in files come
-// out as paths for the I/O layer to read.
+// --context picks another. The chosen cluster and user entries are read by the one kubeconfig
+// reader (internal/kube/kubeconfig.ts), with the plugin's checks. Pure: files come in as text,
+// credentials that live in files come out as paths for the I/O layer to read.
 import { parse } from "yaml";
+import { KubeconfigError, type Material, readCluster, readUser } from "../kube/kubeconfig.ts";
 import { CliError } from "./errors.ts";
 
-export type Material = { data: string } | { file: string };
+export type { Material };
 
 export interface ResolvedKubeconfig {
   context: string;
@@ -80,16 +82,14 @@ function text(o: Obj, key: string): string | undefined {
   return typeof v === "string" && v !== "" ? v : undefined;
 }
 
-function material(o: Obj, dataKey: string, fileKey: string, dir: string, where: string): Material | undefined {
-  const data = text(o, dataKey);
-  if (data) {
-    const decoded = Buffer.from(data.replace(/\s+/g, ""), "base64").toString("utf8");
-    if (!decoded) throw new CliError(`${where}: ${dataKey} is not base64`, 1);
-    return { data: decoded };
+/** Runs one of the shared readers, naming the entry in what it throws. */
+function entry<T>(where: string, read: () => T): T {
+  try {
+    return read();
+  } catch (e) {
+    if (e instanceof KubeconfigError) throw new CliError(`${where}: ${e.message}`, 1);
+    throw e;
   }
-  const file = text(o, fileKey);
-  if (file) return { file: file.startsWith("/") ? file : `${dir}/${file}` };
-  return undefined;
 }
 
 export function resolveKubeconfig(files: readonly KubeconfigFile[], contextFlag?: string): ResolvedKubeconfig {
@@ -112,10 +112,6 @@ export function resolveKubeconfig(files: readonly KubeconfigFile[], contextFlag?
   const userName = text(ctx.value, "user") ?? "";
   const cluster = clusterName ? collect(files, "clusters", "cluster").get(clusterName) : undefined;
   if (!cluster) throw new CliError(`context ${current}: cluster ${JSON.stringify(clusterName ?? "")} is not defined in ${names}`, 1);
-  const server = text(cluster.value, "server");
-  if (!server || !/^https?:\/\/[^/\s]+(\/\S*)?$/.test(server)) {
-    throw new CliError(`cluster ${clusterName}: server ${JSON.stringify(server ?? "")} must be http(s)://HOST[:PORT]`, 1);
-  }
   const where = `user ${userName || "(none)"}`;
   const user = userName ? collect(files, "users", "user").get(userName) : undefined;
   if (userName && !user) throw new CliError(`context ${current}: ${where} is not defined in ${names}`, 1);
@@ -123,27 +119,15 @@ export function resolveKubeconfig(files: readonly KubeconfigFile[], contextFlag?
   if (u.exec !== undefined || u["auth-provider"] !== undefined) {
     throw new CliError(`${where} gets credentials from ${u.exec !== undefined ? "an exec plugin" : "an auth-provider"}, which meshcnictl does not run; use a context with a token or client certificate (e.g. a service account's)`, 1);
   }
-  const out: ResolvedKubeconfig = {
-    context: current,
-    cluster: clusterName!,
-    user: userName,
-    server: server.replace(/\/+$/, ""),
-    insecure: cluster.value["insecure-skip-tls-verify"] === true,
-  };
+  const c = entry(`cluster ${clusterName}`, () => readCluster(cluster.value, cluster.dir));
+  const creds = entry(where, () => readUser(u, user?.dir ?? "/"));
+  const out: ResolvedKubeconfig = { context: current, cluster: clusterName!, user: userName, server: c.server, insecure: c.insecure };
   const ns = text(ctx.value, "namespace");
   if (ns) out.namespace = ns;
-  const ca = material(cluster.value, "certificate-authority-data", "certificate-authority", cluster.dir, `cluster ${clusterName}`);
-  if (ca) out.ca = ca;
-  const token = text(u, "token");
-  if (token) out.token = { data: token };
-  else if (text(u, "tokenFile")) out.token = { file: (text(u, "tokenFile")!.startsWith("/") ? "" : `${user!.dir}/`) + text(u, "tokenFile")! };
-  const cert = material(u, "client-certificate-data", "client-certificate", user?.dir ?? "/", where);
-  const key = material(u, "client-key-data", "client-key", user?.dir ?? "/", where);
-  if (cert) out.clientCert = cert;
-  if (key) out.clientKey = key;
-  if (!!cert !== !!key) throw new CliError(`${where}: a client certificate needs both client-certificate and client-key`, 1);
-  const username = text(u, "username");
-  const password = text(u, "password");
-  if (username && password) out.basic = { username, password };
+  if (c.ca) out.ca = c.ca;
+  if (creds.token) out.token = creds.token;
+  if (creds.clientCert) out.clientCert = creds.clientCert;
+  if (creds.clientKey) out.clientKey = creds.clientKey;
+  if (creds.basic) out.basic = creds.basic;
   return out;
 }

@@ -1,66 +1,22 @@
-// The agent's own GETs to the API server, with its in-pod service account: the server from
-// KUBERNETES_SERVICE_HOST/PORT, the CA and the token from the service-account folder (the token
-// read again on every request, so kubelet's rotation is picked up). Answers come back as data
+// The agent's own GETs to the API server (the pod lookup's fallback, the look before stopping),
+// through the agent's one Kubernetes client (internal/io/kube-client.ts: the in-pod service
+// account, token read again when kubelet rotates it). Answers come back as data
 // (internal/agent/stop.ts judges them), never as exceptions.
 //
-// Also the agent's pod lookup until the watch cache is wired in (cmd/installer.ts): one GET of
-// the pod and of its namespace per question.
-import { readFileSync } from "node:fs";
-import { AGENT_GET_TIMEOUT_MS } from "../agent/protocol.ts";
-import type { ApiAnswer, StopFacts } from "../agent/stop.ts";
+// apiPodLookup is the agent's lookup when it has no node name to watch (cmd/installer.ts): one GET
+// of the pod and of its namespace per question.
 import type { LookupResult, PodLookup } from "../agent/types.ts";
 import { Code } from "../cni/spec.ts";
-import { renderServerUrl } from "../kubeconfig/render.ts";
+import { AGENT_GET_TIMEOUT_MS } from "../agent/protocol.ts";
+import type { ApiAnswer, StopFacts } from "../agent/stop.ts";
+import { type KubeClient, serviceAccountClient } from "./kube-client.ts";
 import { namespacePath, podPath } from "./kube-http.ts";
 
-export interface AgentApi {
-  server: string;
-  get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer>;
-}
+/** What the agent's GETs need of the client. */
+export type AgentApi = Pick<KubeClient, "server" | "get">;
 
-export function serviceAccountApi(o: { host: string; port: string; serviceAccountDir: string }): AgentApi {
-  const server = renderServerUrl(o.host, o.port);
-  return {
-    server,
-    async get(path, timeoutMs, signal) {
-      let token: string;
-      let ca: string;
-      try {
-        token = readFileSync(`${o.serviceAccountDir}/token`, "utf8").trim();
-        ca = readFileSync(`${o.serviceAccountDir}/ca.crt`, "utf8");
-      } catch (e) {
-        return { kind: "unreachable", reason: `cannot read the service account in ${o.serviceAccountDir}: ${(e as Error).message}` };
-      }
-      const bound = AbortSignal.timeout(timeoutMs);
-      let res: Response;
-      let body: string;
-      try {
-        res = await fetch(`${server}${path}`, {
-          headers: { Accept: "application/json", Authorization: `Bearer ${token}`, "User-Agent": "meshcni-agent" },
-          signal: signal ? AbortSignal.any([signal, bound]) : bound,
-          tls: { ca },
-          redirect: "error",
-        } as RequestInit);
-        body = await res.text();
-      } catch (e) {
-        const err = e as Error;
-        const timedOut = bound.aborted || err.name === "TimeoutError";
-        return { kind: "unreachable", reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message };
-      }
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(body);
-      } catch {
-        parsed = undefined;
-      }
-      if (res.status === 200) {
-        return parsed === undefined ? { kind: "unreachable", reason: `${path}: an answer that is not JSON` } : { kind: "object", object: parsed };
-      }
-      const message = typeof (parsed as { message?: unknown })?.message === "string" ? (parsed as { message: string }).message : undefined;
-      return { kind: "status", status: res.status, ...(message ? { message: message.slice(0, 300) } : {}) };
-    },
-  };
-}
+/** The agent's client with its in-pod service account. */
+export const serviceAccountApi = serviceAccountClient;
 
 const uidOf = (o: unknown): string | undefined => {
   const uid = (o as { metadata?: { uid?: unknown } })?.metadata?.uid;

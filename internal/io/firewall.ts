@@ -9,7 +9,7 @@ import { run } from "./exec.ts";
 import { nftInProcess, nftLibraryAvailable } from "./nft-inprocess.ts";
 import { fileIdentity, which } from "./which.ts";
 
-function missing(bin: string): CniError {
+export function missing(bin: string): CniError {
   const pkg = bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : bin === "nft" ? "nftables" : "iptables";
   return new CniError(Code.MissingBinary, `${bin} not found on the host`,
     `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`);
@@ -77,6 +77,7 @@ export async function openFirewall(
     driver: backend,
     backend: tools.label,
     wait: settings.wait,
+    ...(tools.warning ? { warning: tools.warning } : {}),
     run: async (key, argv, stdin, signal) => {
       const bin = tools.bins[key];
       if (!bin) throw new Error(`backend ${backend.name} asked for a tool it did not choose: ${key}`);

@@ -1,7 +1,7 @@
 // Pods and namespaces from the API server, parsed into the shapes the profiles read.
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
-import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
+import { type Namespace, parseNamespace, parsePod, parseService, type Pod, type Service } from "../kube/objects.ts";
 import type { KubeClient } from "../plugin/deps.ts";
 import { type Connection, getJson, namespacePath, podPath } from "./kube-http.ts";
 
@@ -30,6 +30,12 @@ export function kubeClient(conn: Connection, pending?: PendingPod): KubeClient {
       const ns = parseNamespace(await getJson(conn, namespacePath(name), `namespace ${name}`, signal));
       if (!ns) throw unexpected("Namespace", conn.target.server);
       return ns;
+    },
+    async getService(namespace, name, signal): Promise<Service> {
+      const path = `${namespacePath(namespace)}/services/${encodeURIComponent(name)}`;
+      const svc = parseService(await getJson(conn, path, `service ${namespace}/${name}`, signal));
+      if (!svc) throw unexpected("Service", conn.target.server);
+      return svc;
     },
   };
 }

@@ -4,6 +4,7 @@ import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
 import type { EarlyLookup } from "./early-lookup.ts";
 import { kubeClient } from "./kube.ts";
 import { readKubeconfig } from "./kube-http.ts";
+import { readPodAddresses } from "./pod-addresses.ts";
 import { pathExists } from "./which.ts";
 
 export function createPluginDeps(
@@ -32,6 +33,7 @@ export function createPluginDeps(
       return problems;
     },
     netnsExists: pathExists,
+    podAddresses: (netns, signal) => readPodAddresses(netns, envPath, signal),
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },

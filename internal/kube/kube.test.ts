@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { parseKubeconfig } from "./kubeconfig.ts";
+import { parseKubeconfig, readCluster, readUser } from "./kubeconfig.ts";
 import { parseYamlSubset } from "./mini-yaml.ts";
 
 describe("kubeconfig subset reader", () => {
@@ -68,10 +68,25 @@ current-context: c
       token: { file: "/var/run/token" }, clientCert: { file: "/c.pem" }, clientKey: { data: "KEY" },
     });
   });
-  test("a server that is not http(s)://HOST[:PORT] is refused", () => {
+  test("a server that is not http(s)://HOST[:PORT][/PATH] is refused (the one check, meshcnictl's too)", () => {
     const kc = (server: string) => `clusters:\n- name: a\n  cluster:\n    server: ${server}\ncontexts:\n- name: c\n  context:\n    cluster: a\ncurrent-context: c\n`;
-    expect(() => parseKubeconfig(kc("https://x/path"), "/")).toThrow();
+    // A proxy's path prefix is kept, as kubectl keeps it; trailing slashes go.
+    expect(parseKubeconfig(kc("https://x/k8s/clusters/c-1/"), "/").server).toBe("https://x/k8s/clusters/c-1");
+    expect(() => parseKubeconfig(kc("https://x/path?debug=1"), "/")).toThrow(/must be http\(s\):\/\/HOST\[:PORT\]/);
+    expect(() => parseKubeconfig(kc("https://x#frag"), "/")).toThrow();
     expect(() => parseKubeconfig(kc("file:///etc/passwd"), "/")).toThrow();
     expect(parseKubeconfig(kc("http://[::1]:8080"), "/").server).toBe("http://[::1]:8080");
+  });
+});
+
+describe("one kubeconfig reader: the cluster and user entries, for the plugin and meshcnictl alike", () => {
+  test("readCluster and readUser", () => {
+    expect(readCluster({ server: "https://10.0.0.1:6443/", "certificate-authority": "ca.crt", "insecure-skip-tls-verify": false }, "/home/u/.kube"))
+      .toEqual({ server: "https://10.0.0.1:6443", insecure: false, ca: { file: "/home/u/.kube/ca.crt" } });
+    expect(() => readCluster({}, "/")).toThrow("the cluster has no server");
+    expect(readUser({ tokenFile: "tok", username: "a", password: "b" }, "/d")).toEqual({ token: { file: "/d/tok" }, basic: { username: "a", password: "b" } });
+    expect(readUser({ "client-certificate-data": Buffer.from("CERT").toString("base64"), "client-key": "/k.pem" }, "/d")).toEqual({ clientCert: { data: "CERT" }, clientKey: { file: "/k.pem" } });
+    expect(() => readUser({ "client-certificate": "c.pem" }, "/d")).toThrow("needs both client-certificate and client-key");
+    expect(() => readUser({ "client-certificate-data": "!!!!", "client-key-data": "!!!!" }, "/d")).toThrow("client-certificate-data is not base64");
   });
 });

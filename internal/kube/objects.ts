@@ -42,6 +42,19 @@ export const NamespaceSchema = v.looseObject({
 });
 export type Namespace = v.InferOutput<typeof NamespaceSchema>;
 
+const ServicePortSchema = v.looseObject({
+  port: v.number(),
+  targetPort: v.optional(v.nullable(v.union([v.number(), v.string()]))),
+});
+
+/** A Service: only its ports are read (linkerd-cni reads `default/kubernetes`'s). */
+export const ServiceSchema = v.looseObject({
+  kind: v.optional(v.string()),
+  metadata: v.looseObject({ name: v.string(), namespace: v.optional(v.string()) }),
+  spec: v.optional(v.nullable(v.looseObject({ ports: v.optional(v.nullable(v.array(ServicePortSchema))) }))),
+});
+export type Service = v.InferOutput<typeof ServiceSchema>;
+
 /** Reads an annotation the way both meshes do: the pod's non-empty value, else the namespace's. */
 export function annotation(pod: Pod, ns: Namespace | undefined, key: string): string | undefined {
   const p = pod.metadata.annotations?.[key];
@@ -57,6 +70,11 @@ export function allContainers(pod: Pod): Container[] {
 
 export function parsePod(raw: unknown): Pod | undefined {
   const r = v.safeParse(PodSchema, raw);
+  return r.success ? r.output : undefined;
+}
+
+export function parseService(raw: unknown): Service | undefined {
+  const r = v.safeParse(ServiceSchema, raw);
   return r.success ? r.output : undefined;
 }
 

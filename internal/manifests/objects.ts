@@ -76,6 +76,8 @@ export function buildClusterRole(): K8sObject {
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      // The plugin reads the API server's ports for Linkerd's control-plane pods.
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
     ],
   };
 }
@@ -153,8 +155,10 @@ export function buildDaemonSet(values: Values): K8sObject {
   if (values.platform === "openshift") securityContext.seLinuxOptions = { type: "spc_t" };
   const podSpec: Record<string, unknown> = {
     serviceAccountName: NAMES.serviceAccount,
-    nodeSelector: { "kubernetes.io/os": "linux" },
-    tolerations: [{ operator: "Exists" }],
+    ...(values.imagePullSecrets.length ? { imagePullSecrets: values.imagePullSecrets } : {}),
+    ...(Object.keys(values.nodeSelector).length ? { nodeSelector: values.nodeSelector } : {}),
+    ...(Object.keys(values.affinity).length ? { affinity: values.affinity } : {}),
+    ...(values.tolerations.length ? { tolerations: values.tolerations } : {}),
     terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
     securityContext: { seccompProfile: { type: "RuntimeDefault" } },
     containers: [{
@@ -179,7 +183,7 @@ export function buildDaemonSet(values: Values): K8sObject {
       readinessProbe: { httpGet: { path: "/readyz", port: "health" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
       // No preStop: on SIGTERM the agent leaves everything in place unless its DaemonSet is
       // gone or being deleted, so a rollout or an eviction never unmeshes the node.
-      resources: values.resources,
+      ...(Object.keys(values.resources).length ? { resources: values.resources } : {}),
       securityContext,
       volumeMounts: [
         { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
@@ -211,11 +215,13 @@ export function buildDaemonSet(values: Values): K8sObject {
     kind: "DaemonSet",
     metadata: { name: NAMES.daemonSet, namespace: values.namespace, labels },
     spec: {
+      ...(values.revisionHistoryLimit !== null ? { revisionHistoryLimit: values.revisionHistoryLimit } : {}),
       selector: { matchLabels: { ...SELECTOR } },
-      updateStrategy: { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } },
+      ...(Object.keys(values.updateStrategy).length ? { updateStrategy: values.updateStrategy } : {}),
       template: {
         metadata: {
-          labels,
+          // podLabels win over commonLabels; neither may name meshcni's own (values.ts).
+          labels: { ...values.commonLabels, ...values.podLabels, ...labels },
           annotations: {
             ...values.podAnnotations,
             // A changed configuration rolls the pods, which then install it.
@@ -232,7 +238,7 @@ export function buildDaemonSet(values: Values): K8sObject {
 
 /** Every object, in the order Helm installs them (and `kubectl apply` is happy with). */
 export function buildManifests(values: Values): K8sObject[] {
-  return [
+  return withCommonLabels(values, [
     ...(values.createNamespace ? [buildNamespace(values)] : []),
     buildServiceAccount(values),
     buildConfigMap(values),
@@ -241,5 +247,11 @@ export function buildManifests(values: Values): K8sObject[] {
     buildRole(values),
     buildRoleBinding(values),
     buildDaemonSet(values),
-  ];
+  ]);
+}
+
+/** values.commonLabels on every object's labels (the chart's meshcni.labels does the same). */
+function withCommonLabels(values: Values, objects: K8sObject[]): K8sObject[] {
+  if (!Object.keys(values.commonLabels).length) return objects;
+  return objects.map((o) => ({ ...o, metadata: { ...o.metadata, labels: { ...values.commonLabels, ...o.metadata.labels } } }));
 }

@@ -2,7 +2,8 @@
 // values.yaml holds the same defaults), and `meshcnictl install-cni` maps its flags onto them.
 // Names follow the CLI flags, or Istio's chart where the meaning is the same (hub, tag,
 // pullPolicy, logLevel, excludeNamespaces, cniBinDir, cniConfDir, cniConfFileName,
-// podAnnotations). Pure.
+// podAnnotations) or Linkerd's (tolerations, nodeSelector, affinity, imagePullSecrets, podLabels,
+// commonLabels, resources, updateStrategy, revisionHistoryLimit, priorityClassName). Pure.
 import * as v from "valibot";
 import pkg from "../../package.json" with { type: "json" };
 import { type EntryOptions, MESHES } from "../config/entry.ts";
@@ -45,6 +46,61 @@ const PortOrRange = v.pipe(
 );
 const Name = v.pipe(v.string(), v.regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, "must be a Kubernetes name (lower case, digits, -)"));
 
+// Kubernetes' label syntax: an optional DNS-subdomain prefix and a name of at most 63 characters;
+// values of at most 63 characters, empty or starting and ending with a letter or digit.
+const LABEL_KEY = /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
+/**
+ * Labels meshcni sets itself (on its objects, its pods and its Namespace): commonLabels and
+ * podLabels may not name them, so the chart and install-cni never have to choose between two.
+ */
+export const RESERVED_LABELS = [
+  "app.kubernetes.io/name", "app.kubernetes.io/part-of", "app.kubernetes.io/version", "app.kubernetes.io/component",
+  "meshcni.io/cni-resource", "pod-security.kubernetes.io/enforce", "config.linkerd.io/admission-webhooks", "istio-injection",
+] as const;
+const Labels = v.record(
+  v.pipe(
+    v.string(),
+    v.regex(LABEL_KEY, "must be a label key (prefix/name, name at most 63 characters)"),
+    v.check((k) => !(RESERVED_LABELS as readonly string[]).includes(k), "is a label meshcni sets itself"),
+  ),
+  v.pipe(v.string(), v.regex(LABEL_VALUE, "must be a label value (at most 63 letters, digits, -, _ or .)")),
+);
+/** A quantity as Kubernetes writes them: 100m, 64Mi, 1, 0.5. */
+const Quantity = v.union([
+  v.pipe(v.number(), v.minValue(0, "must not be negative")),
+  v.pipe(v.string(), v.regex(/^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$/, "must be a quantity such as 100m or 64Mi")),
+]);
+const ResourceList = v.record(v.string(), Quantity);
+/** A count or a percentage (maxUnavailable, maxSurge). */
+const IntOrPercent = v.union([
+  v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(0, "must not be negative")),
+  v.pipe(v.string(), v.regex(/^[0-9]+%$/, "must be a number or a percentage such as 10%")),
+]);
+const Toleration = v.strictObject({
+  key: v.optional(v.string()),
+  operator: v.optional(v.picklist(["Exists", "Equal"])),
+  value: v.optional(v.string()),
+  effect: v.optional(v.picklist(["", "NoSchedule", "PreferNoSchedule", "NoExecute"])),
+  tolerationSeconds: v.optional(v.pipe(v.number(), v.integer("must be a whole number"))),
+});
+/** The pod's affinity: Kubernetes' own structure under these three keys (its schema checks the rest). */
+const Affinity = v.strictObject({
+  nodeAffinity: v.optional(v.record(v.string(), v.unknown())),
+  podAffinity: v.optional(v.record(v.string(), v.unknown())),
+  podAntiAffinity: v.optional(v.record(v.string(), v.unknown())),
+});
+const UpdateStrategy = v.pipe(
+  v.strictObject({
+    /** Absent: Kubernetes' default, RollingUpdate. */
+    type: v.optional(v.picklist(["RollingUpdate", "OnDelete"])),
+    rollingUpdate: v.optional(v.strictObject({ maxUnavailable: v.optional(IntOrPercent), maxSurge: v.optional(IntOrPercent) })),
+  }),
+  v.check((s) => s.type === "RollingUpdate" || s.rollingUpdate === undefined, "rollingUpdate goes with type RollingUpdate only (set updateStrategy.rollingUpdate=null for OnDelete)"),
+);
+/** An image digest: the manifest list's, so each architecture pulls its own image. */
+export const DIGEST = /^sha256:[0-9a-f]{64}$/;
+
 export const ValuesSchema = v.object({
   mesh: v.optional(v.picklist(MESHES), "linkerd"),
   namespace: v.optional(v.pipe(Name, v.maxLength(63)), "meshcni"),
@@ -74,11 +130,29 @@ export const ValuesSchema = v.object({
   tag: v.optional(v.string(), ""),
   /** A whole image reference; overrides hub and tag. */
   image: v.optional(v.string(), ""),
+  /** The image's digest (sha256:...): with image empty, the image is hub/meshcni@digest. */
+  digest: v.optional(v.pipe(v.string(), v.check((d) => d === "" || DIGEST.test(d), "must be sha256: and 64 hex digits")), ""),
   pullPolicy: v.optional(v.picklist(PULL_POLICIES), "IfNotPresent"),
   priorityClassName: v.optional(v.string(), "system-node-critical"),
   healthPort: v.optional(Port, 9813),
   podAnnotations: v.optional(v.record(v.string(), v.string()), {}),
-  resources: v.optional(v.record(v.string(), v.record(v.string(), v.string())), { requests: { cpu: "10m", memory: "40Mi" } }),
+  resources: v.optional(
+    v.strictObject({ requests: v.optional(ResourceList), limits: v.optional(ResourceList) }),
+    { requests: { cpu: "10m", memory: "40Mi" } },
+  ),
+  // Scheduling and the DaemonSet's rollout, named as in Linkerd's linkerd2-cni chart.
+  /** Every taint: the plugin must be on every node whose pods could be meshed. */
+  tolerations: v.optional(v.array(Toleration), [{ operator: "Exists" }]),
+  nodeSelector: v.optional(v.record(v.string(), v.string()), { "kubernetes.io/os": "linux" }),
+  affinity: v.optional(Affinity, {}),
+  imagePullSecrets: v.optional(v.array(v.strictObject({ name: Name })), []),
+  /** Extra labels on the DaemonSet's pods (meshcni's own labels win on a clash). */
+  podLabels: v.optional(Labels, {}),
+  /** Extra labels on every object and the pods (meshcni's own labels win on a clash). */
+  commonLabels: v.optional(Labels, {}),
+  updateStrategy: v.optional(UpdateStrategy, { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } }),
+  /** null: Kubernetes' default (10). */
+  revisionHistoryLimit: v.optional(v.nullable(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(0, "must not be negative"))), null),
 });
 export type ValuesInput = v.InferInput<typeof ValuesSchema>;
 export type Values = v.InferOutput<typeof ValuesSchema>;
@@ -90,7 +164,9 @@ export function parseValues(input: unknown): Values {
   if (!r.success) {
     throw new ValuesError(r.issues.map((i) => {
       const path = i.path?.map((p) => String(p.key)).join(".");
-      return path ? `${path}: ${i.message}` : i.message;
+      // A strict object's stray key (tolerations[0].foo): valibot says "Expected never".
+      const message = i.kind === "schema" && i.expected === "never" ? "unknown key" : i.message;
+      return path ? `${path}: ${message}` : message;
     }).join("; "));
   }
   return r.output;
@@ -107,8 +183,11 @@ export function resolveDirs(values: Values): { cniBinDir: string; cniConfDir: st
   };
 }
 
+/** image when set; else hub/meshcni pinned by digest when one is known, else by tag. */
 export function resolveImage(values: Values): string {
-  return values.image || `${values.hub}/${IMAGE_NAME}:${values.tag || APP_VERSION}`;
+  if (values.image) return values.image;
+  const repo = `${values.hub}/${IMAGE_NAME}`;
+  return values.digest ? `${repo}@${values.digest}` : `${repo}:${values.tag || APP_VERSION}`;
 }
 
 /** The plugin settings these values choose (see internal/config/entry.ts). */

@@ -5,7 +5,7 @@ import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, type Container, type Pod } from "../kube/objects.ts";
-import { type Cidr, parseCidrList, parseIPv6 } from "../net/cidr.ts";
+import { type Cidr, parseCidrList, parseIPv4, parseIPv6 } from "../net/cidr.ts";
 import { parsePortList } from "../net/ports.ts";
 
 export const ISTIO_PROXY = "istio-proxy";
@@ -58,7 +58,9 @@ export interface IstioOptions {
   dnsCapture: boolean;
   /** INVALID_DROP: drop conntrack-INVALID packets instead of resetting connections. */
   dropInvalid: boolean;
-  /** The pod has an IPv6 address: rules for ip6tables too. */
+  /** ISTIO_DUAL_STACK on istio-proxy: the proxy listens on IPv4 and IPv6. */
+  dualStack: boolean;
+  /** IPv6 rules too (see wantsIPv6). */
   ipv6: boolean;
 }
 
@@ -82,18 +84,36 @@ export function parseGoBool(raw: string | undefined | null): boolean | undefined
   return undefined;
 }
 
+// The lists are read as istio-cni reads them: split on ",", no empty item (a doubled or
+// trailing comma fails), ports trimmed, CIDRs taken as written (a space around one fails), "*"
+// only when it is the whole value exactly.
+
 function portList(key: string, raw: string): number[] {
-  const r = parsePortList(raw, true);
-  if (r.bad !== undefined) throw invalidItem(key, raw, r.bad, "a port (0-65535); the value is a comma-separated list of ports");
-  return [...new Set(r.ports.map((p) => p.from))];
+  if (raw.trim() === "") return [];
+  const ports: number[] = [];
+  for (const item of raw.trim().split(",")) {
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
+    const r = parsePortList([item.trim()], true);
+    if (r.bad !== undefined) throw invalidItem(key, raw, item, "a port (0-65535); the value is a comma-separated list of ports");
+    ports.push(r.ports[0]!.from);
+  }
+  return [...new Set(ports)];
 }
 
 function portListOrAll(key: string, raw: string): "*" | number[] {
-  return raw.trim() === "*" ? "*" : portList(key, raw);
+  return raw === "*" ? "*" : portList(key, raw);
 }
 
 function cidrList(key: string, raw: string): Cidr[] {
-  const r = parseCidrList(raw);
+  if (raw === "") return [];
+  const items = raw.split(",");
+  for (const item of items) {
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
+    if (item !== item.trim()) {
+      throw invalid(key, raw, `${JSON.stringify(item)} has spaces around it; write the list without spaces, e.g. 10.96.0.0/12,10.244.0.0/16`);
+    }
+  }
+  const r = parseCidrList(items);
   if (r.bad !== undefined) {
     throw invalidItem(key, raw, r.bad, "a CIDR such as 10.96.0.0/12 or fd00::/8 (a single address needs /32 or /128)");
   }
@@ -110,8 +130,9 @@ export function parseInterfaceName(raw: string): string | undefined {
 
 function interfaceList(key: string, raw: string): string[] {
   const out: string[] = [];
+  if (raw === "") return out;
   for (const item of raw.split(",")) {
-    if (item.trim() === "") continue;
+    if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
     const name = parseInterfaceName(item);
     if (!name) throw invalidItem(key, raw, item, "an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)");
     if (!out.includes(name)) out.push(name);
@@ -119,8 +140,12 @@ function interfaceList(key: string, raw: string): string[] {
   return out;
 }
 
-function envOf(c: Container | undefined, name: string): string | undefined {
-  const e = c?.env?.find((x) => x.name === name);
+/**
+ * A container's env var as the container sees it: when a name is listed twice the last entry
+ * wins, as in Kubernetes. An entry without `value` (valueFrom) reads as unset.
+ */
+export function envOf(c: Container | undefined, name: string): string | undefined {
+  const e = c?.env?.findLast((x) => x.name === name);
   return e?.value ?? undefined;
 }
 
@@ -129,16 +154,36 @@ export function istioProxy(pod: Pod): Container | undefined {
   return allContainers(pod).find((c) => c.name === ISTIO_PROXY);
 }
 
-/** A global (not loopback or link-local) IPv6 address among the pod's addresses. */
-export function hasIPv6(addresses: readonly string[]): boolean {
-  return addresses.some((a) => {
-    const b = parseIPv6(a);
-    if (!b) return false;
-    const loopback = b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
-    const linkLocal = b[0] === 0xfe && (b[1]! & 0xc0) === 0x80;
-    const unspecified = b.every((x) => x === 0);
-    return !loopback && !linkLocal && !unspecified;
-  });
+/**
+ * The family of an address istio-iptables looks at (not loopback, link-local or unspecified;
+ * an IPv4-mapped IPv6 address counts as IPv4), or undefined for one it skips.
+ */
+function globalFamily(address: string): 4 | 6 | undefined {
+  const v4 = parseIPv4(address);
+  const b = v4 ?? parseIPv6(address);
+  if (!b) return undefined;
+  const mapped = !v4 && b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
+  if (v4 || mapped) {
+    const [a, c] = mapped ? [b[12]!, b[13]!] : [b[0]!, b[1]!];
+    if (a === 127 || (a === 169 && c === 254) || (a === 0 && (mapped ? b.slice(12) : b).every((x) => x === 0))) return undefined;
+    return 4;
+  }
+  const loopback = b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
+  const linkLocal = b[0] === 0xfe && (b[1]! & 0xc0) === 0x80;
+  const linkLocalMulticast = b[0] === 0xff && (b[1]! & 0x0f) === 0x02;
+  const unspecified = b.every((x) => x === 0);
+  return loopback || linkLocal || linkLocalMulticast || unspecified ? undefined : 6;
+}
+
+/**
+ * Whether istio-iptables would write IPv6 rules: with ISTIO_DUAL_STACK when the pod has a
+ * global IPv6 address; without it only when the pod has no global IPv4 address (istio-iptables
+ * takes the first address the kernel lists, and the kernel lists IPv4 addresses first), so a
+ * dual-stack pod whose Envoy listens on IPv4 only gets IPv4 rules only.
+ */
+export function wantsIPv6(addresses: readonly string[], dualStack: boolean): boolean {
+  const families = addresses.map(globalFamily);
+  return dualStack ? families.includes(6) : families.includes(6) && !families.includes(4);
 }
 
 /**
@@ -162,7 +207,7 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
 
   let includeOutboundIPRanges: "*" | Cidr[] = "*";
   const incIp = get(A.includeOutboundIPRanges);
-  if (incIp !== undefined) includeOutboundIPRanges = incIp.trim() === "*" ? "*" : cidrList(A.includeOutboundIPRanges, incIp);
+  if (incIp !== undefined) includeOutboundIPRanges = incIp === "*" ? "*" : cidrList(A.includeOutboundIPRanges, incIp);
   const excIpRaw = get(A.excludeOutboundIPRanges);
   if (excIpRaw !== undefined && excIpRaw.trim() === "*") {
     throw invalid(A.excludeOutboundIPRanges, excIpRaw, "\"*\" is not allowed here; to capture no outbound traffic set includeOutboundIPRanges to \"\"");
@@ -175,9 +220,11 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   // Istio appends the proxy's own ports to whatever the annotation says, then de-duplicates.
   const excIn = get(A.excludeInboundPorts);
   const excInParsed = excIn === undefined ? [] : portListOrAll(A.excludeInboundPorts, excIn);
-  // "*" (every inbound port excluded) means what it says: no inbound capture. istio-iptables
-  // would pass "*" on to iptables and fail; meshcni honours the request instead.
-  if (excInParsed === "*") includeInboundPorts = [];
+  // The exclude list only matters when every inbound port is included: an explicit include
+  // list is captured as it is, whatever the exclude list says (Istio's order). Excluding "*"
+  // from "*" means no inbound capture: istio-iptables would pass "*" on to iptables and fail;
+  // meshcni honours the request instead.
+  if (excInParsed === "*" && includeInboundPorts === "*") includeInboundPorts = [];
   const excludeInboundPorts = [...new Set([...(excInParsed === "*" ? [] : excInParsed), ...ALWAYS_EXCLUDED_INBOUND])];
 
   const incOut = get(A.includeOutboundPorts);
@@ -193,6 +240,8 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   const rerouteInterfaces = reroute !== undefined
     ? interfaceList(A.rerouteVirtualInterfaces, reroute)
     : kubevirt !== undefined ? interfaceList(A.kubevirtInterfaces, kubevirt) : [];
+
+  const dualStack = parseGoBool(envOf(proxy, "ISTIO_DUAL_STACK")) === true;
 
   // OpenShift runs the proxy under a random UID: take it from the container, unless unset or root.
   const sc = proxy?.securityContext;
@@ -223,6 +272,7 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
     // Unparsable values count as false (Istio only warns about them).
     dnsCapture: parseGoBool(envOf(proxy, "ISTIO_META_DNS_CAPTURE")) === true,
     dropInvalid: parseGoBool(envOf(proxy, "INVALID_DROP")) === true,
-    ipv6: hasIPv6(podAddresses),
+    dualStack,
+    ipv6: wantsIPv6(podAddresses, dualStack),
   };
 }

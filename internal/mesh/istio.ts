@@ -4,7 +4,7 @@ import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, type Pod } from "../kube/objects.ts";
 import type { Family, Plan } from "../plan/model.ts";
 import {
-  ISTIO_INIT, ISTIO_PROXY, IstioAnnotations, istioProxy, parseGoBool, parseIstioOptions,
+  envOf, ISTIO_INIT, ISTIO_PROXY, IstioAnnotations, istioProxy, parseGoBool, parseIstioOptions,
 } from "./istio-options.ts";
 import {
   buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS, ownsIstioBuiltinRule,
@@ -20,7 +20,7 @@ export function decideIstio(pod: Pod): Decision {
   }
   const proxy = istioProxy(pod);
   if (!proxy) return skip(`the pod has no ${ISTIO_PROXY} container`);
-  const disable = proxy.env?.find((e) => e.name === "DISABLE_ENVOY")?.value;
+  const disable = envOf(proxy, "DISABLE_ENVOY");
   if (parseGoBool(disable) === true) return skip(`${ISTIO_PROXY} has DISABLE_ENVOY=${disable}`);
   const args = proxy.args ?? [];
   if (args[0] === "proxy" && args[1] !== undefined && args[1] !== "sidecar") {
@@ -47,6 +47,8 @@ export const istioProfile: MeshProfile = {
   cleanupIpCommands: ISTIO_CLEANUP_IP_COMMANDS,
   ownsBuiltinRule: ownsIstioBuiltinRule,
   decide: decideIstio,
+  // IPv6 rules or not depends on the pod's addresses (wantsIPv6).
+  readsPodAddresses: true,
   plan(input: PlanInput): Plan {
     const o = parseIstioOptions(input.conf, input.pod, input.podAddresses);
     const families: Family[] = o.ipv6 ? [4, 6] : [4];

@@ -2,7 +2,7 @@
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
-import { allContainers, annotation, type Pod } from "../kube/objects.ts";
+import { allContainers, annotation, type Pod, type Service } from "../kube/objects.ts";
 import { type Cidr, parseCidrList } from "../net/cidr.ts";
 import { groupPorts, parsePortList, type PortRange, renderPortRange } from "../net/ports.ts";
 import { A, type Family, type FamilyPlan, M, type Plan, PlanBuilder } from "../plan/model.ts";
@@ -24,6 +24,27 @@ export const Annotations = {
 const CONTROL_PLANE_LABEL = "linkerd.io/control-plane-component";
 /** Control-plane pods talk to the API server directly; linkerd-cni's fallback ports for it. */
 const API_SERVER_PORTS: PortRange[] = [{ from: 443, to: 443 }, { from: 6443, to: 6443 }];
+
+export function isControlPlane(pod: Pod): boolean {
+  return Boolean(pod.metadata.labels?.[CONTROL_PLANE_LABEL]);
+}
+
+/**
+ * The API server's ports as linkerd-cni skips them for control-plane pods: each `port` of the
+ * `default/kubernetes` Service and its `targetPort` when a number (minikube: 443 and 8443).
+ * 443 and 6443 when the Service could not be read or names no port.
+ */
+export function apiServerPorts(svc: Service | null | undefined): PortRange[] {
+  const out: PortRange[] = [];
+  const add = (p: unknown) => {
+    if (typeof p === "number" && Number.isInteger(p) && p >= 1 && p <= 65535) out.push({ from: p, to: p });
+  };
+  for (const p of svc?.spec?.ports ?? []) {
+    add(p.port);
+    add(p.targetPort);
+  }
+  return out.length > 0 ? out : API_SERVER_PORTS;
+}
 
 /** Everything the Linkerd rules depend on, validated. */
 export interface LinkerdOptions {
@@ -62,10 +83,25 @@ function cidrs(what: string, items: string | readonly string[]): Cidr[] {
   return r.cidrs;
 }
 
+/**
+ * A proxy-uid/proxy-gid annotation, taken as written: " 2103" is not trimmed. Linkerd's
+ * injector ignores such a value (the proxy then runs as the configured default) and linkerd-cni
+ * fails the pod on it; meshcni fails the pod too, saying why.
+ */
 function id(what: string, raw: string): number {
-  const s = raw.trim();
-  if (!/^[0-9]{1,10}$/.test(s) || Number(s) > 4294967294) throw invalid(what, raw, raw, "a user or group id (a whole number)");
-  return Number(s);
+  if (!/^[0-9]{1,10}$/.test(raw) || Number(raw) > 4294967294) {
+    throw invalid(what, raw, raw, "a user or group id (digits only, no spaces or sign; Linkerd's injector ignores such a value and runs the proxy as its default)");
+  }
+  return Number(raw);
+}
+
+/** A securityContext id the proxy runs as, when set (0, root, counts as unset: it is never exempted). */
+function runAs(what: string, n: number | null | undefined): number | undefined {
+  if (n === undefined || n === null || n === 0) return undefined;
+  if (!Number.isInteger(n) || n < 0 || n > 4294967294) {
+    throw new CniError(Code.InvalidConfig, `invalid ${LINKERD_PROXY} securityContext.${what}`, `${n} is not a user or group id; nothing was applied`);
+  }
+  return n;
 }
 
 /** Options from the conflist entry alone (no pod): the settings `install-cni` wrote. */
@@ -100,12 +136,18 @@ export function linkerdOptions(input: PlanInput): LinkerdOptions {
   }
   const subnets = get(Annotations.skipSubnets);
   if (subnets !== undefined) o.subnetsToIgnore = cidrs(`annotation ${Annotations.skipSubnets}`, subnets);
+  // The ids exempted are the ones the proxy runs as: linkerd-proxy's securityContext when set
+  // (the injector writes runAsUser always, runAsGroup when a proxy GID is configured), else the
+  // annotation, else the config. An annotation is validated even when the container overrides it.
   const uid = get(Annotations.proxyUid);
   if (uid !== undefined) o.proxyUid = id(`annotation ${Annotations.proxyUid}`, uid);
   const gid = get(Annotations.proxyGid);
   if (gid !== undefined) o.proxyGid = id(`annotation ${Annotations.proxyGid}`, gid);
-  if (pod.metadata.labels?.[CONTROL_PLANE_LABEL]) {
-    o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...API_SERVER_PORTS];
+  const sc = allContainers(pod).find((c) => c.name === LINKERD_PROXY)?.securityContext;
+  o.proxyUid = runAs("runAsUser", sc?.runAsUser) ?? o.proxyUid;
+  o.proxyGid = runAs("runAsGroup", sc?.runAsGroup) ?? o.proxyGid;
+  if (isControlPlane(pod)) {
+    o.outboundPortsToIgnore = [...o.outboundPortsToIgnore, ...apiServerPorts(input.kubernetesService)];
   }
   return o;
 }
@@ -164,6 +206,7 @@ export const linkerdProfile: MeshProfile = {
   ownedChains: [{ stage: "nat", name: REDIRECT_CHAIN }, { stage: "nat", name: OUTPUT_CHAIN }],
   annotationKeys: Object.values(Annotations),
   decide: decideLinkerd,
+  needsKubernetesService: isControlPlane,
   plan(input: PlanInput): Plan {
     const o = linkerdOptions(input);
     const families = [buildLinkerdRules(o, 4)];

@@ -1,7 +1,7 @@
 // What a mesh profile provides: which pods it redirects, and the rules it gives them. The
 // plugin's ADD/CHECK/DEL and `meshcnictl explain` all go through these functions.
 import type { PluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { Family, IpCommand, Plan, Stage } from "../plan/model.ts";
 
 export type Decision = { redirect: false; reason: string } | { redirect: true; reason: string };
@@ -16,6 +16,11 @@ export interface PlanInput {
   namespace?: Namespace;
   /** The pod's addresses from prevResult (no prefix length), when the runtime gave them. */
   podAddresses: readonly string[];
+  /**
+   * The `default/kubernetes` Service, for a profile whose needsKubernetesService said so; null
+   * when it could not be read.
+   */
+  kubernetesService?: Service | null;
 }
 
 export interface FirewallSettings {
@@ -39,6 +44,13 @@ export interface MeshProfile {
    */
   readonly ownsBuiltinRule?: (table: Stage, chain: string, args: string) => boolean;
   decide(pod: Pod, conf: PluginConf): Decision;
+  /**
+   * Whether plan() depends on the pod's addresses: without any in the previous result they are
+   * then read inside the pod's network namespace.
+   */
+  readonly readsPodAddresses?: boolean;
+  /** Whether plan() wants the `default/kubernetes` Service for this pod (one more API call). */
+  needsKubernetesService?(pod: Pod): boolean;
   /** Builds the plan; throws CniError code 7 naming an invalid annotation or setting. */
   plan(input: PlanInput): Plan;
   firewall(conf: PluginConf): FirewallSettings;

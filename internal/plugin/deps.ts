@@ -1,7 +1,7 @@
 // The boundary between the plugin's logic and the host: everything that touches the system is
 // behind these interfaces, implemented in internal/io and replaced by fakes in tests.
 import type { PluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import type { Backend, ExecResult, Firewall as BackendFirewall } from "../backends/types.ts";
 import type { Family } from "../plan/model.ts";
@@ -13,6 +13,7 @@ export type { ExecResult };
 export interface KubeClient {
   getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;
   getNamespace(name: string, signal: AbortSignal): Promise<Namespace>;
+  getService(namespace: string, name: string, signal: AbortSignal): Promise<Service>;
 }
 
 /** A backend's binaries and ip inside one pod network namespace, with the backend (driver). */
@@ -28,6 +29,8 @@ export interface PluginDeps {
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;
   netnsExists(path: string): Promise<boolean>;
+  /** The addresses inside a network namespace, in the kernel's order (no prefix length). */
+  podAddresses(netns: string, signal: AbortSignal): Promise<string[]>;
   /** MESHCNI_DRY_RUN_FILE: when set, payloads are written here instead of applied. */
   dryRunFile?: string;
   writeFile(path: string, text: string): Promise<void>;

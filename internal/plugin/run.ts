@@ -6,9 +6,9 @@ import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
-import type { Namespace, Pod } from "../kube/objects.ts";
+import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
-import { type MeshProfile, needsNamespace, type Redirect } from "../mesh/profile.ts";
+import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { applyPlan } from "../backends/apply-plan.ts";
 import { backendOfMode } from "../backends/index.ts";
 import type { PluginDeps } from "./deps.ts";
@@ -38,7 +38,7 @@ interface Ctx {
 
 type Target =
   | { redirect: false; reason: string }
-  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; name: string };
+  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; kubernetesService?: Service | null; name: string };
 
 /**
  * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
@@ -60,12 +60,38 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
   if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}` };
   const target: Target = { redirect: true, reason: `pod ${name}: ${decision.reason}`, pod, name };
   if (needsNamespace(profile, pod)) target.namespace = await kube.getNamespace(k8s.podNamespace, signal);
+  // Only for the pods that need it (Linkerd's control plane): one more GET, never fatal.
+  if (profile.needsKubernetesService?.(pod)) {
+    try {
+      target.kubernetesService = await kube.getService("default", "kubernetes", signal);
+    } catch (e) {
+      ctx.log.warn(`could not read service default/kubernetes, skipping the API server's usual ports: ${(e as Error).message}`);
+      target.kubernetesService = null;
+    }
+  }
   return target;
 }
 
-function plan(ctx: Ctx, target: Target & { redirect: true }): Redirect {
-  const input = { conf: ctx.conf, pod: target.pod, podAddresses: resultAddresses(ctx.conf.prevResult) };
-  return ctx.profile.plan(target.namespace ? { ...input, namespace: target.namespace } : input);
+/**
+ * The pod's addresses: the previous result's, else (for a profile that reads them) the ones in
+ * its network namespace. A namespace that is not there gives none: a dry run goes on with
+ * them, a real ADD fails on the namespace next.
+ */
+async function podAddresses(ctx: Ctx): Promise<string[]> {
+  const fromResult = resultAddresses(ctx.conf.prevResult);
+  const netns = ctx.args.netns;
+  if (fromResult.length > 0 || !ctx.profile.readsPodAddresses || !netns) return fromResult;
+  if (!(await ctx.deps.netnsExists(netns))) return fromResult;
+  const found = await ctx.deps.podAddresses(netns, ctx.signal);
+  ctx.log.debug(`the previous result names no address; in the pod's namespace: ${JSON.stringify(found)}`);
+  return found;
+}
+
+async function plan(ctx: Ctx, target: Target & { redirect: true }): Promise<Redirect> {
+  const input: PlanInput = { conf: ctx.conf, pod: target.pod, podAddresses: await podAddresses(ctx) };
+  if (target.namespace) input.namespace = target.namespace;
+  if (target.kubernetesService !== undefined) input.kubernetesService = target.kubernetesService;
+  return ctx.profile.plan(input);
 }
 
 async function netnsOf(ctx: Ctx): Promise<string> {
@@ -86,7 +112,7 @@ async function add(ctx: Ctx): Promise<string> {
     if (deps.dryRunFile) await deps.writeFile(deps.dryRunFile, "");
     return stdout;
   }
-  const redirect = plan(ctx, target);
+  const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
     await deps.writeFile(deps.dryRunFile, renderPayloads(redirect, backendOfMode(settings.mode)));
@@ -98,6 +124,7 @@ async function add(ctx: Ctx): Promise<string> {
     return stdout;
   }
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  if (fw.warning) log.warn(fw.warning);
   await applyPlan(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
   log.debug(`applied:\n${renderPayloads(redirect, fw.driver)}`);
@@ -112,10 +139,11 @@ async function check(ctx: Ctx): Promise<string> {
     log.debug(`no rules expected: ${target.reason}`);
     return "";
   }
-  const redirect = plan(ctx, target);
+  const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  if (fw.warning) log.warn(fw.warning);
   const problems = await fw.driver.verify(fw, redirect, ctx.signal);
   if (problems.length > 0) {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,

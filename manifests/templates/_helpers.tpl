@@ -3,11 +3,17 @@ Helpers shared by the templates. internal/manifests/ renders the same objects fo
 `meshcnictl install-cni`; test/cli/helm.test.ts holds the two to equality.
 */}}
 
-{{- define "meshcni.labels" -}}
+{{/* The labels meshcni puts on every object. */}}
+{{- define "meshcni.ownLabels" -}}
 app.kubernetes.io/name: meshcni
 app.kubernetes.io/part-of: meshcni
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 meshcni.io/cni-resource: "true"
+{{- end }}
+
+{{/* Every object's labels: meshcni's own and commonLabels (which may not name meshcni's own). */}}
+{{- define "meshcni.labels" -}}
+{{- toYaml (merge (include "meshcni.ownLabels" . | fromYaml) (.Values.commonLabels | default dict)) }}
 {{- end }}
 
 {{- define "meshcni.platformDirs" -}}
@@ -34,8 +40,15 @@ meshcni.io/cni-resource: "true"
 {{- regexReplaceAll "(.)/+$" $d "${1}" -}}
 {{- end }}
 
+{{/* image when set; else hub/meshcni pinned by digest when one is known, else by tag. */}}
 {{- define "meshcni.image" -}}
-{{- .Values.image | default (printf "%s/meshcni:%s" .Values.hub (.Values.tag | default .Chart.AppVersion)) -}}
+{{- if .Values.image -}}
+{{- .Values.image -}}
+{{- else if .Values.digest -}}
+{{- printf "%s/meshcni@%s" .Values.hub .Values.digest -}}
+{{- else -}}
+{{- printf "%s/meshcni:%s" .Values.hub (.Values.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end }}
 
 {{/*

@@ -95,7 +95,9 @@ describe("completion", () => {
     expect(bashComplete("meshcnictl install-cni --dest-cni")).toEqual(["--dest-cni-net-dir", "--dest-cni-bin-dir"]);
     expect(bashComplete("meshcnictl install-cni --mesh ")).toEqual(["linkerd", "istio"]);
     expect(bashComplete("meshcnictl install-cni --platform o")).toEqual(["openshift"]);
-    expect(bashComplete("meshcnictl check --p")).toEqual(["--pre"]);
+    expect(bashComplete("meshcnictl check --pr")).toEqual(["--pre"]);
+    expect(bashComplete("meshcnictl check --pod")).toEqual(["--pods", "--pods-namespace"]);
+    expect(bashComplete("meshcnictl check -o ")).toEqual(["text", "json"]);
     expect(bashComplete("meshcnictl completion z")).toEqual(["zsh"]);
   });
 

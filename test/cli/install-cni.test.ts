@@ -111,12 +111,13 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces and reads nodes; the Role reads the agent's own DaemonSet", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service; the Role reads the agent's own DaemonSet", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
     const role = objs.find((o) => o.kind === "ClusterRole")!;
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
     ]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
@@ -170,6 +171,30 @@ describe("install-cni objects", () => {
   });
 });
 
+describe("install-cni --set and --values", () => {
+  test("--values files merge in order, --set goes over them, both over the flags", () => {
+    const objs = parseStream(runCli([
+      "install-cni", "--inbound-port", "5000", "--outbound-port", "5001", "--image", "example.com/flag:1",
+      "-f", "testdata/manifests/layer-a.values.yaml", "-f", "testdata/manifests/layer-b.values.yaml",
+      "--set", "inboundPort=6000", "--set", "revisionHistoryLimit=9", "--set-string", "commonLabels.layer=1", "--set", "commonLabels.layer=ignored",
+    ]).stdout);
+    const entry = entryOf(objs);
+    expect([entry.linkerd["incoming-proxy-port"], entry.linkerd["outgoing-proxy-port"]]).toEqual([6000, 5001]);
+    expect(container(objs).image).toBe("example.com/flag:1");
+    expect(daemonSet(objs).spec.revisionHistoryLimit).toBe(9);
+    // --set-string comes after every --set, as in Helm.
+    expect(objs[0]!.metadata.labels).toMatchObject({ team: "b", layer: "1" });
+    expect(daemonSet(objs).spec.template.spec.nodeSelector).toEqual({ pool: "a" });
+  });
+
+  test("--set createNamespace=false leaves the Namespace out; --values - reads stdin", () => {
+    expect(parseStream(runCli(["install-cni", "--set", "createNamespace=false"]).stdout)[0]!.kind).toBe("ServiceAccount");
+    const r = runCli(["install-cni", "--values", "-"], { stdin: "podLabels:\n  from: stdin\n" });
+    expect(r.stderr).toBe("");
+    expect(daemonSet(parseStream(r.stdout)).spec.template.metadata.labels.from).toBe("stdin");
+  });
+});
+
 describe("install-cni refuses bad input before printing anything", () => {
   const bad: [string[], string][] = [
     [["--inbound-port", "70000"], '--inbound-port "70000": is not a TCP port (1-65535)'],
@@ -199,6 +224,16 @@ describe("install-cni refuses bad input before printing anything", () => {
     [["--inbound-port"], "--inbound-port needs a value"],
     [["--no-such-flag"], "unknown flag --no-such-flag"],
     [["extra"], "install-cni takes no arguments"],
+    [["--set", "nodeselector.a=b"], 'unknown value "nodeselector" (did you mean nodeSelector?)'],
+    [["--set", "namespace=x"], "namespace is not a chart value; use --namespace"],
+    [["--set", "tolerations[0].keys=a"], "tolerations.0.keys: unknown key"],
+    [["--set", "podAnnotations.prometheus\\.io/scrape=true"], "use --set-string"],
+    [["--set", "hub=null"], "hub: null would leave it without a value"],
+    [["--set", "a[0"], '--set "a[0": a list index is not closed'],
+    [["--set-string", "ipv6"], '--set-string "ipv6": key "ipv6" has no value'],
+    [["--set", "mesh=istio", "--set", "redirectPorts={80}"], "values for mesh linkerd only: redirectPorts"],
+    [["--values", "testdata/manifests/no-such.values.yaml"], "--values testdata/manifests/no-such.values.yaml: ENOENT"],
+    [["--values", "testdata/manifests/linkerd-custom.args"], "--values testdata/manifests/linkerd-custom.args: must be a map of chart values"],
   ];
   for (const [args, message] of bad) {
     test(args.join(" "), () => {

@@ -183,38 +183,67 @@ describe("restarts never unmesh the node", () => {
 });
 
 describe("the agent's socket", () => {
-  test("0600 in a 0700 folder, named in the conflist entry; pods answered through the agent's own GET", async () => {
+  test("0600 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one GET", async () => {
     setup();
-    cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" } } as never);
+    cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } } as never);
+    cluster.api.addPod({ metadata: { name: "unbound", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" }, spec: { containers: [{ name: "app" }] } } as never);
     cluster.api.addNamespace({ metadata: { name: "emojivoto", annotations: { "config.linkerd.io/skip-outbound-ports": "443" } } });
-    await startAgent();
+    const port = freePort();
+    const before = cluster.api.requests.length;
+    await startAgent(["--health-port", String(port)]);
     expect(statSync(dirs.socket).mode & 0o777).toBe(0o600);
     expect(statSync(dirs.state).mode & 0o777).toBe(0o700);
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
     expect([entry.agent_socket, entry.state_dir]).toEqual([dirs.socket, dirs.state]);
+    const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
+    await until(async () => (await status()).cache?.pods?.synced && (await status()).cache?.namespaces?.synced, 10_000, "the cache in sync");
 
+    const podPath = "/api/v1/namespaces/emojivoto/pods/web-1";
     const seen = cluster.api.requests.length;
     const ok = await ask("/v1/pods/emojivoto/web-1?uid=0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f");
     expect(ok.status).toBe(200);
     const body = (await ok.json()) as any;
-    expect(body.source).toBe("api");
+    expect(body.source).toBe("cache");
     expect(body.pod.metadata.uid).toBe("0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f");
     expect(body.namespace.metadata.annotations).toEqual({ "config.linkerd.io/skip-outbound-ports": "443" });
-    // With the agent's own service account.
-    const gets = cluster.api.requests.slice(seen);
-    expect(gets.map((r) => r.path).sort()).toEqual(["/api/v1/namespaces/emojivoto", "/api/v1/namespaces/emojivoto/pods/web-1"]);
-    expect(gets.every((r) => r.authorization === "Bearer token-one")).toBe(true);
+    // Zero requests to the API server for a cached pod, by the stand-in's count.
+    expect(cluster.api.count(podPath)).toBe(0);
+    expect(cluster.api.count("/api/v1/namespaces/emojivoto", "get")).toBe(0);
+    expect(cluster.api.requests.slice(seen)).toEqual([]);
+    // The cache's own requests: one list and one watch of this node's pods, one of namespaces, with the agent's own service account.
+    const cacheRequests = cluster.api.requests.slice(before).filter((r) => r.path === "/api/v1/pods" || r.path === "/api/v1/namespaces");
+    expect(cacheRequests.filter((r) => r.path === "/api/v1/pods").map((r) => new URLSearchParams(r.query).get("fieldSelector"))).toEqual(["spec.nodeName=node-a", "spec.nodeName=node-a"]);
+    expect(cacheRequests.every((r) => r.authorization === "Bearer token-one")).toBe(true);
+
+    // A pod the cache does not hold (not bound to this node): the agent's own GET.
+    const unbound = await ask("/v1/pods/emojivoto/unbound");
+    expect(unbound.status).toBe(200);
+    expect(((await unbound.json()) as any).source).toBe("api");
+    expect(cluster.api.count("/api/v1/namespaces/emojivoto/pods/unbound", "get")).toBe(1);
 
     const missing = await ask("/v1/pods/emojivoto/web-2");
     expect(missing.status).toBe(404);
     expect(((await missing.json()) as any).code).toBe(106);
+    // Another UID than the cached pod's: never from the cache; the API still has the old pod.
     const recreated = await ask("/v1/pods/emojivoto/web-1?uid=11111111-2222-4333-8444-555555555555");
     expect(recreated.status).toBe(404);
     expect(((await recreated.json()) as any).details).toContain("has UID 0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f");
-    cluster.api.faults.set("/api/v1/namespaces/emojivoto/pods/web-1", { kind: "status", code: 500 });
-    const failing = await ask("/v1/pods/emojivoto/web-1");
+    expect(cluster.api.count(podPath, "get")).toBe(1);
+    cluster.api.faults.set("/api/v1/namespaces/emojivoto/pods/unbound", { kind: "status", code: 500 });
+    const failing = await ask("/v1/pods/emojivoto/unbound");
     expect(failing.status).toBe(503);
     expect((await ask("/v1/pods/Emojivoto/web-1")).status).toBe(400);
+    const s = await status();
+    expect(s.cache).toMatchObject({ pods: { synced: true, objects: 1, lists: 1 }, namespaces: { synced: true }, lookups: { cache: 1, api: 1, failed: 3 } });
+    const { samples } = checkExposition(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
+    expect(samples.get("meshcni_agent_cached_pods")).toBe(1);
+    expect(samples.get('meshcni_agent_cache_synced{resource="pods"}')).toBe(1);
+    expect(samples.get('meshcni_agent_cache_synced{resource="namespaces"}')).toBe(1);
+    expect(samples.get('meshcni_agent_cache_lists_total{resource="pods"}')).toBe(1);
+    expect(samples.get('meshcni_agent_lookups_total{answer="cache"}')).toBe(1);
+    expect(samples.get('meshcni_agent_lookups_total{answer="api"}')).toBe(1);
+    cluster.api.deletePod("emojivoto", "web-1");
+    cluster.api.deletePod("emojivoto", "unbound");
   }, 30_000);
 });
 
@@ -321,7 +350,7 @@ describe("/metrics and /status", () => {
       chain: { path: join(dirs.net, "10-calico.conflist"), file: "10-calico.conflist", current: true },
       binary: { path: join(dirs.bin, "meshcni"), current: true },
       kubeconfig: { path: join(dirs.net, KUBECONFIG), current: true },
-      cache: { running: false },
+      cache: { pods: { synced: true }, namespaces: { synced: true } },
       pods: { handled: 2, meshed: 1, skipped: 1, unreadableRecords: ["ffff6666.json"] },
       plugin: { reports: 5, apiFallbacks: 1, badRequests: 1 },
       agent: { socket: dirs.socket, stateDir: dirs.state },

@@ -19,6 +19,8 @@ export interface CaseInput {
   labels?: Patch;
   annotations?: Patch;
   proxyEnv?: Patch;
+  /** Env entries appended to istio-proxy's env as they are, duplicates included. */
+  proxyEnvList?: { name: string; value: string }[];
   proxySecurityContext?: Patch;
 }
 
@@ -49,6 +51,7 @@ export function buildCasePod(input: Omit<CaseInput, "podAddresses"> & { name?: s
       if (value !== null) proxy.env.push({ name, value: String(value) });
     }
   }
+  if (proxy && input.proxyEnvList) proxy.env = [...(proxy.env ?? []), ...input.proxyEnvList];
   if (proxy && input.proxySecurityContext) proxy.securityContext = patch(proxy.securityContext ?? {}, input.proxySecurityContext);
   return pod;
 }

@@ -29,6 +29,7 @@ describe("istio-cni era-B config with type meshcni", () => {
     api.addPod(buildCasePod({ pod: "sidecar.json" }));
     api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-bad", annotations: { "traffic.sidecar.istio.io/excludeOutboundPorts": "5432,$(reboot)" } }));
     api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-tproxy", annotations: { "sidecar.istio.io/interceptionMode": "TPROXY" } }));
+    api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-dual", proxyEnv: { ISTIO_DUAL_STACK: "true" } }));
   });
 
   afterAll(async () => {
@@ -76,7 +77,7 @@ describe("istio-cni era-B config with type meshcni", () => {
     expect(r.payload).toBeUndefined();
   });
 
-  test("an IPv6 address in prevResult turns on the ip6tables payload", async () => {
+  const dualStackInput = (): string => {
     const conf = JSON.parse(stdin);
     conf.cniVersion = "1.0.0";
     conf.prevResult = {
@@ -87,10 +88,17 @@ describe("istio-cni era-B config with type meshcni", () => {
         { interface: 2, address: "fd00:10:244:1::c/64", gateway: "fd00:10:244:1::1" },
       ],
     };
-    const r = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-v1-7f9c6d8b5-k4m2p")), JSON.stringify(conf), { dryRun: true });
+    return JSON.stringify(conf);
+  };
+
+  test("a dual-stack prevResult turns on the ip6tables payload only when istio-proxy has ISTIO_DUAL_STACK=true", async () => {
+    const r = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-dual")), dualStackInput(), { dryRun: true });
     expect(r.code).toBe(0);
     expect(r.payload).toContain("# ip6tables-restore --noflush (IPv6)");
     expect(r.payload).toContain("-A ISTIO_OUTPUT -s ::6/128 -o lo -j RETURN");
     expect(r.payload).toContain("# ip -6 addr replace ::6/128 dev lo");
+    const plain = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-v1-7f9c6d8b5-k4m2p")), dualStackInput(), { dryRun: true });
+    expect(plain.code).toBe(0);
+    expect(plain.payload).toBe(goldenPayload("default"));
   });
 });

@@ -45,6 +45,8 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       const specs: Record<string, Record<string, string>> = {
         redirect: {},
         inbound: { "traffic.sidecar.istio.io/excludeInboundPorts": "9090" },
+        // Every port excluded but a list included: Istio captures the listed ports.
+        listed: { "traffic.sidecar.istio.io/excludeInboundPorts": "*", "traffic.sidecar.istio.io/includeInboundPorts": "9080" },
         tproxy: { "sidecar.istio.io/interceptionMode": "TPROXY" },
         // Application init containers run before the proxy listens (seed 004).
         "init-ports": { "traffic.sidecar.istio.io/excludeOutboundPorts": String(OUT_EXCLUDED) },
@@ -53,7 +55,7 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       for (const [key, annotations] of Object.entries(specs)) {
         pods[key] = await lab.addPod(istioPod(`reviews-${key}-${id}`, annotations), entry);
       }
-      for (const key of ["redirect", "inbound"]) {
+      for (const key of ["redirect", "inbound", "listed"]) {
         listeners.push(await listen(pods[key]!.netns, { 15006: "proxy-inbound", 15001: "proxy-outbound", 9080: "app", 9090: "app", 15021: "health" }));
       }
       listeners.push(await listen(pods.tproxy!.netns, { 15001: "proxy-outbound", 9080: "app", 15021: "health" }));
@@ -113,6 +115,10 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         expect(probe(undefined, pods.redirect!.ip, 15021)).toBe("health port=15021");
         expect(probe(undefined, pods.inbound!.ip, 9090)).toBe("app port=9090");
         expect(probe(undefined, pods.inbound!.ip, 9080)).toBe("proxy-inbound port=15006");
+      });
+      test("excludeInboundPorts \"*\" with includeInboundPorts 9080: 9080 is captured, 9090 is not", () => {
+        expect(probe(undefined, pods.listed!.ip, 9080)).toBe("proxy-inbound port=15006");
+        expect(probe(undefined, pods.listed!.ip, 9090)).toBe("app port=9090");
       });
       test("TCP from the pod to an outside address arrives at the outbound listener 15001", () => {
         expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");

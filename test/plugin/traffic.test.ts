@@ -20,6 +20,7 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
     let meshed: Pod;
     let skipping: Pod;
     let hiddenDir: string | undefined;
+    let runAs: Pod;
     const listeners: Listener[] = [];
 
     beforeAll(async () => {
@@ -38,7 +39,11 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         "config.linkerd.io/skip-inbound-ports": "8081",
         "config.linkerd.io/skip-subnets": `${meshed.gateway}/32,${meshed.gateway6}/128`,
       }), entry);
-      for (const pod of [meshed, skipping]) {
+      // The proxy runs as 2103 (linkerd-proxy's securityContext) while the config says 2102.
+      const other = withAnnotations(base, `web-${backend}-3`, {});
+      other.spec.containers.find((c: any) => c.name === "linkerd-proxy").securityContext.runAsUser = 2103;
+      runAs = await lab.addPod(other, entry);
+      for (const pod of [meshed, skipping, runAs]) {
         listeners.push(await listen(pod.netns, { 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app", 8081: "app", 4191: "admin" }));
       }
       // "Outside the pod": listeners in the host namespace, reached through the bridge gateway.
@@ -98,6 +103,11 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       // and any other user is redirected
       expect(probe(meshed.netns, meshed.gateway, 19999, { uid: 1000 })).toBe("proxy-outbound port=4140");
       expect(probe(meshed.netns, meshed.gateway6!, 19999, { uid: 1000 })).toBe("proxy-outbound port=4140");
+    });
+
+    test("the UID exempted is the one linkerd-proxy runs as (runAsUser 2103), not the config's 2102", () => {
+      expect(probe(runAs.netns, runAs.gateway, 19999, { uid: 2103 })).toBe("outside port=19999");
+      expect(probe(runAs.netns, runAs.gateway, 19999, { uid: 2102 })).toBe("proxy-outbound port=4140");
     });
 
     test("loopback traffic inside the pod is not redirected", () => {

@@ -2,6 +2,16 @@
 // kube-apiserver does (JSON objects, Status bodies for errors), checks a bearer token or a client
 // certificate, and can be told to misbehave: any status, slow answers, dropped connections,
 // truncated bodies. Used by the plugin tests, the CLI's `check` tests and `npm run demo`.
+//
+// It also lists and watches pods and namespaces with Kubernetes' semantics, for the agent's watch
+// cache: every change made through addPod/updatePod/deletePod/addNamespace/deleteNamespace gets the
+// next resourceVersion (a cluster-wide counter, in metadata.resourceVersion and in the lists'
+// metadata); `GET /api/v1/pods?fieldSelector=spec.nodeName=NODE` and `GET /api/v1/namespaces` list;
+// `?watch=1&resourceVersion=RV` streams the changes after RV as chunked JSON lines
+// ({"type":"ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK","object":...}), a pod that starts or stops
+// matching the field selector arriving as ADDED or DELETED, as kube-apiserver does. A watch from a
+// resourceVersion older than the last compaction gets one ERROR event with a 410 Status (or a 410
+// answer with `expiredAsStatus`). Helpers: bookmarks, compaction, dropping every watch, an outage.
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
@@ -18,6 +28,8 @@ export type Fault =
 export interface ApiRequest {
   method: string;
   path: string;
+  /** The query string without `?` ("" when none). */
+  query: string;
   authorization?: string;
   clientCertCN?: string;
 }
@@ -31,7 +43,9 @@ export interface ApiServerOptions {
   host?: string;
 }
 
-export type Handler = (req: ApiRequest, body: string) => { status: number; body: unknown } | undefined;
+/** A route's answer; `text` is sent as it is (text/plain) instead of `body` as JSON. */
+export type HandlerAnswer = { status: number; body: unknown; text?: string };
+export type Handler = (req: ApiRequest, body: string) => HandlerAnswer | undefined | Promise<HandlerAnswer | undefined>;
 
 export interface ApiServer {
   url: string;
@@ -47,6 +61,36 @@ export interface ApiServer {
   addNamespace(ns: { metadata: { name: string; annotations?: Record<string, string> } }): void;
   /** Extra routes (e.g. POST of SelfSubjectAccessReview); return undefined to fall through. */
   handlers: Handler[];
+  /** Replaces a pod (MODIFIED to watchers; ADDED when it was not there). */
+  updatePod(pod: { metadata: { name: string; namespace?: string } }): void;
+  deletePod(namespace: string, name: string): void;
+  deleteNamespace(name: string): void;
+  /** The current resourceVersion (the last change's). */
+  resourceVersion(): number;
+  /**
+   * Requests so far: all of them, or those for `path` (without query), optionally only one kind:
+   * "get" (not a list or a watch), "list" or "watch".
+   */
+  count(path?: string, kind?: "get" | "list" | "watch"): number;
+  /** Sends a BOOKMARK with the current resourceVersion to every watch that allowed bookmarks. */
+  bookmark(): void;
+  /**
+   * Forgets the change history up to now: a watch or list from an older resourceVersion gets 410.
+   * With `expireWatches`, open watches get the 410 ERROR event and are closed (a watch that fell
+   * too far behind).
+   */
+  compact(opts?: { expireWatches?: boolean }): void;
+  /** Closes every open watch connection abruptly (no final chunk), as a restarting API server does. */
+  dropWatches(): void;
+  /** Open watch connections. */
+  watches(): number;
+  /**
+   * An outage: "refuse" closes every connection as it arrives, "500" answers 500 to everything;
+   * both drop open watches. undefined ends it.
+   */
+  setOutage(kind: "refuse" | "500" | undefined): void;
+  /** Answer a watch from an expired resourceVersion with a 410 status instead of an ERROR event. */
+  expiredAsStatus: boolean;
   /** A kubeconfig (YAML text) for this server. */
   kubeconfig(opts?: { token?: string; clientCert?: boolean; caFile?: string }): string;
   close(): Promise<void>;
@@ -70,8 +114,145 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const handlers: Handler[] = [];
   let globalFault: Fault | undefined;
 
+  // ---- list and watch ----
+  let rv = 0;
+  let compactedAt = 0;
+  let outage: "refuse" | "500" | undefined;
+  interface Change { rv: number; kind: "pods" | "namespaces"; type: "ADDED" | "MODIFIED" | "DELETED"; object: unknown; before: unknown }
+  const history: Change[] = [];
+  interface Watch { kind: "pods" | "namespaces"; node?: string; bookmarks: boolean; res: http.ServerResponse; socket: import("node:net").Socket }
+  const open = new Set<Watch>();
+  const podKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+\/pods\/[^/]+$/.test(p);
+  const nsKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+$/.test(p);
+  const nodeOf = (o: unknown) => (o as { spec?: { nodeName?: string } } | undefined)?.spec?.nodeName;
+  const matches = (w: { kind: string; node?: string }, kind: string, o: unknown) => o !== undefined && w.kind === kind && (w.node === undefined || nodeOf(o) === w.node);
+  // GETs answer the stored objects as they were added (unchanged for the tests that compare
+  // them); lists and watch events carry each object's resourceVersion.
+  const versions = new Map<string, number>();
+  const withRv = (o: unknown, v: number) => {
+    const obj = o as { metadata?: Record<string, unknown> };
+    return { ...obj, metadata: { ...obj.metadata, resourceVersion: String(v) } };
+  };
+  /** What a watcher sees of a change: ADDED when the object starts matching, DELETED when it stops. */
+  const eventFor = (w: Watch, c: Change): { type: string; object: unknown } | undefined => {
+    const now = c.type === "DELETED" ? undefined : c.object;
+    const was = c.before;
+    const m1 = matches(w, c.kind, now);
+    const m0 = matches(w, c.kind, was);
+    if (c.type === "DELETED") return m0 ? { type: "DELETED", object: c.object } : undefined;
+    if (m1 && m0) return { type: "MODIFIED", object: now };
+    if (m1) return { type: "ADDED", object: now };
+    if (m0) return { type: "DELETED", object: withRv(was, c.rv) };
+    return undefined;
+  };
+  const writeEvent = (w: Watch, e: unknown) => {
+    if (!w.res.writableEnded) w.res.write(`${JSON.stringify(e)}\n`);
+  };
+  const record = (kind: Change["kind"], path: string, next: unknown | undefined) => {
+    const stored = objects.get(path);
+    const before = stored === undefined ? undefined : withRv(stored, versions.get(path) ?? 0);
+    rv++;
+    let object: unknown;
+    let type: Change["type"];
+    if (next === undefined) {
+      if (before === undefined) return;
+      objects.delete(path);
+      versions.delete(path);
+      object = withRv(before, rv);
+      type = "DELETED";
+    } else {
+      object = withRv(next, rv);
+      objects.set(path, next);
+      versions.set(path, rv);
+      type = before === undefined ? "ADDED" : "MODIFIED";
+    }
+    const c: Change = { rv, kind, type, object, before };
+    history.push(c);
+    for (const w of open) {
+      const e = eventFor(w, c);
+      if (e) writeEvent(w, e);
+    }
+  };
+  const listed = (kind: "pods" | "namespaces", node: string | undefined) => {
+    const items: unknown[] = [];
+    for (const [p, o] of objects) {
+      if (kind === "pods" ? podKey(p) && (node === undefined || nodeOf(o) === node) : nsKey(p)) items.push(withRv(o, versions.get(p) ?? 0));
+    }
+    return items;
+  };
+  const gone = (from: number) => status(410, "Expired", `too old resource version: ${from} (${compactedAt})`);
+  const closeWatch = (w: Watch, abrupt: boolean) => {
+    open.delete(w);
+    if (abrupt) w.socket.destroy();
+    else if (!w.res.writableEnded) w.res.end();
+  };
+  const counts = new Map<string, number>();
+  const countKey = (path: string, kind: string) => `${kind} ${path}`;
+
+  /** LIST or WATCH of pods or namespaces; false when the request is neither. */
+  const listOrWatch = (req: http.IncomingMessage, res: http.ServerResponse, path: string, q: URLSearchParams, send: (code: number, obj: unknown) => void): boolean => {
+    const kind = path === "/api/v1/pods" ? "pods" : path === "/api/v1/namespaces" ? "namespaces" : undefined;
+    if (!kind || req.method !== "GET") return false;
+    const selector = q.get("fieldSelector") ?? "";
+    const node = /^spec\.nodeName=(.+)$/.exec(selector)?.[1];
+    if (selector && !node) {
+      send(400, status(400, "BadRequest", `field selector ${JSON.stringify(selector)} is not supported by the stand-in`));
+      return true;
+    }
+    const watching = q.get("watch") === "1" || q.get("watch") === "true";
+    if (!watching) {
+      const items = listed(kind, node);
+      send(200, { kind: kind === "pods" ? "PodList" : "NamespaceList", apiVersion: "v1", metadata: { resourceVersion: String(rv) }, items });
+      return true;
+    }
+    const fromText = q.get("resourceVersion");
+    const from = fromText === null || fromText === "" || fromText === "0" ? undefined : Number(fromText);
+    if (from !== undefined && (!Number.isInteger(from) || from < 0)) {
+      send(400, status(400, "BadRequest", `invalid resourceVersion ${fromText}`));
+      return true;
+    }
+    if (from !== undefined && from < compactedAt && api.expiredAsStatus) {
+      send(410, gone(from));
+      return true;
+    }
+    res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
+    res.flushHeaders();
+    const w: Watch = { kind, bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1", res, socket: req.socket, ...(node ? { node } : {}) };
+    if (from !== undefined && from < compactedAt) {
+      writeEvent(w, { type: "ERROR", object: gone(from) });
+      res.end();
+      return true;
+    }
+    if (from === undefined) {
+      // No resourceVersion: the current state as ADDED events, then the changes.
+      for (const o of listed(kind, node)) writeEvent(w, { type: "ADDED", object: o });
+    } else {
+      for (const c of history) {
+        if (c.rv <= from) continue;
+        const e = eventFor(w, c);
+        if (e) writeEvent(w, e);
+      }
+    }
+    open.add(w);
+    const seconds = Number(q.get("timeoutSeconds") ?? 0);
+    const timer = seconds > 0 ? setTimeout(() => closeWatch(w, false), seconds * 1000) : undefined;
+    res.on("close", () => {
+      open.delete(w);
+      if (timer) clearTimeout(timer);
+    });
+    return true;
+  };
+
   const listener = async (req: http.IncomingMessage, res: http.ServerResponse) => {
-    const path = (req.url ?? "/").split("?")[0]!;
+    const [path = "/", query = ""] = (req.url ?? "/").split(/\?(.*)/s);
+    const q = new URLSearchParams(query);
+    const isCollection = path === "/api/v1/pods" || path === "/api/v1/namespaces";
+    const kindOfRequest = !isCollection ? "get" : q.get("watch") === "1" || q.get("watch") === "true" ? "watch" : "list";
+    counts.set(countKey(path, kindOfRequest), (counts.get(countKey(path, kindOfRequest)) ?? 0) + 1);
+    if (outage === "refuse") {
+      req.socket.destroy();
+      return;
+    }
     let body = "";
     for await (const chunk of req) body += chunk;
     const sock = req.socket as TLSSocket;
@@ -82,7 +263,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       const subject = typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined;
       cn = (Array.isArray(subject) ? subject[0] : subject) ?? "verified-client-certificate";
     }
-    const entry: ApiRequest = { method: req.method ?? "GET", path };
+    const entry: ApiRequest = { method: req.method ?? "GET", path, query };
     if (req.headers.authorization) entry.authorization = req.headers.authorization;
     if (cn) entry.clientCertCN = cn;
     requests.push(entry);
@@ -91,7 +272,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
       res.end(text);
     };
-    const fault = faults.get(path) ?? globalFault;
+    const fault = outage === "500" ? { kind: "status" as const, code: 500 } : faults.get(path) ?? globalFault;
     if (fault?.kind === "drop") {
       req.socket.destroy();
       return;
@@ -107,9 +288,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       return;
     }
     for (const h of handlers) {
-      const out = h(entry, body);
+      const out = await h(entry, body);
+      if (out?.text !== undefined) {
+        res.writeHead(out.status, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(out.text) });
+        res.end(out.text);
+        return;
+      }
       if (out) return send(out.status, out.body);
     }
+    if (listOrWatch(req, res, path, q, send)) return;
     const obj = req.method === "GET" ? objects.get(path) : undefined;
     if (obj === undefined) {
       const name = path.split("/").pop() ?? "";
@@ -155,11 +342,50 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     handlers,
     setGlobalFault: (f) => { globalFault = f; },
     addPod(pod) {
-      objects.set(`/api/v1/namespaces/${pod.metadata.namespace ?? "default"}/pods/${pod.metadata.name}`, pod);
+      record("pods", `/api/v1/namespaces/${pod.metadata.namespace ?? "default"}/pods/${pod.metadata.name}`, pod);
+    },
+    updatePod(pod) {
+      record("pods", `/api/v1/namespaces/${pod.metadata.namespace ?? "default"}/pods/${pod.metadata.name}`, pod);
+    },
+    deletePod(namespace, name) {
+      record("pods", `/api/v1/namespaces/${namespace}/pods/${name}`, undefined);
     },
     addNamespace(ns) {
-      objects.set(`/api/v1/namespaces/${ns.metadata.name}`, ns);
+      record("namespaces", `/api/v1/namespaces/${ns.metadata.name}`, ns);
     },
+    deleteNamespace(name) {
+      record("namespaces", `/api/v1/namespaces/${name}`, undefined);
+    },
+    resourceVersion: () => rv,
+    count(path, kind) {
+      if (path === undefined) return [...counts.values()].reduce((a, b) => a + b, 0);
+      const kinds = kind ? [kind] : ["get", "list", "watch"];
+      return kinds.reduce((n, k) => n + (counts.get(countKey(path, k)) ?? 0), 0);
+    },
+    bookmark() {
+      for (const w of open) {
+        if (w.bookmarks) writeEvent(w, { type: "BOOKMARK", object: { kind: w.kind === "pods" ? "Pod" : "Namespace", apiVersion: "v1", metadata: { resourceVersion: String(rv) } } });
+      }
+    },
+    compact(o = {}) {
+      compactedAt = rv;
+      history.length = 0;
+      if (o.expireWatches) {
+        for (const w of [...open]) {
+          writeEvent(w, { type: "ERROR", object: gone(0) });
+          closeWatch(w, false);
+        }
+      }
+    },
+    dropWatches() {
+      for (const w of [...open]) closeWatch(w, true);
+    },
+    watches: () => open.size,
+    setOutage(kind) {
+      outage = kind;
+      if (kind) for (const w of [...open]) closeWatch(w, true);
+    },
+    expiredAsStatus: false,
     kubeconfig(k = {}) {
       const token = k.token ?? opts.token;
       const caLine = !tls ? "" : k.caFile
@@ -199,4 +425,48 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   };
   if (opts.token !== undefined) api.token = opts.token;
   return api;
+}
+
+// ---- the pod proxy ----------------------------------------------------------------------------
+// GET /api/v1/namespaces/NS/pods/NAME:PORT/proxy/PATH, as kube-apiserver forwards it to the pod:
+// the pod's own answer passed through, a Status 503 "error trying to reach service" when the
+// pod does not answer, a Status 404 for a pod the route table does not know.
+
+export type PodProxyTarget =
+  /** A canned answer for every path of this pod (JSON body, or `text` as it is). */
+  | { status?: number; body?: unknown; text?: string }
+  /** Forwards to a real server (e.g. an agent's health port): "http://127.0.0.1:PORT". */
+  | { forward: string }
+  /** The dial fails, as for a pod whose process is down. */
+  | { unreachable: string };
+
+const PROXY_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/pods\/([^/:]+)(?::(\d+))?\/proxy(\/.*)?$/;
+
+/** A Handler answering the pod proxy paths of the pods in `routes` (keyed "NS/NAME"). */
+export function podProxyHandler(routes: Map<string, PodProxyTarget>): Handler {
+  return async (req) => {
+    const m = PROXY_PATH.exec(req.path);
+    if (!m || req.method !== "GET") return undefined;
+    const [, ns, name, port, rest] = m;
+    const target = routes.get(`${ns}/${name}`);
+    if (!target) return { status: 404, body: status(404, "NotFound", `pods "${name}" not found`) };
+    if ("unreachable" in target) {
+      return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: dial tcp 10.244.0.10:${port ?? "80"}: ${target.unreachable}`) };
+    }
+    if ("forward" in target) {
+      try {
+        const res = await fetch(`${target.forward}${rest ?? "/"}`, { signal: AbortSignal.timeout(5000) });
+        const text = await res.text();
+        try {
+          return { status: res.status, body: JSON.parse(text) };
+        } catch {
+          return { status: res.status, body: null, text };
+        }
+      } catch (e) {
+        return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: ${(e as Error).message}`) };
+      }
+    }
+    if (target.text !== undefined) return { status: target.status ?? 200, body: null, text: target.text };
+    return { status: target.status ?? 200, body: target.body ?? {} };
+  };
 }

@@ -8,7 +8,12 @@ export interface Binaries {
   backend: Backend;
   restore: Record<Family, string>;
   save: Record<Family, string>;
+  /** Set when the configured mode's binaries were missing and these were taken instead. */
+  fallback?: { from: Backend; missing: string };
 }
+
+/** linkerd-cni's order when the configured mode's binaries are missing on the node. */
+const FALLBACK_ORDER: Backend[] = ["nft", "plain", "legacy"];
 
 export function binariesFor(backend: Backend): Binaries {
   const suffix = backend === "plain" ? "" : `-${backend}`;
@@ -19,15 +24,23 @@ export function binariesFor(backend: Backend): Binaries {
   };
 }
 
+function firstMissing(b: Binaries, families: readonly Family[], has: (bin: string) => boolean): string | undefined {
+  for (const f of families) {
+    for (const bin of [b.restore[f], b.save[f]]) if (!has(bin)) return bin;
+  }
+  return undefined;
+}
+
 function complete(b: Binaries, families: readonly Family[], has: (bin: string) => boolean): boolean {
-  return families.every((f) => has(b.restore[f]) && has(b.save[f]));
+  return firstMissing(b, families, has) === undefined;
 }
 
 /**
  * The binaries for `mode`. `auto` takes the backend the host's `iptables` already uses (so the
  * pod's rules sit where the host's tools show them), else the first complete set of nft,
- * legacy, plain. An explicit mode is used as it is. Returns the missing binary's name when the
- * chosen set is incomplete.
+ * legacy, plain. An explicit mode is used when the node has its binaries; else, as linkerd-cni
+ * does, the first complete set of nft, plain, legacy, marked with `fallback` so the caller can
+ * warn. Returns the missing binary's name when no set is complete.
  */
 export function chooseBinaries(
   mode: "auto" | Backend,
@@ -37,10 +50,13 @@ export function chooseBinaries(
 ): Binaries | { missing: string } {
   if (mode !== "auto") {
     const b = binariesFor(mode);
-    for (const f of families) {
-      for (const bin of [b.restore[f], b.save[f]]) if (!has(bin)) return { missing: bin };
+    const missing = firstMissing(b, families, has);
+    if (missing === undefined) return b;
+    for (const other of FALLBACK_ORDER) {
+      const o = binariesFor(other);
+      if (other !== mode && complete(o, families, has)) return { ...o, fallback: { from: mode, missing } };
     }
-    return b;
+    return { missing };
   }
   const order: Backend[] = [...(hostBackend ? [hostBackend] : []), "nft", "legacy", "plain"];
   for (const backend of order) {

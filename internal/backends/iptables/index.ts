@@ -19,7 +19,10 @@ export const iptablesBackend: Backend = {
       bins[`restore${f}`] = chosen.restore[f];
       bins[`save${f}`] = chosen.save[f];
     }
-    return { label: chosen.backend, bins, lockAtNetns: chosen.backend !== "nft" };
+    const warning = chosen.fallback
+      ? `iptables-mode ${chosen.fallback.from}: ${chosen.fallback.missing} not found on the host; using the ${chosen.backend} binaries instead (set iptables-mode to the backend the node has)`
+      : undefined;
+    return { label: chosen.backend, bins, lockAtNetns: chosen.backend !== "nft", ...(warning ? { warning } : {}) };
   },
   render(plan) {
     const parts: string[] = [];

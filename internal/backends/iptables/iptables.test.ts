@@ -62,8 +62,21 @@ describe("iptables binaries", () => {
     expect((chooseBinaries("auto", [4], (b) => !b.includes("-nft") && !b.includes("-legacy"), undefined) as { backend: string }).backend).toBe("plain");
     expect(chooseBinaries("auto", [4, 6], (b) => b.startsWith("iptables"), undefined)).toHaveProperty("missing");
   });
-  test("an explicit mode names the binary it lacks", () => {
-    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toEqual({ missing: "iptables-legacy-save" });
+  test("an explicit mode whose binaries the node lacks falls back to nft, plain, legacy, saying from what", () => {
+    // Bottlerocket: no iptables-nft, plain iptables is legacy.
+    const bottlerocket = (b: string) => !b.includes("-nft");
+    expect(chooseBinaries("nft", [4], bottlerocket, undefined)).toEqual({
+      backend: "plain", restore: { 4: "iptables-restore", 6: "ip6tables-restore" }, save: { 4: "iptables-save", 6: "ip6tables-save" },
+      fallback: { from: "nft", missing: "iptables-nft-restore" },
+    });
+    const onlyLegacy = (b: string) => b.includes("-legacy");
+    expect(chooseBinaries("plain", [4, 6], onlyLegacy, undefined)).toMatchObject({ backend: "legacy", fallback: { from: "plain", missing: "iptables-restore" } });
+    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toMatchObject({ backend: "nft", fallback: { from: "legacy", missing: "iptables-legacy-save" } });
+    // A mode the node has is used as it is, with no fallback.
+    expect(chooseBinaries("legacy", [4], all, "nft")).not.toHaveProperty("fallback");
+  });
+  test("an explicit mode names the binary it lacks when no backend is complete", () => {
+    expect(chooseBinaries("legacy", [4], (b) => !b.endsWith("-save"), "nft")).toEqual({ missing: "iptables-legacy-save" });
     expect(chooseBinaries("nft", [4, 6], (b) => !b.startsWith("ip6"), "nft")).toEqual({ missing: "ip6tables-nft-restore" });
   });
 });

@@ -1,6 +1,8 @@
 // HTTP to a Kubernetes API server with a kubeconfig's credentials (CA, client certificate,
-// bearer token or basic auth), over fetch.
+// bearer token or basic auth), through the Kubernetes client the agent uses too
+// (internal/io/kube-client.ts).
 import { readFile } from "node:fs/promises";
+import { kubeClient } from "../../io/kube-client.ts";
 import type { ApiClient, HttpAnswer } from "../context.ts";
 import type { Material, ResolvedKubeconfig } from "../kubeconfig.ts";
 
@@ -19,28 +21,19 @@ export async function openApiClient(target: ResolvedKubeconfig, timeoutMs: numbe
   const cert = await readMaterial(target.clientCert, "client-certificate");
   const key = await readMaterial(target.clientKey, "client-key");
   const token = (await readMaterial(target.token, "tokenFile"))?.trim();
-  const headers: Record<string, string> = { Accept: "application/json", "User-Agent": "meshcnictl" };
+  const headers: Record<string, string> = {};
   if (token) headers.Authorization = `Bearer ${token}`;
   else if (target.basic) headers.Authorization = `Basic ${Buffer.from(`${target.basic.username}:${target.basic.password}`).toString("base64")}`;
   const tls: Record<string, unknown> = { rejectUnauthorized: !target.insecure };
   if (ca !== undefined) tls.ca = ca;
   if (cert !== undefined) tls.cert = cert;
   if (key !== undefined) tls.key = key;
+  const client = kubeClient(target.server, () => ({ headers, tls }), "meshcnictl");
 
   async function send(method: string, path: string, body?: unknown): Promise<HttpAnswer> {
-    const init: Record<string, unknown> = { method, headers: { ...headers }, tls, redirect: "error", signal: AbortSignal.timeout(timeoutMs) };
-    if (body !== undefined) {
-      init.body = JSON.stringify(body);
-      (init.headers as Record<string, string>)["Content-Type"] = "application/json";
-    }
-    try {
-      const res = await fetch(`${target.server}${path}`, init as RequestInit);
-      return { status: res.status, body: await res.text() };
-    } catch (e) {
-      const err = e as Error;
-      if (err.name === "TimeoutError" || err.name === "AbortError") throw new Error(`no answer within ${timeoutMs / 1000} s`);
-      throw new Error(err.message);
-    }
+    const a = await client.request(method, path, timeoutMs, body !== undefined ? { body } : {});
+    if (a.kind === "unreachable") throw new Error(a.timedOut ? `no answer within ${timeoutMs / 1000} s` : a.reason);
+    return { status: a.status, body: a.body };
   }
   return { server: target.server, get: (path) => send("GET", path), post: (path, body) => send("POST", path, body) };
 }

@@ -171,8 +171,10 @@ interface PrevChoice {
   present: boolean;
   /** Code 1 or 7 when converting it fails; "schema" when the config schema rejects it. */
   fault?: 1 | 7 | "schema";
-  /** The pod has a global IPv6 address (Istio then programs ip6tables too). */
+  /** The pod has a global IPv6 address (Istio then programs ip6tables too with ISTIO_DUAL_STACK). */
   v6: boolean;
+  /** The pod's global addresses are all IPv6 (Istio then programs ip6tables too without it). */
+  v6only?: boolean;
 }
 
 function genPrev(b: Builder): PrevChoice {
@@ -187,7 +189,7 @@ function genPrev(b: Builder): PrevChoice {
     const addrs = rng.pick([
       { ips: [v4], v6: false },
       { ips: [v4, { address: "fd00:10:244::c/64", gateway: "fd00:10:244::1", interface: 2 }], v6: true },
-      { ips: [{ address: "2001:db8::5", interface: 2 }], v6: true },
+      { ips: [{ address: "2001:db8::5", interface: 2 }], v6: true, v6only: true },
       { ips: [v4, { address: "fe80::1/64", interface: 2 }], v6: false },
       { ips: [{ address: "::1/128" }], v6: false },
       { ips: undefined, v6: false },
@@ -199,7 +201,7 @@ function genPrev(b: Builder): PrevChoice {
       doc.ips = addrs.ips.map((ip) => (legacy && rng.chance(0.8) ? { version: ip.address.includes(":") ? "6" : "4", ...ip } : { ...ip }));
     }
     if (rng.chance(0.1)) doc["x-extra"] = { nested: [1, { a: "b" }] };
-    return { value: doc, present: true, v6: addrs.v6 };
+    return { value: doc, present: true, v6: addrs.v6, v6only: addrs.v6only === true };
   }
   b.tag("prev-bad");
   const bad: PrevChoice[] = [
@@ -684,6 +686,19 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
 
 const ISTIO_STATUS = JSON.stringify({ initContainers: ["istio-validation"], containers: ["istio-proxy"], volumes: ["istio-envoy"], imagePullSecrets: null, revision: "default" });
 
+/**
+ * istio-cni's list rules on top of the items' own validity: split on ",", an empty item fails
+ * (a doubled or trailing comma, a blank between commas), a CIDR with spaces around it fails;
+ * ports are trimmed, so are interface names.
+ */
+function istioStrict(kind: "ports" | "cidrs" | "ifaces", text: string, validity: Validity): Validity {
+  if (text === "" || (kind === "ports" && text.trim() === "")) return validity;
+  const items = (kind === "ports" ? text.trim() : text).split(",");
+  if (items.some((i) => i.trim() === "")) return "invalid";
+  if (kind === "cidrs" && items.some((i) => i !== i.trim())) return "invalid";
+  return validity;
+}
+
 function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const { rng } = b;
   const labels: Json = { app: "reviews", "security.istio.io/tlsMode": "istio" };
@@ -741,13 +756,14 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const ports = () => typedList(rng, listLength(rng), (clean) => portItem(rng, false, clean));
   const ifaces = () => typedList(rng, Math.min(listLength(rng), 20), (clean) => interfaceItem(rng, clean));
   /** Absent, "*" (meaning `star`), "" (an empty list) or a list. */
-  const starOrList = <T>(key: string, prob: number, star: "all" | "invalid" | "none", list: () => TypedList<T>): { star?: boolean; list?: TypedList<T> } | undefined => {
+  const starOrList = <T>(key: string, prob: number, star: "all" | "invalid" | "none", list: () => TypedList<T>, kind: "ports" | "cidrs" | "ifaces"): { star?: boolean; list?: TypedList<T> } | undefined => {
     if (!present(prob)) return undefined;
     const r = rng.next();
     if (star !== "none" && r < 0.25) {
       const padded = rng.chance(0.2);
       annotations[key] = padded ? rng.pick([" *", "* ", "\t*"]) : "*";
-      read.set(key, star === "invalid" ? "invalid" : padded ? "either" : "valid");
+      // istio-cni compares with "*" before trimming: a padded star is not a star (and not a list).
+      read.set(key, star === "invalid" || padded ? "invalid" : "valid");
       return { star: true };
     }
     if (r < 0.35) {
@@ -759,18 +775,18 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
     // A list that happens to read "*" is the star, not a list: draw again.
     while (l.text.trim() === "*") l = list();
     annotations[key] = l.text;
-    read.set(key, l.validity);
+    read.set(key, istioStrict(kind, l.text, l.validity));
     return { list: l };
   };
-  const incOut = starOrList(`${P}includeOutboundIPRanges`, 0.4, "all", cidrs);
-  const excOut = starOrList(`${P}excludeOutboundIPRanges`, 0.3, "invalid", cidrs);
-  const incIn = starOrList(`${P}includeInboundPorts`, 0.35, "all", ports);
-  const excIn = starOrList(`${P}excludeInboundPorts`, 0.35, "all", ports);
-  const incOutPorts = starOrList(`${P}includeOutboundPorts`, 0.2, "none", ports);
-  const excOutPorts = starOrList(`${P}excludeOutboundPorts`, 0.25, "none", ports);
-  const excIf = starOrList(`${P}excludeInterfaces`, 0.15, "none", ifaces);
-  const kubevirt = starOrList(`${P}kubevirtInterfaces`, 0.08, "none", ifaces);
-  const reroute = starOrList("istio.io/reroute-virtual-interfaces", 0.08, "none", ifaces);
+  const incOut = starOrList(`${P}includeOutboundIPRanges`, 0.4, "all", cidrs, "cidrs");
+  const excOut = starOrList(`${P}excludeOutboundIPRanges`, 0.3, "invalid", cidrs, "cidrs");
+  const incIn = starOrList(`${P}includeInboundPorts`, 0.35, "all", ports, "ports");
+  const excIn = starOrList(`${P}excludeInboundPorts`, 0.35, "all", ports, "ports");
+  const incOutPorts = starOrList(`${P}includeOutboundPorts`, 0.2, "none", ports, "ports");
+  const excOutPorts = starOrList(`${P}excludeOutboundPorts`, 0.25, "none", ports, "ports");
+  const excIf = starOrList(`${P}excludeInterfaces`, 0.15, "none", ifaces, "ifaces");
+  const kubevirt = starOrList(`${P}kubevirtInterfaces`, 0.08, "none", ifaces, "ifaces");
+  const reroute = starOrList("istio.io/reroute-virtual-interfaces", 0.08, "none", ifaces, "ifaces");
   if (reroute && kubevirt) {
     // istio.io/reroute-virtual-interfaces replaces the deprecated kubevirtInterfaces, which is not read.
     read.delete(`${P}kubevirtInterfaces`);
@@ -788,6 +804,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   };
   const dns = envFlag("ISTIO_META_DNS_CAPTURE");
   const dropInvalid = envFlag("INVALID_DROP");
+  const dualStack = envFlag("ISTIO_DUAL_STACK");
   let uid = conf.istio.uid;
   let gid = conf.istio.gid;
   if (rng.chance(0.15)) {
@@ -819,7 +836,8 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
     gid,
     includeOut: !incOut || incOut.star ? "*" : incOut.list!.required,
     excludeOut: excOut?.list?.required ?? [],
-    includeIn: excIn?.star ? [] : !incIn || incIn.star ? "*" : incIn.list!.required,
+    // An explicit include list is captured whatever the exclude list says; "*" minus "*" is nothing.
+    includeIn: !incIn || incIn.star ? (excIn?.star ? [] : "*") : incIn.list!.required,
     excludeIn: [...excludeInList, "15020", "15021", "15090"],
     includeOutPorts: incOutPorts?.list?.required ?? [],
     excludeOutPorts: excOutPorts ? excOutPorts.list!.required : ["15020"],
@@ -827,7 +845,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
     rerouteIfaces: reroute ? reroute.list!.required : kubevirt?.list?.required ?? [],
     dns,
     dropInvalid,
-    ipv6: conf.prev.v6,
+    ipv6: dualStack ? conf.prev.v6 : conf.prev.v6only === true,
   };
   return { body, state, needsNamespace: false, namespace: { body: undefined, state: "ok" }, validity, rules };
 }

@@ -1,0 +1,162 @@
+// `meshcnictl check --pods`: every pod the mesh profile redirects that runs without meshcni's
+// rules. The decision is the plugin's own (skipBeforeLookup, then the profile's decide) under
+// the configuration the ConfigMap carries; whether the plugin ran is what each node's agent
+// says in /status (its records, and repair's bypassing list). Pure.
+import type { PluginConf } from "../config/plugin-config.ts";
+import { parsePod, type Pod } from "../kube/objects.ts";
+import { profileFor } from "../mesh/index.ts";
+import { ISTIO_INIT } from "../mesh/istio-options.ts";
+import { LINKERD_INIT } from "../mesh/linkerd.ts";
+import { skipBeforeLookup } from "../plugin/pre-api.ts";
+import type { AgentAnswer, AgentView } from "./check-agents.ts";
+import type { CheckResult } from "./check.ts";
+
+type Json = Record<string, unknown>;
+const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The init container each mesh injects when its CNI mode is off. */
+export const MESH_INIT: Record<PluginConf["mesh"], string> = { linkerd: LINKERD_INIT, istio: ISTIO_INIT };
+
+/** The init container each mesh's injector adds in CNI mode to prove the pod's traffic is redirected. */
+export const MESH_VALIDATOR: Record<PluginConf["mesh"], string> = { linkerd: "linkerd-network-validator", istio: "istio-validation" };
+
+/** Why the mesh's validator init container failed, when its last run did. */
+export function validatorFailure(raw: Json, validator: string): string | undefined {
+  const st = isObj(raw.status) ? raw.status : {};
+  const cs = (Array.isArray(st.initContainerStatuses) ? st.initContainerStatuses.filter(isObj) : []).find((c) => c.name === validator);
+  if (!cs) return undefined;
+  for (const s of [cs.state, cs.lastState]) {
+    const t = isObj(s) && isObj(s.terminated) ? s.terminated : undefined;
+    if (t && typeof t.exitCode === "number" && t.exitCode !== 0) {
+      return `its ${validator} init container failed (exit ${t.exitCode}${typeof t.reason === "string" ? `, ${t.reason}` : ""}${typeof t.message === "string" && t.message ? `: ${t.message.trim().split("\n")[0]}` : ""})`;
+    }
+  }
+  return undefined;
+}
+
+/** Whether the pod's sandbox exists: a container started, PodReadyToStartContainers, or Running. */
+export function podStarted(raw: Json): boolean {
+  const st = isObj(raw.status) ? raw.status : {};
+  if (st.phase === "Running") return true;
+  const conditions = Array.isArray(st.conditions) ? st.conditions.filter(isObj) : [];
+  if (conditions.some((c) => c.type === "PodReadyToStartContainers" && c.status === "True")) return true;
+  const statuses = [st.initContainerStatuses, st.containerStatuses].flatMap((l) => (Array.isArray(l) ? l.filter(isObj) : []));
+  return statuses.some((cs) => isObj(cs.state) && (isObj(cs.state.running) || isObj(cs.state.terminated)));
+}
+
+export interface PodFinding {
+  namespace: string;
+  name: string;
+  uid?: string;
+  node: string;
+  reason: string;
+  /** "bypassing": traffic skips the proxy; "init": the mesh's own init container set the rules. */
+  kind: "bypassing" | "init";
+}
+
+export interface PodsJudgement {
+  results: CheckResult[];
+  findings: PodFinding[];
+  /** Pods the profile redirects whose rules are meshcni's to give (not those with the mesh's init container). */
+  considered: number;
+}
+
+const key = (ns: string, name: string) => `${ns}/${name}`;
+const sameUid = (a: string | undefined, b: string | undefined) => a === undefined || b === undefined || a === b;
+
+/** A pod without the mesh's init container, to ask the profile whether it would be redirected otherwise. */
+function withoutInit(pod: Pod, init: string): Pod {
+  return { ...pod, spec: { ...pod.spec, initContainers: (pod.spec.initContainers ?? []).filter((c) => c.name !== init), containers: pod.spec.containers.filter((c) => c.name !== init) } };
+}
+
+function judgeOnNode(view: AgentView, ns: string, name: string, uid: string | undefined): string | undefined {
+  const bypass = view.repair?.bypassing.find((b) => b.namespace === ns && b.name === name && sameUid(b.uid, uid));
+  if (bypass) return `the agent on its node lists it as bypassing: ${bypass.reason} (${bypass.action})`;
+  const records = (view.pods?.containers ?? []).filter((h) => h.namespace === ns && h.name === name && sameUid(h.uid, uid));
+  if (records.some((h) => h.decision === "meshed")) return undefined;
+  const skipped = records.find((h) => h.decision === "skipped");
+  if (skipped) return `the plugin skipped it: ${skipped.reason}`;
+  return "no record of an ADD on its node: it started before meshcni was chained, so its traffic bypasses the proxy";
+}
+
+/**
+ * Judges a list of pods. `conf` is the plugin's configuration, `answers` each agent's /status
+ * (or why there is none), `cniMode` whether the mesh's injector runs in CNI mode (undefined:
+ * not known).
+ */
+export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], answers: readonly AgentAnswer[], cniMode: boolean | undefined): PodsJudgement {
+  const profile = profileFor(conf);
+  const init = MESH_INIT[conf.mesh];
+  const byNode = new Map(answers.map((a) => [a.agent.node, a]));
+  const findings: PodFinding[] = [];
+  const unchecked = new Map<string, { why: string; pods: string[] }>();
+  let considered = 0;
+  const nodes = new Set<string>();
+  for (const raw of rawPods) {
+    if (!isObj(raw) || !profile) continue;
+    const spec = isObj(raw.spec) ? raw.spec : {};
+    const meta = isObj(raw.metadata) ? raw.metadata : {};
+    const st = isObj(raw.status) ? raw.status : {};
+    if (spec.hostNetwork === true || meta.deletionTimestamp || st.phase === "Succeeded" || st.phase === "Failed") continue;
+    const node = typeof spec.nodeName === "string" ? spec.nodeName : "";
+    if (!node || !podStarted(raw)) continue;
+    const pod = parsePod(raw);
+    if (!pod) continue;
+    const ns = pod.metadata.namespace ?? "default";
+    const name = pod.metadata.name;
+    const uid = typeof meta.uid === "string" ? meta.uid : undefined;
+    if (skipBeforeLookup(conf.kubernetes, ns, name)) continue;
+    const hasInit = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].some((c) => c.name === init);
+    const decision = profile.decide(hasInit ? withoutInit(pod, init) : pod, conf);
+    if (!decision.redirect) continue;
+    const base = { namespace: ns, name, node, ...(uid ? { uid } : {}) };
+    if (hasInit) {
+      if (cniMode === true) findings.push({ ...base, kind: "init", reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN` });
+      continue;
+    }
+    considered++;
+    const answer = byNode.get(node);
+    const why = !answer ? `no meshcni-node pod runs on node ${node}` : "unreachable" in answer ? `the agent on node ${node} does not answer (${answer.unreachable})` : undefined;
+    if (why || !answer || "unreachable" in answer) {
+      const u = unchecked.get(node) ?? { why: why ?? "", pods: [] };
+      u.pods.push(key(ns, name));
+      unchecked.set(node, u);
+      continue;
+    }
+    nodes.add(node);
+    const reason = judgeOnNode(answer.view, ns, name, uid) ?? validatorFailure(raw, MESH_VALIDATOR[conf.mesh]);
+    if (reason) findings.push({ ...base, kind: "bypassing", reason });
+  }
+
+  const category = "pods";
+  const results: CheckResult[] = [];
+  for (const f of findings) {
+    const pod = { namespace: f.namespace, name: f.name, node: f.node, ...(f.uid ? { uid: f.uid } : {}) };
+    if (f.kind === "bypassing") {
+      results.push({
+        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} runs with meshcni's rules`, ok: false, node: f.node, pod, detail: f.reason,
+        hint: `delete it (kubectl -n ${f.namespace} delete pod ${f.name}): its controller recreates it, and the plugin gives the new pod its rules`,
+      });
+    } else {
+      results.push({
+        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} is redirected by meshcni, not by ${init}`, ok: false, warning: true, node: f.node, pod, detail: f.reason,
+        hint: `restart its workload (kubectl -n ${f.namespace} rollout restart ...): the injector leaves ${init} out now`,
+      });
+    }
+  }
+  for (const [node, u] of [...unchecked].sort(([a], [b]) => a.localeCompare(b))) {
+    results.push({
+      category, name: `pods on node ${node} checked`, ok: false, warning: true, node,
+      detail: `${u.why}; not checked: ${u.pods.join(", ")}`,
+      hint: "see the node's checks (meshcnictl check)",
+    });
+  }
+  if (!findings.some((f) => f.kind === "bypassing")) {
+    const notChecked = [...unchecked.values()].reduce((n, u) => n + u.pods.length, 0);
+    const checked = considered - notChecked;
+    const checkedNodes = nodes.size;
+    const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
+    results.unshift({ category, name: "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
+  }
+  return { results, findings, considered };
+}
