@@ -17,8 +17,9 @@ import { listenTransparent } from "./transparent.ts";
 const OUT = 18999; // an outside service the pod calls
 const OUT_EXCLUDED = 18443; // an outside port excluded by annotation
 
+/** An injected pod whose proxy listens on both families (ISTIO_DUAL_STACK), so it gets IPv6 rules too. */
 function istioPod(name: string, annotations: Record<string, string> = {}): any {
-  return buildCasePod({ pod: "sidecar.json", name, annotations });
+  return buildCasePod({ pod: "sidecar.json", name, annotations, proxyEnv: { ISTIO_DUAL_STACK: "true" } });
 }
 
 const label = (b: TestBackend | "hidden") =>
