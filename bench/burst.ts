@@ -6,7 +6,8 @@
 // Median of a few rounds each, interleaved. Run alone: node_modules/.bin/bun bench/burst.ts
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
-import { renderFresh } from "../internal/rules/restore.ts";
+import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
+import { renderFresh } from "../internal/backends/iptables/restore.ts";
 import { type Backend, type BurstPod, BurstLab, checkOwnRules, KUBELET_MAX_PODS, lockTrouble, ownPort } from "../test/hardening/burst/burst-lab.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, ratio } from "./lib.ts";
@@ -20,7 +21,7 @@ async function payloadsFor(lab: BurstLab, backend: Backend): Promise<string[]> {
   return Array.from({ length: lab.size }, (_, i) => {
     const pod = structuredClone(base);
     pod.metadata.annotations = { ...pod.metadata.annotations, "config.linkerd.io/skip-inbound-ports": String(ownPort(i)) };
-    return renderFresh(linkerdProfile.plan({ conf, pod, namespace: { metadata: { name: "burst", labels: {}, annotations: {} } }, podAddresses: [] }).rulesets[0]!);
+    return renderFresh(linkerdProfile.plan({ conf, pod, namespace: { metadata: { name: "burst", labels: {}, annotations: {} } }, podAddresses: [] }).families.map(ruleSetOf)[0]!);
   });
 }
 

@@ -17,8 +17,9 @@ import { buildBinary } from "../scripts/build.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
-import { renderFresh, renderCleanup } from "../internal/rules/restore.ts";
-import { parseSave } from "../internal/rules/save.ts";
+import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
+import { renderFresh, renderCleanup } from "../internal/backends/iptables/restore.ts";
+import { parseSave } from "../internal/backends/iptables/save.ts";
 import { type Cmd, measure, ms, ratio, type Stats, table } from "./lib.ts";
 
 const PLUGIN = repoPath("dist/meshcni");
@@ -75,7 +76,7 @@ export async function benchPlugin(): Promise<string> {
     const nsObj = await Bun.file(repoPath("testdata/pods/namespace-emojivoto.json")).json();
     const pconf = parsePluginConf(JSON.stringify(conf));
     const redirect = linkerdProfile.plan({ conf: pconf, pod, namespace: nsObj, podAddresses: [] });
-    const ruleset = redirect.rulesets[0]!;
+    const ruleset = ruleSetOf(redirect.families[0]!);
     const payload = renderFresh(ruleset);
     // The same entry with the node agent: the installer writes agent_socket and state_dir.
     const agentConf = JSON.stringify({ ...conf, agent_socket: info.agentSocket, state_dir: info.stateDir });

@@ -7,6 +7,7 @@ import { parsePluginConf } from "../config/plugin-config.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { needsNamespace } from "../mesh/profile.ts";
+import { backendNamed, backendOfMode } from "../backends/index.ts";
 import { renderPayloads } from "../plugin/payloads.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { CliError } from "./errors.ts";
@@ -119,10 +120,16 @@ export interface Explanation {
  * What the plugin would do for each pod under a conflist entry (as JSON text, the way the
  * runtime hands it over). `namespace` stands in for the API's answer about the pod's namespace.
  */
-export function explainPods(confText: string, cases: readonly PodCase[], namespace: Namespace | undefined, ignored: readonly string[] = []): Explanation {
+export function explainPods(
+  confText: string, cases: readonly PodCase[], namespace: Namespace | undefined, ignored: readonly string[] = [],
+  backendName?: string,
+): Explanation {
   const conf = parsePluginConf(confText);
   const profile = profileFor(conf);
   if (!profile) throw new CliError(`mesh ${conf.mesh} is not available in this build of meshcni`, 1);
+  // --backend, else what the mode names (auto renders iptables: the host decides the rest).
+  const backend = backendName !== undefined ? backendNamed(backendName) : backendOfMode(profile.firewall(conf).mode);
+  if (!backend) throw new CliError(`--backend ${JSON.stringify(backendName)}: must be one of iptables, nftables`);
   const parts: string[] = [];
   let failed = false;
   for (const c of cases) {
@@ -151,7 +158,7 @@ export function explainPods(confText: string, cases: readonly PodCase[], namespa
     try {
       const input = { conf, pod: c.pod, podAddresses: c.addresses };
       const redirect = profile.plan(ns ? { ...input, namespace: ns } : input);
-      parts.push(`${lines.join("\n")}\n${renderPayloads(redirect)}`);
+      parts.push(`${lines.join("\n")}\n${renderPayloads(redirect, backend)}`);
     } catch (e) {
       if (!(e instanceof CniError)) throw e;
       failed = true;

@@ -48,7 +48,7 @@ export const CONFIG_OPTIONS: Record<string, OptionSpec> = {
   },
   "skip-outbound-ports": { type: "string", arg: "PORTS", multiple: true, default: "none", help: "linkerd: outbound ports or ranges that bypass the proxy" },
   "redirect-ports": { type: "string", arg: "PORTS", multiple: true, default: "all", help: "linkerd: redirect only these inbound ports" },
-  "iptables-mode": { type: "string", arg: "MODE", default: "auto", choices: IPTABLES_MODES, help: "which iptables the plugin uses in pods" },
+  "iptables-mode": { type: "string", arg: "MODE", default: "auto", choices: IPTABLES_MODES, help: "how the plugin programs pods: auto, legacy, nft, plain (iptables binaries) or nftables (native nft)" },
   ipv6: { type: "boolean", default: "off", help: "linkerd: also redirect IPv6 (ip6tables)" },
   "use-wait-flag": { type: "boolean", default: "off", help: "pass -w to iptables (wait for the xtables lock)" },
   namespace: { type: "string", short: "n", arg: "NS", default: "meshcni", help: "the namespace meshcni runs in" },

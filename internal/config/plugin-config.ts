@@ -42,7 +42,7 @@ function nestsDeeperThan(text: string, max: number): boolean {
 const Id = v.pipe(v.number(), v.integer(), v.minValue(-1), v.maxValue(4294967294));
 const PortItem = v.union([v.string(), Port]);
 
-export const IPTABLES_MODES = ["auto", "legacy", "nft", "plain"] as const;
+export const IPTABLES_MODES = ["auto", "legacy", "nft", "plain", "nftables"] as const;
 export type IptablesMode = (typeof IPTABLES_MODES)[number];
 
 export const LinkerdSectionSchema = jsonObject({

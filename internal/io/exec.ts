@@ -1,7 +1,7 @@
 // Running a command: the one place the plugin starts processes.
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
-import type { ExecResult } from "../plugin/deps.ts";
+import type { ExecResult } from "../backends/types.ts";
 
 export interface RunOptions {
   stdin?: string;

@@ -65,8 +65,8 @@ export function createPluginDeps(
     openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];
-      const { nsenter, chosen } = await resolveFirewallBinaries(settings, families, envPath);
-      if (!nsenter) problems.push("nsenter not found on the host");
+      const { nsenter, chosen, inProcess } = await resolveFirewallBinaries(settings, families, envPath);
+      if (!nsenter && !inProcess) problems.push("nsenter not found on the host");
       if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
       try {
         const { readKubeconfig } = await import("./kube-http.ts");

@@ -8,9 +8,8 @@
 // so CHECK can compare text; and where Istio inserts at the head of its own chain (TPROXY's
 // `-I ISTIO_INBOUND 1..3`) we append in the final order, which installs the same chain.
 import type { Cidr } from "../net/cidr.ts";
-import { type Family, type RuleSet, RuleSetBuilder, type Table } from "../rules/model.ts";
+import { A, type Family, type FamilyPlan, type IpCommand, M, type Match, PlanBuilder, type Stage } from "../plan/model.ts";
 import type { IstioOptions } from "./istio-options.ts";
-import type { IpCommand } from "./profile.ts";
 
 export const IstioChains = {
   inbound: "ISTIO_INBOUND",
@@ -24,18 +23,18 @@ export const IstioChains = {
 } as const;
 
 /** Every chain the Istio rules can create, by table (what DEL removes). */
-export const ISTIO_OWNED_CHAINS: readonly { table: Table; name: string }[] = [
-  { table: "mangle", name: IstioChains.divert },
-  { table: "mangle", name: IstioChains.tproxy },
-  { table: "mangle", name: IstioChains.inbound },
-  { table: "mangle", name: IstioChains.drop },
-  { table: "nat", name: IstioChains.inbound },
-  { table: "nat", name: IstioChains.redirect },
-  { table: "nat", name: IstioChains.inRedirect },
-  { table: "nat", name: IstioChains.output },
-  { table: "nat", name: IstioChains.outputDns },
-  { table: "raw", name: IstioChains.outputDns },
-  { table: "raw", name: IstioChains.inbound },
+export const ISTIO_OWNED_CHAINS: readonly { stage: Stage; name: string }[] = [
+  { stage: "mangle", name: IstioChains.divert },
+  { stage: "mangle", name: IstioChains.tproxy },
+  { stage: "mangle", name: IstioChains.inbound },
+  { stage: "mangle", name: IstioChains.drop },
+  { stage: "nat", name: IstioChains.inbound },
+  { stage: "nat", name: IstioChains.redirect },
+  { stage: "nat", name: IstioChains.inRedirect },
+  { stage: "nat", name: IstioChains.output },
+  { stage: "nat", name: IstioChains.outputDns },
+  { stage: "raw", name: IstioChains.outputDns },
+  { stage: "raw", name: IstioChains.inbound },
 ];
 
 /** istio-iptables' fixed TPROXY values: inbound mark 1337, outbound mark 1338, route table 133. */
@@ -56,8 +55,8 @@ function loopback(f: Family) {
     : { host: "::1/128", passthrough: "::6/128", anyIp: "::" };
 }
 
-const tcpPort = (p: number) => ["-p", "tcp", "-m", "tcp", "--dport", String(p)];
-const udpPort = (p: number) => ["-p", "udp", "-m", "udp", "--dport", String(p)];
+const tcpPort = (p: number) => [M.tcp, M.dport("tcp", p)];
+const udpPort = (p: number) => [M.udp, M.dport("udp", p)];
 
 function ofFamily(cidrs: "*" | Cidr[], f: Family): "*" | string[] {
   return cidrs === "*" ? "*" : cidrs.filter((c) => c.family === f).map((c) => c.text);
@@ -72,147 +71,144 @@ function includesLoopback(cidrs: "*" | Cidr[]): boolean {
 }
 
 /** Istio's sidecar rules for one address family, in istio-iptables' order. */
-export function buildIstioRules(o: IstioOptions, family: Family): RuleSet {
-  const b = new RuleSetBuilder(family);
+export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
+  const b = new PlanBuilder(family);
   const C = IstioChains;
   const lo = loopback(family);
   const tproxy = o.mode === "TPROXY";
-  const inboundTable: Table = tproxy ? "mangle" : "nat";
+  const inboundTable: Stage = tproxy ? "mangle" : "nat";
   const capturesInbound = o.includeInboundPorts === "*" || o.includeInboundPorts.length > 0;
 
   // Chains are declared (-N) in first-use order, which is Istio's order.
   // 1. Interfaces that bypass capture altogether.
   for (const i of o.excludeInterfaces) {
-    b.append("nat", "PREROUTING", "-i", i, "-j", "RETURN");
-    b.append("nat", "OUTPUT", "-o", i, "-j", "RETURN");
+    b.append("nat", "PREROUTING", [M.in(i)], A.ret);
+    b.append("nat", "OUTPUT", [M.out(i)], A.ret);
   }
   if (tproxy) {
     for (const i of o.excludeInterfaces) {
-      b.append("mangle", "PREROUTING", "-i", i, "-j", "RETURN");
-      b.append("mangle", "OUTPUT", "-o", i, "-j", "RETURN");
+      b.append("mangle", "PREROUTING", [M.in(i)], A.ret);
+      b.append("mangle", "OUTPUT", [M.out(i)], A.ret);
     }
   }
   // 2. Virtual (KubeVirt) interfaces: not inbound; the outbound step below reroutes them.
-  for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-i", i, "-j", "RETURN");
+  for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, [M.in(i)], A.ret);
   // 3. INVALID_DROP.
   if (o.dropInvalid) {
-    b.append("mangle", "PREROUTING", "-m", "conntrack", "--ctstate", "INVALID", "-j", C.drop);
-    b.append("mangle", C.drop, "-j", "DROP");
+    b.append("mangle", "PREROUTING", [M.ctstate("INVALID")], A.jump(C.drop));
+    b.append("mangle", C.drop, [], A.drop);
   }
 
   // 4.-5. The tunnel port passes; the two redirect targets.
-  const tproxyHead: string[][] = tproxy
+  const tproxyHead: Match[][] = tproxy
     ? [
       // Istio inserts these three at the head of mangle ISTIO_INBOUND after everything else.
-      ["-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "RETURN"],
-      ["-s", lo.passthrough, "-i", "lo", "-p", "tcp", "-j", "RETURN"],
-      ["-i", "lo", "-p", "tcp", "-m", "mark", "!", "--mark", hex(OUTBOUND_MARK), "-j", "RETURN"],
+      [M.tcp, M.mark(TPROXY_MARK)],
+      [M.src(lo.passthrough), M.in("lo"), M.tcp],
+      [M.in("lo"), M.tcp, M.mark(OUTBOUND_MARK, true)],
     ]
     : [];
-  b.append("nat", C.inbound, ...tcpPort(o.inboundTunnelPort), "-j", "RETURN");
-  b.append("nat", C.redirect, "-p", "tcp", "-j", "REDIRECT", "--to-ports", String(o.proxyPort));
-  b.append("nat", C.inRedirect, "-p", "tcp", "-j", "REDIRECT", "--to-ports", String(o.inboundCapturePort));
+  b.append("nat", C.inbound, tcpPort(o.inboundTunnelPort), A.ret);
+  b.append("nat", C.redirect, [M.tcp], A.redirect(o.proxyPort));
+  b.append("nat", C.inRedirect, [M.tcp], A.redirect(o.inboundCapturePort));
 
   // 6. Inbound capture.
   if (capturesInbound) {
     if (tproxy) {
-      b.append("mangle", C.divert, "-j", "MARK", "--set-xmark", `${hex(TPROXY_MARK)}/0xffffffff`);
-      b.append("mangle", C.divert, "-j", "ACCEPT");
-      b.append("mangle", C.tproxy, "!", "-d", lo.host, "-p", "tcp", "-j", "TPROXY",
-        "--on-port", String(o.inboundCapturePort), "--on-ip", lo.anyIp, "--tproxy-mark", `${hex(TPROXY_MARK)}/0xffffffff`);
+      b.append("mangle", C.divert, [], A.mark(TPROXY_MARK));
+      b.append("mangle", C.divert, [], A.accept);
+      b.append("mangle", C.tproxy, [M.dst(lo.host, true), M.tcp], A.tproxy(o.inboundCapturePort, TPROXY_MARK));
     }
-    b.append(inboundTable, "PREROUTING", "-p", "tcp", "-j", C.inbound);
-    for (const args of tproxyHead) b.append("mangle", C.inbound, ...args);
+    b.append(inboundTable, "PREROUTING", [M.tcp], A.jump(C.inbound));
+    for (const m of tproxyHead) b.append("mangle", C.inbound, m, A.ret);
     if (o.includeInboundPorts === "*") {
-      for (const p of o.excludeInboundPorts) b.append(inboundTable, C.inbound, ...tcpPort(p), "-j", "RETURN");
+      for (const p of o.excludeInboundPorts) b.append(inboundTable, C.inbound, tcpPort(p), A.ret);
       if (tproxy) {
-        b.append("mangle", C.inbound, "-p", "tcp", "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", C.divert);
-        b.append("mangle", C.inbound, "-p", "tcp", "-j", C.tproxy);
+        b.append("mangle", C.inbound, [M.tcp, M.ctstate("RELATED", "ESTABLISHED")], A.jump(C.divert));
+        b.append("mangle", C.inbound, [M.tcp], A.jump(C.tproxy));
       } else {
-        b.append("nat", C.inbound, "-p", "tcp", "-j", C.inRedirect);
+        b.append("nat", C.inbound, [M.tcp], A.jump(C.inRedirect));
       }
     } else {
       for (const p of o.includeInboundPorts) {
         if (tproxy) {
-          b.append("mangle", C.inbound, ...tcpPort(p), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", C.divert);
-          b.append("mangle", C.inbound, ...tcpPort(p), "-j", C.tproxy);
+          b.append("mangle", C.inbound, [...tcpPort(p), M.ctstate("RELATED", "ESTABLISHED")], A.jump(C.divert));
+          b.append("mangle", C.inbound, tcpPort(p), A.jump(C.tproxy));
         } else {
-          b.append("nat", C.inbound, ...tcpPort(p), "-j", C.inRedirect);
+          b.append("nat", C.inbound, tcpPort(p), A.jump(C.inRedirect));
         }
       }
     }
   } else {
-    for (const args of tproxyHead) b.append("mangle", C.inbound, ...args);
+    for (const m of tproxyHead) b.append("mangle", C.inbound, m, A.ret);
   }
 
   // 7.-8. Outbound: every packet goes through ISTIO_OUTPUT; excluded ports leave first.
-  b.append("nat", "OUTPUT", "-j", C.output);
+  b.append("nat", "OUTPUT", [], A.jump(C.output));
   for (const p of o.excludeOutboundPorts) {
-    b.append("nat", C.output, ...tcpPort(p), "-j", "RETURN");
-    b.append("nat", C.output, ...udpPort(p), "-j", "RETURN");
+    b.append("nat", C.output, tcpPort(p), A.ret);
+    b.append("nat", C.output, udpPort(p), A.ret);
   }
   // 9. The inbound passthrough cluster connects from 127.0.0.6 (::6).
-  b.append("nat", C.output, "-s", lo.passthrough, "-o", "lo", "-j", "RETURN");
+  b.append("nat", C.output, [M.src(lo.passthrough), M.out("lo")], A.ret);
 
   // 10.-11. The proxy's own traffic, by user then group.
   const keepLoopbackReturn = !includesLoopback(o.includeOutboundIPRanges);
   const dns = o.dnsCapture;
-  for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
-    const notTunnel = dns && match === "--uid-owner"
-      ? ["-p", "tcp", "-m", "multiport", "!", "--dports", `53,${o.inboundTunnelPort}`]
-      : ["-p", "tcp", "-m", "tcp", "!", "--dport", String(o.inboundTunnelPort)];
+  for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
+    const notTunnel = dns && owner === M.uid
+      ? [M.tcp, M.dports("tcp", [{ from: 53, to: 53 }, { from: o.inboundTunnelPort, to: o.inboundTunnelPort }], true)]
+      : [M.tcp, M.dport("tcp", o.inboundTunnelPort, true)];
     // The proxy calling a service VIP that lands on this pod goes back through inbound.
-    b.append("nat", C.output, "!", "-d", lo.host, "-o", "lo", ...notTunnel, "-m", "owner", match, String(id), "-j", C.inRedirect);
+    b.append("nat", C.output, [M.dst(lo.host, true), M.out("lo"), ...notTunnel, owner(id)], A.jump(C.inRedirect));
     // Apps talking to themselves over lo are not captured (unless an include range is loopback).
     if (keepLoopbackReturn) {
-      const notDns = dns ? ["-p", "tcp", "-m", "tcp", "!", "--dport", "53"] : [];
-      b.append("nat", C.output, "-o", "lo", ...notDns, "-m", "owner", "!", match, String(id), "-j", "RETURN");
+      const notDns = dns ? [M.tcp, M.dport("tcp", 53, true)] : [];
+      b.append("nat", C.output, [M.out("lo"), ...notDns, owner(id, true)], A.ret);
     }
-    b.append("nat", C.output, "-m", "owner", match, String(id), "-j", "RETURN");
+    b.append("nat", C.output, [owner(id)], A.ret);
   }
 
   // 13. ISTIO_META_DNS_CAPTURE: all port-53 traffic to the agent's DNS proxy (CNI cannot read
   // the pod's resolv.conf, so Istio captures all), with conntrack zones keeping the two legs apart.
   if (dns) {
-    b.append("raw", "OUTPUT", "-j", C.outputDns);
-    b.append("nat", C.output, "-j", C.outputDns);
-    b.append("nat", C.outputDns, ...tcpPort(53), "-j", "REDIRECT", "--to-ports", String(DNS_PORT));
-    b.append("nat", C.outputDns, ...udpPort(53), "-j", "REDIRECT", "--to-ports", String(DNS_PORT));
-    for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
-      b.append("raw", C.outputDns, ...udpPort(53), "-m", "owner", match, String(id), "-j", "CT", "--zone", "1");
-      b.append("raw", C.outputDns, "-p", "udp", "-m", "udp", "--sport", String(DNS_PORT), "-m", "owner", match, String(id), "-j", "CT", "--zone", "2");
+    b.append("raw", "OUTPUT", [], A.jump(C.outputDns));
+    b.append("nat", C.output, [], A.jump(C.outputDns));
+    b.append("nat", C.outputDns, tcpPort(53), A.redirect(DNS_PORT));
+    b.append("nat", C.outputDns, udpPort(53), A.redirect(DNS_PORT));
+    for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
+      b.append("raw", C.outputDns, [...udpPort(53), owner(id)], A.ctZone(1));
+      b.append("raw", C.outputDns, [M.udp, M.sport("udp", DNS_PORT), owner(id)], A.ctZone(2));
     }
-    b.append("raw", "PREROUTING", "-j", C.inbound);
-    b.append("raw", C.outputDns, ...udpPort(53), "-j", "CT", "--zone", "2");
-    b.append("raw", C.inbound, "-p", "udp", "-m", "udp", "--sport", "53", "-j", "CT", "--zone", "1");
+    b.append("raw", "PREROUTING", [], A.jump(C.inbound));
+    b.append("raw", C.outputDns, udpPort(53), A.ctZone(2));
+    b.append("raw", C.inbound, [M.udp, M.sport("udp", 53)], A.ctZone(1));
   }
 
   // 14.-17. Localhost stays local; excluded ranges leave; included ports and ranges are captured.
-  b.append("nat", C.output, "-d", lo.host, "-j", "RETURN");
+  b.append("nat", C.output, [M.dst(lo.host)], A.ret);
   const exclude = ofFamily(o.excludeOutboundIPRanges, family);
-  for (const c of exclude === "*" ? [] : exclude) b.append("nat", C.output, "-d", c, "-j", "RETURN");
-  for (const p of o.includeOutboundPorts) b.append("nat", C.output, ...tcpPort(p), "-j", C.redirect);
+  for (const c of exclude === "*" ? [] : exclude) b.append("nat", C.output, [M.dst(c)], A.ret);
+  for (const p of o.includeOutboundPorts) b.append("nat", C.output, tcpPort(p), A.jump(C.redirect));
   const include = ofFamily(o.includeOutboundIPRanges, family);
   if (include === "*") {
-    b.append("nat", C.output, "-j", C.redirect);
-    for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-i", i, "-j", C.redirect);
+    b.append("nat", C.output, [], A.jump(C.redirect));
+    for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, [M.in(i)], A.jump(C.redirect));
   } else {
     for (const c of include) {
-      for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, "-d", c, "-i", i, "-j", C.redirect);
-      b.append("nat", C.output, "-d", c, "-j", C.redirect);
+      for (const i of o.rerouteInterfaces) b.insert("nat", "PREROUTING", 1, [M.dst(c), M.in(i)], A.jump(C.redirect));
+      b.append("nat", C.output, [M.dst(c)], A.jump(C.redirect));
     }
   }
 
   // 18. TPROXY: keep the proxy's marks on the connection and out of the capture.
   if (tproxy) {
-    const mask = ["--nfmask", "0xffffffff", "--ctmask", "0xffffffff"];
-    b.append("mangle", "PREROUTING", "-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "CONNMARK", "--save-mark", ...mask);
-    b.append("mangle", "OUTPUT", "-o", "lo", "-p", "tcp", "-m", "mark", "--mark", hex(TPROXY_MARK), "-j", "RETURN");
-    for (const [match, id] of [["--uid-owner", o.proxyUid], ["--gid-owner", o.proxyGid]] as const) {
-      b.append("mangle", "OUTPUT", "!", "-d", lo.host, "-o", "lo", "-p", "tcp", "-m", "owner", match, String(id),
-        "-j", "MARK", "--set-xmark", `${hex(OUTBOUND_MARK)}/0xffffffff`);
+    b.append("mangle", "PREROUTING", [M.tcp, M.mark(TPROXY_MARK)], A.saveMark);
+    b.append("mangle", "OUTPUT", [M.out("lo"), M.tcp, M.mark(TPROXY_MARK)], A.ret);
+    for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
+      b.append("mangle", "OUTPUT", [M.dst(lo.host, true), M.out("lo"), M.tcp, owner(id)], A.mark(OUTBOUND_MARK));
     }
-    b.append("mangle", "OUTPUT", "-p", "tcp", "-m", "connmark", "--mark", hex(TPROXY_MARK), "-j", "CONNMARK", "--restore-mark", ...mask);
+    b.append("mangle", "OUTPUT", [M.tcp, M.connmark(TPROXY_MARK)], A.restoreMark);
   }
   return b.build();
 }
@@ -269,6 +265,6 @@ const BUILTIN_RULES: Record<string, Record<string, RegExp[]>> = {
  * to an ISTIO_ chain (excluded and virtual interfaces, TPROXY's marks). An interface RETURN
  * another plugin added in the same pod namespace would go too; nothing else does that there.
  */
-export function ownsIstioBuiltinRule(table: Table, chain: string, args: string): boolean {
+export function ownsIstioBuiltinRule(table: Stage, chain: string, args: string): boolean {
   return BUILTIN_RULES[table]?.[chain]?.some((re) => re.test(args)) ?? false;
 }

@@ -2,14 +2,14 @@
 // rules for them.
 import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, type Pod } from "../kube/objects.ts";
-import type { Family } from "../rules/model.ts";
+import type { Family, Plan } from "../plan/model.ts";
 import {
   envOf, ISTIO_INIT, ISTIO_PROXY, IstioAnnotations, istioProxy, parseGoBool, parseIstioOptions,
 } from "./istio-options.ts";
 import {
   buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS, ownsIstioBuiltinRule,
 } from "./istio-rules.ts";
-import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
+import type { Decision, MeshProfile, PlanInput } from "./profile.ts";
 import { quote } from "../text/escape.ts";
 
 const skip = (reason: string): Decision => ({ redirect: false, reason });
@@ -50,10 +50,10 @@ export const istioProfile: MeshProfile = {
   decide: decideIstio,
   // IPv6 rules or not depends on the pod's addresses (wantsIPv6).
   readsPodAddresses: true,
-  plan(input: PlanInput): Redirect {
+  plan(input: PlanInput): Plan {
     const o = parseIstioOptions(input.conf, input.pod, input.podAddresses);
     const families: Family[] = o.ipv6 ? [4, 6] : [4];
-    return { rulesets: families.map((f) => buildIstioRules(o, f)), ipCommands: buildIstioIpCommands(o, families) };
+    return { families: families.map((f) => buildIstioRules(o, f)), ipCommands: buildIstioIpCommands(o, families) };
   },
   firewall(conf: PluginConf) {
     const s = conf.istio;

@@ -4,9 +4,9 @@ import { Code } from "../cni/spec.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import { allContainers, annotation, type Pod, type Service } from "../kube/objects.ts";
 import { type Cidr, parseCidrList } from "../net/cidr.ts";
-import { groupMultiport, parsePortList, type PortRange } from "../net/ports.ts";
-import { type Family, type RuleSet, RuleSetBuilder } from "../rules/model.ts";
-import type { Decision, MeshProfile, PlanInput, Redirect } from "./profile.ts";
+import { groupPorts, parsePortList, type PortRange, renderPortRange } from "../net/ports.ts";
+import { A, type Family, type FamilyPlan, M, type Plan, PlanBuilder } from "../plan/model.ts";
+import type { Decision, MeshProfile, PlanInput } from "./profile.ts";
 import { quote } from "../text/escape.ts";
 
 export const LINKERD_PROXY = "linkerd-proxy";
@@ -153,41 +153,41 @@ export function linkerdOptions(input: PlanInput): LinkerdOptions {
   return o;
 }
 
-const comment = (text: string) => ["-m", "comment", "--comment", `proxy-init/${text}`];
+const comment = (text: string) => M.comment(`proxy-init/${text}`);
 
 /** proxy-init's nat rules for one address family, in proxy-init's order. */
-export function buildLinkerdRules(o: LinkerdOptions, family: Family): RuleSet {
-  const b = new RuleSetBuilder(family);
+export function buildLinkerdRules(o: LinkerdOptions, family: Family): FamilyPlan {
+  const b = new PlanBuilder(family);
   const R = REDIRECT_CHAIN;
   const O = OUTPUT_CHAIN;
   b.chain("nat", R);
-  for (const g of groupMultiport(o.inboundPortsToIgnore)) {
-    const list = g.join(",");
-    b.append("nat", R, "-p", "tcp", "-m", "multiport", "--dports", list, ...comment(`ignore-port-${list}`), "-j", "RETURN");
+  for (const g of groupPorts(o.inboundPortsToIgnore)) {
+    const list = g.map(renderPortRange).join(",");
+    b.append("nat", R, [M.tcp, M.dports("tcp", g), comment(`ignore-port-${list}`)], A.ret);
   }
   for (const c of o.subnetsToIgnore) {
-    if (c.family === family) b.append("nat", R, "-s", c.text, ...comment(`ignore-subnet-${c.text}`), "-j", "RETURN");
+    if (c.family === family) b.append("nat", R, [M.src(c.text), comment(`ignore-subnet-${c.text}`)], A.ret);
   }
-  const to = ["-j", "REDIRECT", "--to-ports", String(o.incomingProxyPort)];
+  const to = A.redirect(o.incomingProxyPort);
   if (o.portsToRedirect.length === 0) {
-    b.append("nat", R, "-p", "tcp", ...comment("redirect-all-incoming-to-proxy-port"), ...to);
+    b.append("nat", R, [M.tcp, comment("redirect-all-incoming-to-proxy-port")], to);
   } else {
     for (const p of [...new Set(o.portsToRedirect)]) {
-      b.append("nat", R, "-p", "tcp", "-m", "tcp", "--dport", String(p), ...comment(`redirect-port-${p}-to-proxy-port`), ...to);
+      b.append("nat", R, [M.tcp, M.dport("tcp", p), comment(`redirect-port-${p}-to-proxy-port`)], to);
     }
   }
-  b.append("nat", "PREROUTING", ...comment("install-proxy-init-prerouting"), "-j", R);
+  b.append("nat", "PREROUTING", [comment("install-proxy-init-prerouting")], A.jump(R));
 
   b.chain("nat", O);
-  if (o.proxyUid > 0) b.append("nat", O, "-m", "owner", "--uid-owner", String(o.proxyUid), ...comment("ignore-proxy-user-id"), "-j", "RETURN");
-  if (o.proxyGid > 0) b.append("nat", O, "-m", "owner", "--gid-owner", String(o.proxyGid), ...comment("ignore-proxy-group-id"), "-j", "RETURN");
-  b.append("nat", O, "-o", "lo", ...comment("ignore-loopback"), "-j", "RETURN");
-  for (const g of groupMultiport(o.outboundPortsToIgnore)) {
-    const list = g.join(",");
-    b.append("nat", O, "-p", "tcp", "-m", "multiport", "--dports", list, ...comment(`ignore-port-${list}`), "-j", "RETURN");
+  if (o.proxyUid > 0) b.append("nat", O, [M.uid(o.proxyUid), comment("ignore-proxy-user-id")], A.ret);
+  if (o.proxyGid > 0) b.append("nat", O, [M.gid(o.proxyGid), comment("ignore-proxy-group-id")], A.ret);
+  b.append("nat", O, [M.out("lo"), comment("ignore-loopback")], A.ret);
+  for (const g of groupPorts(o.outboundPortsToIgnore)) {
+    const list = g.map(renderPortRange).join(",");
+    b.append("nat", O, [M.tcp, M.dports("tcp", g), comment(`ignore-port-${list}`)], A.ret);
   }
-  b.append("nat", O, "-p", "tcp", ...comment("redirect-all-outgoing-to-proxy-port"), "-j", "REDIRECT", "--to-ports", String(o.outgoingProxyPort));
-  b.append("nat", "OUTPUT", ...comment("install-proxy-init-output"), "-j", O);
+  b.append("nat", O, [M.tcp, comment("redirect-all-outgoing-to-proxy-port")], A.redirect(o.outgoingProxyPort));
+  b.append("nat", "OUTPUT", [comment("install-proxy-init-output")], A.jump(O));
   return b.build();
 }
 
@@ -204,15 +204,15 @@ function decideLinkerd(pod: Pod): Decision {
 
 export const linkerdProfile: MeshProfile = {
   mesh: "linkerd",
-  ownedChains: [{ table: "nat", name: REDIRECT_CHAIN }, { table: "nat", name: OUTPUT_CHAIN }],
+  ownedChains: [{ stage: "nat", name: REDIRECT_CHAIN }, { stage: "nat", name: OUTPUT_CHAIN }],
   annotationKeys: Object.values(Annotations),
   decide: decideLinkerd,
   needsKubernetesService: isControlPlane,
-  plan(input: PlanInput): Redirect {
+  plan(input: PlanInput): Plan {
     const o = linkerdOptions(input);
-    const rulesets = [buildLinkerdRules(o, 4)];
-    if (o.ipv6) rulesets.push(buildLinkerdRules(o, 6));
-    return { rulesets, ipCommands: [] };
+    const families = [buildLinkerdRules(o, 4)];
+    if (o.ipv6) families.push(buildLinkerdRules(o, 6));
+    return { families, ipCommands: [] };
   },
   firewall(conf) {
     const l = conf.linkerd;

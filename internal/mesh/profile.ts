@@ -2,20 +2,13 @@
 // plugin's ADD/CHECK/DEL and `meshcnictl explain` all go through these functions.
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
-import type { Family, RuleSet, Table } from "../rules/model.ts";
+import type { Family, IpCommand, Plan, Stage } from "../plan/model.ts";
 
 export type Decision = { redirect: false; reason: string } | { redirect: true; reason: string };
 
-/** An `ip` command run inside the pod netns after the rules (Istio's TPROXY routing). */
-export interface IpCommand {
-  family: Family;
-  argv: readonly string[];
-}
-
-export interface Redirect {
-  rulesets: RuleSet[];
-  ipCommands: IpCommand[];
-}
+export type { IpCommand, Plan };
+/** What a profile gives a redirected pod: the backend-neutral plan (internal/plan/model.ts). */
+export type Redirect = Plan;
 
 export interface PlanInput {
   conf: PluginConf;
@@ -31,7 +24,7 @@ export interface PlanInput {
 }
 
 export interface FirewallSettings {
-  mode: "auto" | "legacy" | "nft" | "plain";
+  mode: "auto" | "legacy" | "nft" | "plain" | "nftables";
   wait: boolean;
   simulate: boolean;
 }
@@ -39,16 +32,17 @@ export interface FirewallSettings {
 export interface MeshProfile {
   readonly mesh: "linkerd" | "istio";
   /** Every chain this profile can create, so DEL can remove them without the pod. */
-  readonly ownedChains: readonly { table: Table; name: string }[];
+  readonly ownedChains: readonly { stage: Stage; name: string }[];
   /** Annotations read from the pod, or else from its namespace. */
   readonly annotationKeys: readonly string[];
   /** `ip` commands DEL runs in a live namespace to undo `ipCommands` (failures are ignored). */
   readonly cleanupIpCommands?: readonly IpCommand[];
   /**
-   * For DEL: whether a rule in a built-in chain (args as iptables-save prints them) is one of
-   * ours that jumps to none of our chains (those are found by their jump). Never claims a jump.
+   * For the iptables backend's DEL: whether a rule in a built-in chain (args as iptables-save
+   * prints them) is one of ours that jumps to none of our chains (those are found by their
+   * jump). Never claims a jump. Backends that own whole tables need nothing like it.
    */
-  readonly ownsBuiltinRule?: (table: Table, chain: string, args: string) => boolean;
+  readonly ownsBuiltinRule?: (table: Stage, chain: string, args: string) => boolean;
   decide(pod: Pod, conf: PluginConf): Decision;
   /**
    * Whether plan() depends on the pod's addresses: without any in the previous result they are
@@ -57,8 +51,8 @@ export interface MeshProfile {
   readonly readsPodAddresses?: boolean;
   /** Whether plan() wants the `default/kubernetes` Service for this pod (one more API call). */
   needsKubernetesService?(pod: Pod): boolean;
-  /** Builds the rules; throws CniError code 7 naming an invalid annotation or setting. */
-  plan(input: PlanInput): Redirect;
+  /** Builds the plan; throws CniError code 7 naming an invalid annotation or setting. */
+  plan(input: PlanInput): Plan;
   firewall(conf: PluginConf): FirewallSettings;
   /** Address families DEL should look at. */
   families(conf: PluginConf): Family[];

@@ -61,9 +61,9 @@ function slots(r: PortRange): number {
  * Groups ports for `-m multiport --dports`, which takes at most 15 slots per rule (a range
  * takes two). Order is kept; duplicates are dropped.
  */
-export function groupMultiport(ports: readonly PortRange[], max = 15): string[][] {
-  const groups: string[][] = [];
-  let current: string[] = [];
+export function groupPorts(ports: readonly PortRange[], max = 15): PortRange[][] {
+  const groups: PortRange[][] = [];
+  let current: PortRange[] = [];
   let used = 0;
   const seen = new Set<string>();
   for (const p of ports) {
@@ -76,9 +76,14 @@ export function groupMultiport(ports: readonly PortRange[], max = 15): string[][
       current = [];
       used = 0;
     }
-    current.push(text);
+    current.push(p);
     used += need;
   }
   if (current.length > 0) groups.push(current);
   return groups;
+}
+
+/** groupPorts in iptables' spelling. */
+export function groupMultiport(ports: readonly PortRange[], max = 15): string[][] {
+  return groupPorts(ports, max).map((g) => g.map(renderPortRange));
 }

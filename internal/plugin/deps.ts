@@ -4,14 +4,11 @@ import type { LookupSource, PodRecord } from "../agent/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
-import type { Family } from "../rules/model.ts";
+import type { Backend, ExecResult, Firewall as BackendFirewall } from "../backends/types.ts";
+import type { Family } from "../plan/model.ts";
 import type { Logger } from "./log.ts";
 
-export interface ExecResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
+export type { ExecResult };
 
 /** Reads pods and namespaces; failures are thrown as CniErrors with their codes. */
 export interface KubeClient {
@@ -31,21 +28,15 @@ export interface Records {
   prune(stateDir: string, keep: ReadonlySet<string>): Promise<string[]>;
 }
 
-/** iptables and ip inside one pod network namespace. */
-export interface Firewall {
-  /** e.g. "nft" or "legacy", for logs. */
-  readonly backend: string;
-  /** Set when the configured iptables-mode's binaries are missing and another backend is used. */
-  readonly warning?: string;
-  restore(family: Family, payload: string, signal: AbortSignal): Promise<ExecResult>;
-  save(family: Family, signal: AbortSignal): Promise<ExecResult>;
-  ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;
+/** A backend's binaries and ip inside one pod network namespace, with the backend (driver). */
+export interface Firewall extends BackendFirewall {
+  readonly driver: Backend;
 }
 
 export interface PluginDeps {
   /** Reads the kubeconfig named in the config; throws CniError 107 when it cannot. */
   openKube(conf: PluginConf): Promise<KubeClient>;
-  /** Resolves nsenter and the iptables binaries; throws CniError 101 naming a missing one. */
+  /** Picks the backend, resolves nsenter and its binaries; throws CniError 101 naming a missing one. */
   openFirewall(netns: string, settings: FirewallSettings, families: readonly Family[]): Promise<Firewall>;
   /** Problems that keep the plugin from serving ADD on this host (STATUS); empty when ready. */
   hostProblems(conf: PluginConf, settings: FirewallSettings, families: readonly Family[]): Promise<string[]>;

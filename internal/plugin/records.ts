@@ -3,7 +3,7 @@
 // no record, or one saying the pod was skipped, runs no process at all.
 import type { PodRecord } from "../agent/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
-import type { Family } from "../rules/model.ts";
+import type { Family } from "../plan/model.ts";
 import type { PluginDeps } from "./deps.ts";
 import type { Logger } from "./log.ts";
 import type { Summary } from "./summary.ts";

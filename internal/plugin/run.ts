@@ -9,7 +9,8 @@ import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
-import { applyRedirect, removeChains, verifyRedirect } from "./apply.ts";
+import { applyPlan } from "../backends/apply-plan.ts";
+import { backendOfMode } from "../backends/index.ts";
 import type { KubeClient, PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
 import { countRules, renderPayloads } from "./payloads.ts";
@@ -133,24 +134,24 @@ async function add(ctx: Ctx): Promise<string> {
   const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
-    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect));
+    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect, backendOfMode(settings.mode)));
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
     Object.assign(ctx.summary, { outcome: "ok", reason: `dry run: ${target.reason}`, rules: countRules(redirect) });
     return stdout;
   }
   if (settings.simulate) {
-    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect)}`);
+    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect, backendOfMode(settings.mode))}`);
     Object.assign(ctx.summary, { outcome: "skipped", reason: `simulate: ${target.reason}` });
     await addRecord(ctx, { decision: "skipped", reason: `simulate: ${target.reason}` });
     return stdout;
   }
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
   if (fw.warning) log.warn(fw.warning);
-  await applyRedirect(fw, redirect, log, ctx.signal);
-  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.rulesets.map((r) => r.family).join("+IPv")})`);
-  log.debug(`applied:\n${renderPayloads(redirect)}`);
+  await applyPlan(fw, redirect, log, ctx.signal);
+  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
+  log.debug(`applied:\n${renderPayloads(redirect, fw.driver)}`);
   Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect), backend: fw.backend });
-  await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.rulesets.map((r) => r.family) });
+  await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.families.map((r) => r.family) });
   return stdout;
 }
 
@@ -166,9 +167,9 @@ async function check(ctx: Ctx): Promise<string> {
   const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.rulesets.map((r) => r.family));
+  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
   if (fw.warning) log.warn(fw.warning);
-  const problems = await verifyRedirect(fw, redirect, ctx.signal);
+  const problems = await fw.driver.verify(fw, redirect, ctx.signal);
   if (problems.length > 0) {
     throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
       `${problems.join("; ")}; delete the pod so it is recreated with its rules`);
@@ -186,13 +187,25 @@ async function del(ctx: Ctx): Promise<string> {
   if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
   const settings = profile.firewall(conf);
   if (settings.simulate) return "";
-  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed.
-  for (const family of profile.families(conf)) {
+  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed; a
+  // backend that owns whole tables (nftables) removes every family in one step.
+  const all = profile.families(conf);
+  for (const family of all) {
     try {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
-      if (await removeChains(fw, family, profile.ownedChains, ctx.signal, profile.ownsBuiltinRule)) {
-        log.info(`removed IPv${family} rules`);
+      const whole = fw.driver.name === "nftables";
+      const families = whole ? all : [family];
+      const what = { families, ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
+      if (await fw.driver.remove(fw, what, ctx.signal)) {
+        log.info(`removed IPv${families.join("+IPv")} rules (${fw.backend})`);
         Object.assign(ctx.summary, { outcome: "removed", reason: "removed the pod's rules", backend: fw.backend });
+      }
+      if (whole) {
+        for (const cmd of profile.cleanupIpCommands ?? []) {
+          const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
+          if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
+        }
+        break;
       }
       for (const cmd of profile.cleanupIpCommands ?? []) {
         if (cmd.family !== family) continue;

@@ -42,6 +42,7 @@ const CASES = [
   { name: "default", namespace: "meshcni" },
   { name: "linkerd-custom", namespace: "linkerd-cni" },
   { name: "istio-openshift", namespace: "istio-cni" },
+  { name: "nftables", namespace: "meshcni" },
 ];
 
 function caseFiles(name: string) {

@@ -175,6 +175,11 @@ describe("install-cni objects", () => {
     expect(daemonSet(objs).spec.template.metadata.annotations["example.com/team"]).toBe("network");
   });
 
+  test("--iptables-mode nftables reaches the mesh section of either mesh", () => {
+    expect(entryOf(parseStream(runCli(["install-cni", "--iptables-mode", "nftables"]).stdout)).linkerd["iptables-mode"]).toBe("nftables");
+    expect(entryOf(parseStream(runCli(["install-cni", "--mesh", "istio", "--iptables-mode", "nftables"]).stdout)).istio["iptables-mode"]).toBe("nftables");
+  });
+
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
@@ -227,7 +232,7 @@ describe("install-cni refuses bad input before printing anything", () => {
     [["--dest-cni-bin-dir", "../bin"], "--dest-cni-bin-dir"],
     [["--platform", "eks"], '--platform "eks": must be one of gke, openshift, k3s'],
     [["--cni-log-level", "loud"], '--cni-log-level "loud": must be one of debug, info, warn, error'],
-    [["--iptables-mode", "ebpf"], '--iptables-mode "ebpf": must be one of auto, legacy, nft, plain'],
+    [["--iptables-mode", "ebpf"], '--iptables-mode "ebpf": must be one of auto, legacy, nft, plain, nftables'],
     [["--skip-inbound-ports", "80,http"], '--skip-inbound-ports "http": is not a port'],
     [["--skip-outbound-ports", "90-80"], '--skip-outbound-ports "90-80"'],
     [["--redirect-ports", "0"], '--redirect-ports "0": is not a TCP port'],

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { buildCase, type FuzzCase } from "./fuzz/generate.ts";
 import { type FuzzHarness, type RunResult, startFuzzHarness } from "./fuzz/harness.ts";
 import { judge } from "./fuzz/oracle.ts";
-import { renderFailure, renderSummary, runFuzz } from "./fuzz/run-fuzz.ts";
+import { nftablesVariant, renderFailure, renderSummary, runFuzz } from "./fuzz/run-fuzz.ts";
 
 const SEED = Number(Bun.env.FUZZ_SEED ?? 20261121);
 const CASES = Number(Bun.env.FUZZ_CASES ?? 4000);
@@ -23,6 +23,8 @@ test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni
   for (const f of report.failures) console.log(renderFailure(f));
   expect(report.failures.map((f) => `${f.index}: ${f.problems[0]}`)).toEqual([]);
   expect(report.binaryCases).toBe(Math.ceil(CASES / 80));
+  // Most cases also ran on the nftables backend, with the same expectation.
+  expect(report.nftablesCases).toBeGreaterThan(CASES * 0.5);
   // The cases reach every stage: rules, the decode/version/config/environment errors, the API's.
   const n = (k: string) => report.outcomes.get(k) ?? 0;
   expect(n("ok with rules")).toBeGreaterThan(CASES * 0.05);
@@ -84,6 +86,37 @@ describe("the oracle catches what it is there to catch", () => {
     expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -d 203.0.113.0/24 -j RETURN") })).length).toBeGreaterThan(0);
     expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -o eth9 -j RETURN") })).length).toBeGreaterThan(0);
     expect(judge(c, tamper(r, { payload: p.split("\n").filter((l) => !l.includes("--uid-owner")).join("\n") })).length).toBeGreaterThan(0);
+  });
+
+  test("nftables: the same case on the other backend passes, and tampered scripts do not", async () => {
+    for (const mesh of ["linkerd", "istio"] as const) {
+      const { c } = await redirected(mesh);
+      const v = nftablesVariant(c)!;
+      expect(v).toBeDefined();
+      h.serve(v);
+      const r = await h.runInProcess(v);
+      h.release(v);
+      expect(r.payload!.startsWith("# nft -f - (IPv4")).toBe(true);
+      expect(judge(v, r)).toEqual([]);
+      const p = r.payload!;
+      const tampered: [string, string][] = [
+        ["extra rule", mesh === "linkerd"
+          ? p.replace(/(\tchain nat_OUTPUT \{\n\t\t[^\n]+\n)/, "$1\t\taccept\n")
+          : p.replace(/(\tchain nat_ISTIO_OUTPUT \{\n)/, "$1\t\ttcp dport 65000 return\n")],
+        ["other port", p.replace(/redirect to :(\d+)/, (_, n) => `redirect to :${(Number(n) + 1) % 65536}`)],
+        ["lost rule", p.replace(/\n[^\n]*redirect to :[^\n]*/, "")],
+        ["a statement in a name", p.replace(/oifname "lo"/, 'oifname "lo" accept')],
+        ["a quote inside a name", p.replace(/oifname "lo"/, 'oifname "l"o"')],
+        ["a statement after the comment", p.replace(/(\t\t[^\n]*?)$/m, "$1 accept")],
+        ["another table", p.replace("add table ip meshcni\n", "add table ip meshcni\nflush ruleset\n")],
+        ["a base chain at another priority", p.replace("priority -100;", "priority -200;")],
+        ["an address of the other family", p.replace(/(\t\t)(meta l4proto tcp redirect)/, "$1ip6 daddr ::1 $2")],
+      ];
+      for (const [what, payload] of tampered) {
+        expect({ mesh, what, changed: payload !== p }).toEqual({ mesh, what, changed: true });
+        expect({ mesh, what, problems: judge(v, tamper(r, { payload })).length > 0 }).toEqual({ mesh, what, problems: true });
+      }
+    }
   });
 
   test("crashes, stack traces, undocumented codes, writes on rejection, hangs", async () => {

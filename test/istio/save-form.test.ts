@@ -6,11 +6,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { istioProfile } from "../../internal/mesh/istio.ts";
 import { openFirewall } from "../../internal/io/firewall.ts";
-import { applyRedirect, removeChains, verifyRedirect } from "../../internal/plugin/apply.ts";
+import { applyPlan } from "../../internal/backends/apply-plan.ts";
+import { ruleSetOf } from "../../internal/backends/iptables/from-plan.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
-import type { Family } from "../../internal/rules/model.ts";
-import { renderFresh } from "../../internal/rules/restore.ts";
-import { diffRuleSet, parseSave } from "../../internal/rules/save.ts";
+import type { Family } from "../../internal/plan/model.ts";
+import { renderFresh } from "../../internal/backends/iptables/restore.ts";
+import { diffRuleSet, parseSave } from "../../internal/backends/iptables/save.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import { listCases, readCase } from "./cases.ts";
 
@@ -39,7 +40,7 @@ for (const backend of ["legacy", "nft"] as const) {
         const redirect = istioProfile.plan({ conf, pod, podAddresses: input.podAddresses });
 
         // 1. The fresh payload as ADD applies it, then iptables-save parsed back: no difference.
-        for (const rs of redirect.rulesets) {
+        for (const rs of redirect.families.map(ruleSetOf)) {
           const r = ns.exec([tool(backend, rs.family, "restore"), "--noflush"], { stdin: renderFresh(rs) });
           expect(r.stderr, `${tool(backend, rs.family, "restore")}`).toBe("");
           expect(r.code).toBe(0);
@@ -50,8 +51,8 @@ for (const backend of ["legacy", "nft"] as const) {
         const settings = { mode: backend, wait: false, simulate: false } as const;
         const fw = await openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
         const log = createLogger("error", () => {});
-        await applyRedirect(fw, redirect, log, AbortSignal.timeout(10000));
-        expect(await verifyRedirect(fw, redirect, AbortSignal.timeout(10000))).toEqual([]);
+        await applyPlan(fw, redirect, log, AbortSignal.timeout(10000));
+        expect(await fw.driver.verify(fw, redirect, AbortSignal.timeout(10000))).toEqual([]);
         for (const cmd of redirect.ipCommands) {
           const show = cmd.argv[0] === "addr" ? ["addr", "show", "dev", "lo"] : [cmd.argv[0]!, "show", ...(cmd.argv[0] === "route" ? ["table", "133"] : [])];
           const out = ns.exec(["ip", `-${cmd.family}`, ...show]).stdout;
@@ -61,9 +62,7 @@ for (const backend of ["legacy", "nft"] as const) {
         }
 
         // 3. DEL as the plugin does it, without the pod: nothing of ours is left.
-        for (const f of istioProfile.families(conf)) {
-          await removeChains(fw, f, istioProfile.ownedChains, AbortSignal.timeout(10000), istioProfile.ownsBuiltinRule);
-        }
+        await fw.driver.remove(fw, { families: istioProfile.families(conf), ownedChains: istioProfile.ownedChains, ownsBuiltinRule: istioProfile.ownsBuiltinRule! }, AbortSignal.timeout(10000));
         for (const cmd of istioProfile.cleanupIpCommands ?? []) await fw.ip(cmd.family, cmd.argv, AbortSignal.timeout(5000));
         for (const f of [4, 6] as const) expect(residue(ns, backend, f), `IPv${f} after DEL`).toEqual([]);
         expect(ns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");

@@ -1,30 +1,46 @@
-// Real TCP through the Istio profile's rules: pods wired by the reference bridge + host-local
-// plugins with the compiled meshcni (mesh: istio) chained after them, legacy and nft. Stand-ins
-// listen where Envoy would (15006 inbound, 15001 outbound); for TPROXY the inbound stand-in is a
-// transparent socket, which also reports the original destination it was handed.
+// Real TCP through the Istio profile's rules: dual-stack pods wired by the reference bridge +
+// host-local plugins with the compiled meshcni (mesh: istio) chained after them, on every
+// backend (iptables-nft, iptables-legacy, native nftables) and on a node whose iptables binaries
+// are hidden (auto picks nftables). Stand-ins listen where Envoy would (15006 inbound, 15001
+// outbound); for TPROXY the inbound stand-in is a transparent socket per family, which also
+// reports the original destination it was handed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { anythingOfOurs, BACKENDS, flushChain, hiddenIptablesDir, listRules, type TestBackend } from "../support/backends.ts";
 import { type Listener, listen, probe, uniq } from "../support/netns.ts";
-import { type Pod, PodLab } from "../support/pod-lab.ts";
+import { type Pod, PodLab, REFERENCE_PLUGINS } from "../support/pod-lab.ts";
 import { buildCasePod } from "./cases.ts";
 import { listenTransparent } from "./transparent.ts";
 
 const OUT = 18999; // an outside service the pod calls
 const OUT_EXCLUDED = 18443; // an outside port excluded by annotation
 
+/** An injected pod whose proxy listens on both families (ISTIO_DUAL_STACK), so it gets IPv6 rules too. */
 function istioPod(name: string, annotations: Record<string, string> = {}): any {
-  return buildCasePod({ pod: "sidecar.json", name, annotations });
+  return buildCasePod({ pod: "sidecar.json", name, annotations, proxyEnv: { ISTIO_DUAL_STACK: "true" } });
 }
 
-for (const backend of ["nft", "legacy"] as const) {
-  describe(`istio capture with iptables-${backend}`, () => {
+const label = (b: TestBackend | "hidden") =>
+  b === "nftables" ? "native nftables" : b === "hidden" ? "no iptables on the node (auto: nftables)" : `iptables-${b}`;
+
+for (const backend of [...BACKENDS, "hidden"] as const) {
+  describe(`istio capture with ${label(backend)}`, () => {
+    const rules: TestBackend = backend === "hidden" ? "nftables" : backend;
     let lab: PodLab;
+    let hiddenDir: string | undefined;
     const pods: Record<string, Pod> = {};
     const listeners: Listener[] = [];
     const id = uniq();
 
     beforeAll(async () => {
-      lab = await PodLab.start();
-      const entry = lab.entry({ mesh: "istio", istio: { "iptables-mode": backend } });
+      lab = await PodLab.start({ dualStack: true });
+      if (backend === "hidden") {
+        hiddenDir = hiddenIptablesDir(mkdtempSync(join(tmpdir(), "meshcni-noipt-")));
+        lab.pluginDirs = [REFERENCE_PLUGINS, hiddenDir];
+      }
+      const entry = lab.entry({ mesh: "istio", istio: { "iptables-mode": backend === "hidden" ? "auto" : backend } });
       lab.api.addNamespace(JSON.parse(await Bun.file("testdata/istio/pods/namespace-bookinfo.json").text()));
       const gw = lab.subnet.replace(/0\/24$/, "1");
       const specs: Record<string, Record<string, string>> = {
@@ -45,21 +61,51 @@ for (const backend of ["nft", "legacy"] as const) {
       }
       listeners.push(await listen(pods.tproxy!.netns, { 15001: "proxy-outbound", 9080: "app", 15021: "health" }));
       listeners.push(await listenTransparent(pods.tproxy!.netns, "proxy-inbound", 15006));
+      listeners.push(await listenTransparent(pods.tproxy!.netns, "proxy-inbound", 15006, 6));
       listeners.push(await listen(undefined, { [OUT]: "outside", [OUT_EXCLUDED]: "outside" }));
     });
 
     afterAll(async () => {
       for (const l of listeners) l.stop();
       await lab?.close();
+      if (hiddenDir) rmSync(hiddenDir, { recursive: true, force: true });
     });
 
-    test("the rules are Istio's, in the backend the config names, and CHECK passes", async () => {
-      const save = pods.redirect!.netns.save(backend);
-      expect(save).toContain("-A PREROUTING -p tcp -j ISTIO_INBOUND");
-      expect(save).toContain("-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001");
-      expect(save).toContain("-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006");
-      expect(pods.redirect!.netns.save(backend === "nft" ? "legacy" : "nft")).not.toContain("ISTIO_");
+    test("the rules are Istio's, in the backend the config names, both families, and CHECK passes", async () => {
+      for (const family of [4, 6] as const) {
+        const text = listRules(pods.redirect!.netns, rules, family);
+        if (rules === "nftables") {
+          expect(text).toContain("meta l4proto tcp jump nat_ISTIO_INBOUND");
+          expect(text).toContain("meta l4proto tcp redirect to :15001");
+          expect(text).toContain("meta l4proto tcp redirect to :15006");
+        } else {
+          expect(text).toContain("-A PREROUTING -p tcp -j ISTIO_INBOUND");
+          expect(text).toContain("-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 15001");
+          expect(text).toContain("-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 15006");
+        }
+      }
+      for (const other of BACKENDS.filter((b) => b !== rules)) {
+        expect(listRules(pods.redirect!.netns, other, 4)).not.toContain("ISTIO_");
+      }
       for (const key of ["redirect", "tproxy"]) await pods[key]!.runtime.check(pods[key]!.attachment);
+    });
+
+    describe("IPv6", () => {
+      test("inbound TCP arrives at 15006, outbound at 15001; UID 1337 and ::1 are not captured", () => {
+        const p = pods.redirect!;
+        expect(probe(undefined, p.ip6!, 9080)).toBe("proxy-inbound port=15006");
+        expect(probe(undefined, p.ip6!, 15021)).toBe("health port=15021");
+        expect(probe(p.netns, p.gateway6!, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+        expect(probe(p.netns, p.gateway6!, OUT, { uid: 1337 })).toBe(`outside port=${OUT}`);
+        expect(probe(p.netns, "::1", 9080, { uid: 1000 })).toBe("app port=9080");
+      });
+      test("TPROXY: inbound TCP arrives at the transparent listener with its original destination", () => {
+        const p = pods.tproxy!;
+        expect(probe(undefined, p.ip6!, 9080)).toBe(`proxy-inbound port=15006 dst=[${p.ip6}]:9080`);
+        expect(probe(undefined, p.ip6!, 15021)).toBe("health port=15021");
+        expect(probe(p.netns, p.gateway6!, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+        expect(p.netns.exec(["ip", "-6", "rule"]).stdout).toMatch(/fwmark 0x539 lookup 133/);
+      });
     });
 
     describe("REDIRECT", () => {
@@ -139,8 +185,7 @@ for (const backend of ["nft", "legacy"] as const) {
 
     test("CHECK fails once a TPROXY rule is gone; ADD again repairs it", async () => {
       const p = pods.tproxy!;
-      const r = p.netns.exec([`iptables-${backend}`, "-t", "mangle", "-D", "ISTIO_DIVERT", "-j", "ACCEPT"]);
-      expect(r.code).toBe(0);
+      flushChain(p.netns, rules, "mangle", "ISTIO_DIVERT");
       const err = await p.runtime.check(p.attachment).then(() => undefined, (e) => e as Error & { run: { stdout: string } });
       expect(err).toBeDefined();
       const body = JSON.parse(err!.run.stdout);
@@ -154,11 +199,13 @@ for (const backend of ["nft", "legacy"] as const) {
     test("DEL in a live namespace removes every rule, the ip rule and the route", async () => {
       for (const key of ["tproxy", "redirect"]) {
         const p = pods[key]!;
+        expect(anythingOfOurs(p.netns).length).toBeGreaterThan(0);
         await p.runtime.del(p.attachment);
-        for (const family of [4, 6] as const) {
-          const save = p.netns.save(backend, family);
-          expect(save).not.toContain("ISTIO");
-          expect(save.split("\n").filter((l) => l.startsWith("-A "))).toEqual([]);
+        expect(anythingOfOurs(p.netns)).toEqual([]);
+        if (rules !== "nftables") {
+          for (const family of [4, 6] as const) {
+            expect(p.netns.save(rules, family).split("\n").filter((l) => l.startsWith("-A "))).toEqual([]);
+          }
         }
         expect(p.netns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
         expect(p.netns.exec(["ip", "-4", "route", "show", "table", "133"]).stdout.trim()).toBe("");

@@ -3,8 +3,8 @@ import type { Listener, Netns } from "../support/netns.ts";
 import { BUN } from "../support/netns.ts";
 import { repoPath } from "../support/golden.ts";
 
-export async function listenTransparent(netns: Netns, tag: string, port: number): Promise<Listener> {
-  const proc = Bun.spawn(["ip", "netns", "exec", netns.name, BUN, repoPath("test/istio/transparent-listener.ts"), tag, String(port)], {
+export async function listenTransparent(netns: Netns, tag: string, port: number, family: 4 | 6 = 4): Promise<Listener> {
+  const proc = Bun.spawn(["ip", "netns", "exec", netns.name, BUN, repoPath("test/istio/transparent-listener.ts"), tag, String(port), String(family)], {
     stdout: "pipe",
     stderr: "pipe",
   });

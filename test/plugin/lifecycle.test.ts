@@ -62,12 +62,19 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
   });
 
   test("STATUS names what the host lacks (code 50)", async () => {
-    const r = await hidden("/usr/sbin", { CNI_COMMAND: "STATUS" },
+    // Without iptables, nft and the in-process nftables path (MESHCNI_NFT_INPROCESS=0).
+    const r = await hidden("/usr/sbin", { CNI_COMMAND: "STATUS", MESHCNI_NFT_INPROCESS: "0" },
       JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }));
     expect(r.code).toBe(1);
     const err = JSON.parse(r.stdout);
     expect(err.code).toBe(50);
     expect(err.details).toContain("iptables-restore");
+  });
+
+  test("STATUS: a host with libnftables but no iptables and no nft binary can serve ADD (auto: nftables in process)", async () => {
+    const r = await hidden("/usr/sbin", { CNI_COMMAND: "STATUS" },
+      JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }));
+    expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: "" });
   });
 });
 

@@ -7,7 +7,8 @@ import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "nod
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openFirewall } from "../../internal/io/firewall.ts";
-import { XTABLES_WAIT_SECONDS } from "../../internal/rules/xtables-lock.ts";
+import { restore } from "../../internal/backends/iptables/apply.ts";
+import { XTABLES_WAIT_SECONDS } from "../../internal/backends/iptables/xtables-lock.ts";
 
 describe("xtables lock set-up by iptables version", () => {
   let dir: string;
@@ -27,21 +28,21 @@ describe("xtables lock set-up by iptables version", () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  const restore = async (version: string, wait: boolean) => {
+  const restored = async (version: string, wait: boolean) => {
     writeFileSync(join(dir, "version"), version);
     const netns = join(dir, "netns");
     const fw = await openFirewall(netns, { mode: "legacy", wait, simulate: false }, [4], dir);
-    const r = await fw.restore(4, "*nat\nCOMMIT\n", AbortSignal.timeout(5000));
+    const r = await restore(fw, 4, "*nat\nCOMMIT\n", AbortSignal.timeout(5000));
     expect(r.code).toBe(0);
     return readFileSync(join(dir, "restore.log"), "utf8").trim().replace(netns, "NETNS");
   };
 
   test("1.8.9: the pod's namespace file is the lock", async () => {
-    expect(await restore("iptables-restore v1.8.9 (legacy)", false)).toBe("args=--noflush lockfile=NETNS");
-    expect(await restore("iptables-restore v1.8.9 (legacy)", true)).toBe("args=--noflush --wait lockfile=NETNS");
+    expect(await restored("iptables-restore v1.8.9 (legacy)", false)).toBe("args=--noflush lockfile=NETNS");
+    expect(await restored("iptables-restore v1.8.9 (legacy)", true)).toBe("args=--noflush --wait lockfile=NETNS");
   });
 
   test("1.8.4: no lock file, a bounded wait for the host's lock", async () => {
-    expect(await restore("iptables-restore v1.8.4 (legacy)", false)).toBe(`args=--noflush --wait=${XTABLES_WAIT_SECONDS} lockfile=unset`);
+    expect(await restored("iptables-restore v1.8.4 (legacy)", false)).toBe(`args=--noflush --wait=${XTABLES_WAIT_SECONDS} lockfile=unset`);
   });
 });

@@ -127,7 +127,12 @@ export function bridgeConflist(opts: {
   ipamDir: string;
   meshcni: Record<string, unknown>;
   cniVersion?: string;
+  /** An IPv6 subnet too: pods get one address of each family. */
+  subnet6?: string;
 }): Conflist {
+  const ipam = opts.subnet6
+    ? { type: "host-local", ranges: [[{ subnet: opts.subnet }], [{ subnet: opts.subnet6 }]], dataDir: opts.ipamDir }
+    : { type: "host-local", subnet: opts.subnet, dataDir: opts.ipamDir };
   return {
     cniVersion: opts.cniVersion ?? "1.0.0",
     name: opts.name,
@@ -137,7 +142,7 @@ export function bridgeConflist(opts: {
         bridge: opts.bridge,
         isGateway: true,
         ipMasq: false,
-        ipam: { type: "host-local", subnet: opts.subnet, dataDir: opts.ipamDir },
+        ipam,
       },
       { type: "meshcni", ...opts.meshcni },
     ],

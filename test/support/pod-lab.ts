@@ -21,6 +21,9 @@ export interface Pod {
   result: any;
   runtime: CniRuntime;
   attachment: Attachment;
+  /** In a dual-stack lab: the pod's IPv6 address and its gateway. */
+  ip6?: string;
+  gateway6?: string;
 }
 
 let subnetCounter = 0;
@@ -32,7 +35,10 @@ export class PodLab {
   private readonly pods: Pod[] = [];
   private readonly octet: number;
 
-  private constructor(readonly api: ApiServer) {
+  /** Where the runtime looks for plugins; a test may put a wrapped meshcni first. */
+  pluginDirs: string[] = [REFERENCE_PLUGINS, DIST];
+
+  private constructor(readonly api: ApiServer, readonly dualStack = false) {
     this.dir = mkdtempSync(join(tmpdir(), "meshcni-lab-"));
     this.kubeconfig = join(this.dir, "ZZZ-meshcni-kubeconfig");
     writeFileSync(this.kubeconfig, api.kubeconfig(), { mode: 0o600 });
@@ -40,12 +46,16 @@ export class PodLab {
     this.octet = 100 + ((process.pid + subnetCounter++ * 7) % 150);
   }
 
-  static async start(opts: { token?: string } = {}): Promise<PodLab> {
-    return new PodLab(await startApiServer({ token: opts.token ?? "lab-token" }));
+  static async start(opts: { token?: string; dualStack?: boolean } = {}): Promise<PodLab> {
+    return new PodLab(await startApiServer({ token: opts.token ?? "lab-token" }), opts.dualStack ?? false);
   }
 
   get subnet(): string {
     return `10.${this.octet}.0.0/24`;
+  }
+
+  get subnet6(): string {
+    return `fd00:${this.octet}::/64`;
   }
 
   /** The plugin's conflist entry for this lab, merged with `extra` (deeply for the sections). */
@@ -73,8 +83,9 @@ export class PodLab {
       ipamDir: join(this.dir, "ipam"),
       meshcni,
       cniVersion,
+      ...(this.dualStack ? { subnet6: this.subnet6 } : {}),
     });
-    return new CniRuntime(conflist, [REFERENCE_PLUGINS, DIST], join(this.dir, "cache"), env);
+    return new CniRuntime(conflist, this.pluginDirs, join(this.dir, "cache"), env);
   }
 
   /** Creates a netns and runs ADD for `podObject` (added to the API server) through the chain. */
@@ -85,6 +96,8 @@ export class PodLab {
     const namespace = (podObject.metadata.namespace as string) ?? "default";
     this.api.addPod(podObject);
     const netns = Netns.create(`mc-${uniq()}`);
+    // No duplicate address detection in the pod: its IPv6 address is usable at once.
+    if (this.dualStack) netns.exec(["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0"]);
     const runtime = this.runtime(meshcni, opts.cniVersion, opts.env);
     const attachment: Attachment = {
       containerId: `c${uniq()}`,
@@ -96,8 +109,15 @@ export class PodLab {
     this.pods.push(pod);
     const result = (await runtime.add(attachment)) as any;
     pod.result = result;
-    pod.ip = String(result.ips[0].address).split("/")[0]!;
-    pod.gateway = String(result.ips[0].gateway);
+    const v4 = result.ips.find((i: any) => !String(i.address).includes(":"));
+    const v6 = result.ips.find((i: any) => String(i.address).includes(":"));
+    pod.ip = String(v4.address).split("/")[0]!;
+    pod.gateway = String(v4.gateway);
+    if (v6) {
+      pod.ip6 = String(v6.address).split("/")[0]!;
+      pod.gateway6 = String(v6.gateway);
+      await settleIPv6(netns, this.bridge);
+    }
     return pod;
   }
 
@@ -113,6 +133,16 @@ export class PodLab {
     sh(["ip", "link", "del", this.bridge]);
     await this.api.close();
     rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Waits until neither the pod's nor the bridge's IPv6 addresses are tentative (DAD). */
+async function settleIPv6(netns: Netns, bridge: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const pod = netns.exec(["ip", "-6", "addr", "show", "tentative"]).stdout.trim();
+    const host = sh(["ip", "-6", "addr", "show", "dev", bridge, "tentative"]).stdout.trim();
+    if (pod === "" && host === "") return;
+    await Bun.sleep(50);
   }
 }
 

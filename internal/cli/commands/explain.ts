@@ -7,22 +7,26 @@ import { type CommandSpec, type Flags, str } from "../spec.ts";
 
 export const spec: CommandSpec = {
   name: "explain",
-  summary: "show what the plugin would do for a pod: the skip and why, or the exact iptables-restore payloads",
-  usage: "-f FILE [--namespace-file NS.yaml] [config flags]",
+  summary: "show what the plugin would do for a pod: the skip and why, or the exact iptables-restore payloads or nft script",
+  usage: "-f FILE [--namespace-file NS.yaml] [--backend iptables|nftables] [config flags]",
   description: [
     "Reads a Pod, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob (its pod",
     "template), as YAML or JSON, and runs the plugin's own decision and rule builder on it with",
     "the configuration the config flags give (the same flags as install-cni). Nothing is applied.",
+    "--backend chooses what to print: iptables-restore payloads (iptables, the default unless",
+    "--iptables-mode is nftables) or the one nft transaction (nftables).",
     "Exits 1 when the plugin would fail the pod (an invalid annotation).",
   ].join("\n"),
   options: {
     filename: { type: "string", short: "f", arg: "FILE", file: true, help: "the pod or workload, - for standard input" },
     "namespace-file": { type: "string", arg: "FILE", file: true, help: "the pod's Namespace, for annotations set there" },
+    backend: { type: "string", arg: "NAME", choices: ["iptables", "nftables"], help: "render with this backend (default: from --iptables-mode)" },
     ...CONFIG_OPTIONS,
   },
   examples: [
     "kubectl get pod web-5b8b6f7c9d-x2x7q -o yaml | meshcnictl explain -f -",
     "meshcnictl explain -f deployment.yaml --namespace-file ns.yaml --skip-outbound-ports 3306",
+    "meshcnictl explain -f pod.yaml --backend nftables",
   ],
 };
 
@@ -42,7 +46,7 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   const namespace = nsFile ? parseNamespaceDoc(await read(nsFile, "namespace-file"), `--namespace-file ${nsFile}`) : undefined;
   const what = `--filename ${file}`;
   const { cases, ignored } = extractPods(parseDocuments(await read(file, "filename"), what), what, namespace?.metadata.name);
-  const result = explainPods(buildPluginConfText(values), cases, namespace, ignored);
+  const result = explainPods(buildPluginConfText(values), cases, namespace, ignored, str(flags, "backend"));
   ctx.out(result.text);
   if (result.failed) ctx.log.error("the plugin would fail ADD for at least one pod (see above); fix the annotation and recreate the pod");
   return result.failed ? 1 : 0;

@@ -4,6 +4,7 @@
 // against what the pod's annotations and the config mean (expect.ts): ports, CIDRs (and their
 // family), user ids, interface names, redirect targets; and that every meant value is there.
 import type { IstioRules, LinkerdRules, RulesExpect } from "./expect.ts";
+import { parseNftPayload } from "./nft-read.ts";
 import type { CidrValue } from "./values.ts";
 
 export interface Rule {
@@ -16,6 +17,8 @@ export interface Rule {
 
 export interface Section {
   family: 4 | 6;
+  /** Read from the nftables backend's script (nft-read.ts) rather than iptables-restore text. */
+  nft?: boolean;
   chains: { table: string; name: string }[];
   rules: Rule[];
 }
@@ -199,6 +202,26 @@ function portOk(p: string): boolean {
 
 const cidrTexts = (cidrs: readonly CidrValue[], f: 4 | 6) => new Set(cidrs.filter((c) => c.family === f).map((c) => c.text));
 
+/** Ports ("80", "25:27") as sorted, merged intervals. */
+function portUnion(items: readonly string[]): [number, number][] {
+  const iv = items.map((p) => {
+    const [a, b] = p.split(":");
+    return [Number(a), Number(b ?? a)] as [number, number];
+  }).sort((x, y) => x[0] - y[0]);
+  const out: [number, number][] = [];
+  for (const [a, b] of iv) {
+    const last = out.at(-1);
+    if (last && a <= last[1] + 1) last[1] = Math.max(last[1], b);
+    else out.push([a, b]);
+  }
+  return out;
+}
+const covers = (u: [number, number][], p: string) => {
+  const [[a, b]] = portUnion([p]) as [[number, number]];
+  return u.some(([x, y]) => x <= a && b <= y);
+};
+const sameUnion = (a: [number, number][], b: [number, number][]) => JSON.stringify(a) === JSON.stringify(b);
+
 function missing<T>(want: Iterable<T>, have: Set<T>): T[] {
   return [...new Set(want)].filter((x) => !have.has(x));
 }
@@ -235,22 +258,29 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
     for (const o of values(opts, "-m")) if (!["multiport", "comment", "owner", "tcp"].includes(o.value!)) bad(`match ${o.value}`);
     const comment = get(opts, "--comment")?.value ?? "";
     if (!comment.startsWith("proxy-init/")) bad("no proxy-init/ comment");
-    const dports = get(opts, "--dports")?.value;
+    // nftables lists a one-port set as a plain port and merges touching ports into ranges, so
+    // ignored ports are judged by the ports they cover; the iptables text also by its spelling.
+    const dports = get(opts, "--dports")?.value ?? (target === "RETURN" ? get(opts, "--dport")?.value : undefined);
     if (dports !== undefined) {
       const items = dports.split(",");
-      const allowed = new Set(r.chain === R ? e.inPorts : e.outPorts);
+      const allowed = portUnion(r.chain === R ? e.inPorts : e.outPorts);
       let slots = 0;
       for (const p of items) {
         slots += p.includes(":") ? 2 : 1;
         if (!portOk(p)) bad(`port ${JSON.stringify(p)}`);
-        else if (!allowed.has(p)) bad(`port ${p} that neither the config nor the annotations name`);
+        else if (!covers(allowed, p)) bad(`port ${p} that neither the config nor the annotations name`);
         (r.chain === R ? seen.in : seen.out).add(p);
       }
-      if (slots > 15) bad("more than 15 multiport slots");
-      if (comment !== `proxy-init/ignore-port-${dports}`) bad("comment does not match the ports");
+      const listed = comment.startsWith("proxy-init/ignore-port-") ? comment.slice("proxy-init/ignore-port-".length).split(",") : [];
+      if (s.nft) {
+        if (!listed.every(portOk) || !sameUnion(portUnion(listed), portUnion(items))) bad("comment does not match the ports");
+      } else {
+        if (slots > 15) bad("more than 15 multiport slots");
+        if (comment !== `proxy-init/ignore-port-${dports}`) bad("comment does not match the ports");
+      }
       if (target !== "RETURN") bad("ignored ports that do not return");
     }
-    const dport = get(opts, "--dport")?.value;
+    const dport = target === "RETURN" ? undefined : get(opts, "--dport")?.value;
     if (dport !== undefined) {
       if (r.chain !== R || !e.redirectPorts.includes(dport)) bad(`redirected port ${dport} not in ports-to-redirect`);
       seen.redirect.add(dport);
@@ -283,8 +313,8 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
     }
   }
   const gone = (what: string, xs: unknown[]) => xs.length > 0 && problems.push(`IPv${f}: ${what} missing: ${xs.slice(0, 5).join(", ")}${xs.length > 5 ? ` (+${xs.length - 5})` : ""}`);
-  gone("inbound ports to ignore", missing(e.inPorts, seen.in));
-  gone("outbound ports to ignore", missing(e.outPorts, seen.out));
+  gone("inbound ports to ignore", e.inPorts.filter((p) => !covers(portUnion([...seen.in]), p)));
+  gone("outbound ports to ignore", e.outPorts.filter((p) => !covers(portUnion([...seen.out]), p)));
   gone("subnets to ignore", missing(subnets, seen.subnets));
   gone("ports to redirect", missing(e.redirectPorts, seen.redirect));
   if (e.redirectPorts.length === 0 && !seen.all) problems.push(`IPv${f}: no redirect-all rule`);
@@ -380,7 +410,7 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
           } else if (v !== "53") bad(`port ${v}`);
           break;
         }
-        case "--dports": if (!o.negated || v !== `53,${e.tunnelPort}`) bad(`ports ${v}`); break;
+        case "--dports": if (!o.negated || !sameUnion(portUnion(v.split(",")), portUnion(["53", String(e.tunnelPort)]))) bad(`ports ${v}`); break;
         case "--sport": if (v !== "53" && v !== "15053") bad(`source port ${v}`); break;
         case "--to-ports": {
           const want = r.chain === "ISTIO_REDIRECT" ? e.proxyPort : r.chain === "ISTIO_IN_REDIRECT" ? e.capturePort : 15053;
@@ -435,7 +465,9 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
 
 /** Problems with a payload for an accepted case; `rules` undefined means only the grammar is known. */
 export function checkPayload(text: string, rules: RulesExpect | undefined): string[] {
-  const parsed = parsePayload(text);
+  const nft = text.startsWith("# nft ");
+  const parsed = nft ? parseNftPayload(text) : parsePayload(text);
+  if (!Array.isArray(parsed)) for (const s of parsed.sections) s.nft = nft;
   if (Array.isArray(parsed)) return parsed;
   const problems: string[] = [];
   for (const s of parsed.sections) {

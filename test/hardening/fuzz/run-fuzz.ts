@@ -3,12 +3,13 @@
 // test/hardening/fuzz.test.ts (quick) and scripts/fuzz.ts (`bun run fuzz`, full).
 import { buildCase, type FuzzCase } from "./generate.ts";
 import { type FuzzHarness, type RunResult, startFuzzHarness } from "./harness.ts";
+import { jsonEqual } from "./expect.ts";
 import { judge } from "./oracle.ts";
 
 export interface Failure {
   seed: number;
   index: number;
-  where: "in-process" | "binary" | "in-process vs binary";
+  where: "in-process" | "binary" | "in-process vs binary" | "in-process, nftables";
   problems: string[];
   tags: string[];
   log: string;
@@ -18,6 +19,8 @@ export interface FuzzReport {
   seed: number;
   cases: number;
   binaryCases: number;
+  /** Cases run a second time with the mesh section's iptables-mode set to nftables. */
+  nftablesCases: number;
   failures: Failure[];
   /** "ok" / "rules" / "code N" -> count. */
   outcomes: Map<string, number>;
@@ -56,9 +59,36 @@ function compare(c: FuzzCase, a: RunResult, b: RunResult): string[] {
   return p;
 }
 
+const VALID_MODES = new Set([undefined, "", "auto", "legacy", "nft", "plain"]);
+
+/**
+ * The same case on the nftables backend: its stdin with the mesh section's iptables-mode set to
+ * nftables, and the same expectation (the backend changes the payload's form, not its meaning).
+ * Only for non-havoc cases whose stdin is a JSON object that survives being written again
+ * unchanged and whose mode is a valid one (a bad mode is part of what the case tests).
+ */
+export function nftablesVariant(c: FuzzCase): FuzzCase | undefined {
+  if (c.expect.weak || c.env.CNI_COMMAND === "VERSION") return undefined;
+  let conf: any;
+  try {
+    conf = JSON.parse(c.stdin);
+  } catch {
+    return undefined;
+  }
+  if (typeof conf !== "object" || conf === null || Array.isArray(conf)) return undefined;
+  const key = c.mesh;
+  const section = conf[key] ?? {};
+  if (typeof section !== "object" || section === null || Array.isArray(section)) return undefined;
+  if (!VALID_MODES.has(section["iptables-mode"])) return undefined;
+  const stdin = JSON.stringify({ ...conf, [key]: { ...section, "iptables-mode": "nftables" } });
+  const back = JSON.parse(stdin);
+  if (!jsonEqual({ ...back, [key]: undefined }, { ...conf, [key]: undefined })) return undefined;
+  return { ...c, stdin, tags: [...c.tags, "nftables"] };
+}
+
 export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise<FuzzReport> {
   const h = harness ?? (await startFuzzHarness());
-  const report: FuzzReport = { seed: opts.seed, cases: 0, binaryCases: 0, failures: [], outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0 };
+  const report: FuzzReport = { seed: opts.seed, cases: 0, binaryCases: 0, nftablesCases: 0, failures: [], outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0 };
   const started = performance.now();
   const inflight = new Set<Promise<void>>();
   const slots = [0, 1];
@@ -77,6 +107,17 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
       for (const t of c.tags) report.tags.set(t, (report.tags.get(t) ?? 0) + 1);
       const problems = judge(c, r);
       if (problems.length > 0) fail(c, "in-process", problems, r.log);
+      const v = nftablesVariant(c);
+      if (v) {
+        const rv = await h.runInProcess(v);
+        report.nftablesCases++;
+        const vp = judge(v, rv);
+        if (vp.length > 0) fail(v, "in-process, nftables", vp, rv.log);
+        // Same exit, same stdout; rules on one backend exactly when on the other.
+        if (rv.exitCode !== r.exitCode || rv.stdout !== r.stdout || (rv.payload === "") !== (r.payload === "")) {
+          fail(v, "in-process, nftables", [`differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`], rv.log);
+        }
+      }
       if (opts.binaryEvery > 0 && i % opts.binaryEvery === 0) {
         while (slots.length === 0) await Promise.race(inflight);
         const slot = slots.pop()!;
@@ -119,7 +160,7 @@ export function renderFailure(f: Failure): string {
 export function renderSummary(r: FuzzReport): string {
   const outcomes = [...r.outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ");
   return [
-    `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
+    `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
     `outcomes: ${outcomes}`,
     `failures: ${r.failures.length}`,
   ].join("\n");

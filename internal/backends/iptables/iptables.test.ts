@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { chooseBinaries } from "./backend.ts";
+import { chooseBinaries } from "./binaries.ts";
 import { RuleSetBuilder } from "./model.ts";
 import { renderArgs, renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
 import { diffRuleSet, parseSave } from "./save.ts";

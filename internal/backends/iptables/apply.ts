@@ -1,13 +1,13 @@
-// Applying a pod's rules through a Firewall: one iptables-restore transaction per family, so a
-// pod gets all of a family's rules or none; ADD run twice leaves one copy.
-import { CniError } from "../cni/errors.ts";
-import { Code } from "../cni/spec.ts";
-import type { Redirect } from "../mesh/profile.ts";
-import { BUILTIN_CHAINS, type Family, type RuleSet, type Table } from "../rules/model.ts";
-import { renderCleanup, renderFresh, renderReconcile } from "../rules/restore.ts";
-import { diffRuleSet, hasOwnedChains, parseSave, type SavedState } from "../rules/save.ts";
-import type { ExecResult, Firewall } from "./deps.ts";
-import type { Logger } from "./log.ts";
+// Applying RuleSets with iptables-restore: one transaction per family, so a pod gets all of a
+// family's rules or none; ADD run twice leaves one copy. CHECK reads iptables-save; DEL removes
+// our chains, the jumps into them and the rules the profile claims.
+import { CniError } from "../../cni/errors.ts";
+import { Code } from "../../cni/spec.ts";
+import type { Logger } from "../../plugin/log.ts";
+import type { ExecResult, Firewall } from "../types.ts";
+import { BUILTIN_CHAINS, type Family, type RuleSet, type Table } from "./model.ts";
+import { renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
+import { diffRuleSet, hasOwnedChains, parseSave, type SavedState } from "./save.ts";
 
 const tool = (f: Family, what: "restore" | "save") => `${f === 6 ? "ip6tables" : "iptables"}-${what}`;
 
@@ -17,21 +17,25 @@ function failed(fw: Firewall, family: Family, what: "restore" | "save", r: ExecR
     `${err} (backend ${fw.backend}); if the host's kernel lacks this backend, set iptables-mode to the one the host uses`);
 }
 
+/** iptables-restore --noflush of one family's payload, with the lock flags this host's iptables takes. */
+export const restore = (fw: Firewall, family: Family, payload: string, signal: AbortSignal) =>
+  fw.run(`restore${family}`, ["--noflush", ...(fw.waitArgs ?? (fw.wait ? ["--wait"] : []))], payload, signal);
+
 async function readState(fw: Firewall, family: Family, signal: AbortSignal): Promise<SavedState> {
-  const r = await fw.save(family, signal);
+  const r = await fw.run(`save${family}`, [], undefined, signal);
   if (r.code !== 0) throw failed(fw, family, "save", r);
   return parseSave(r.stdout);
 }
 
 async function applyRuleSet(fw: Firewall, rs: RuleSet, log: Logger, signal: AbortSignal): Promise<void> {
-  const fresh = await fw.restore(rs.family, renderFresh(rs), signal);
+  const fresh = await restore(fw, rs.family, renderFresh(rs), signal);
   if (fresh.code === 0) return;
   // The fresh payload creates our chains with -N and fails as a whole if one exists: ADD ran
   // before in this namespace. Read what is there and replace it in one transaction.
   const state = await readState(fw, rs.family, signal);
   if (!hasOwnedChains(rs.chains, state)) throw failed(fw, rs.family, "restore", fresh);
   log.info(`IPv${rs.family} rules already present; replacing them`);
-  const again = await fw.restore(rs.family, renderReconcile(rs, state), signal);
+  const again = await restore(fw, rs.family, renderReconcile(rs, state), signal);
   if (again.code !== 0) throw failed(fw, rs.family, "restore", again);
 }
 
@@ -55,43 +59,38 @@ export async function removeChains(
   const state = await readState(fw, family, signal);
   const payload = renderCleanup(owned, state) + (owns ? renderBuiltinDeletes(state, owns) : "");
   if (payload === "") return false;
-  const r = await fw.restore(family, payload, signal);
+  const r = await restore(fw, family, payload, signal);
   if (r.code !== 0) throw failed(fw, family, "restore", r);
   return true;
 }
 
 /** Applies every family; if a later family fails, the earlier ones are rolled back. */
-export async function applyRedirect(fw: Firewall, redirect: Redirect, log: Logger, signal: AbortSignal): Promise<void> {
+export async function applyRuleSets(fw: Firewall, rulesets: readonly RuleSet[], log: Logger, signal: AbortSignal): Promise<void> {
   const done: RuleSet[] = [];
   try {
-    for (const rs of redirect.rulesets) {
+    for (const rs of rulesets) {
       await applyRuleSet(fw, rs, log, signal);
       done.push(rs);
     }
-    for (const cmd of redirect.ipCommands) {
-      const r = await fw.ip(cmd.family, cmd.argv, signal);
-      // "File exists": the route or rule is there from an earlier ADD.
-      if (r.code !== 0 && !/File exists/i.test(r.stderr)) {
-        throw new CniError(Code.ApplyFailed, `ip ${cmd.argv.join(" ")} failed in the pod network namespace`, r.stderr.trim());
-      }
-    }
   } catch (e) {
-    for (const rs of done) {
-      try {
-        await removeChains(fw, rs.family, rs.chains, AbortSignal.timeout(2000));
-      } catch (undoErr) {
-        log.error(`could not roll back IPv${rs.family} rules after a failure: ${(undoErr as Error).message}`);
-      }
-    }
+    await rollback(fw, done, log);
     throw e;
   }
 }
 
-/** CHECK: the problems with the installed rules, empty when they are exactly as ADD makes them. */
-export async function verifyRedirect(fw: Firewall, redirect: Redirect, signal: AbortSignal): Promise<string[]> {
-  const problems: string[] = [];
-  for (const rs of redirect.rulesets) {
-    problems.push(...diffRuleSet(rs, await readState(fw, rs.family, signal)));
+export async function rollback(fw: Firewall, rulesets: readonly RuleSet[], log: Logger): Promise<void> {
+  for (const rs of rulesets) {
+    try {
+      await removeChains(fw, rs.family, rs.chains, AbortSignal.timeout(2000));
+    } catch (undoErr) {
+      log.error(`could not roll back IPv${rs.family} rules after a failure: ${(undoErr as Error).message}`);
+    }
   }
+}
+
+/** CHECK: the problems with the installed rules, empty when they are exactly as ADD makes them. */
+export async function verifyRuleSets(fw: Firewall, rulesets: readonly RuleSet[], signal: AbortSignal): Promise<string[]> {
+  const problems: string[] = [];
+  for (const rs of rulesets) problems.push(...diffRuleSet(rs, await readState(fw, rs.family, signal)));
   return problems;
 }
