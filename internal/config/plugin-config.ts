@@ -85,6 +85,11 @@ export const KubernetesSectionSchema = jsonObject({
   exclude_namespaces: v.optional(v.array(v.string()), []),
   /** The namespace of meshcni's own DaemonSet (the installer writes it): its pods pass through. */
   pod_namespace: v.optional(v.string()),
+  /**
+   * A kubeconfig whose server is plain http:// is refused unless this says so: the token would
+   * travel in clear.
+   */
+  allow_insecure_http: v.optional(v.boolean(), false),
 });
 
 export const PluginConfSchema = v.looseObject({
@@ -96,9 +101,9 @@ export const PluginConfSchema = v.looseObject({
   /** The bound on one ADD or CHECK, API lookups included. */
   timeout_seconds: v.optional(v.pipe(v.number(), v.minValue(0.1), v.maxValue(60)), 5),
   /**
-   * Dry run (nothing applied; payloads written to MESHCNI_DRY_RUN_FILE) needs this and the
-   * variable both: a variable alone, which a runtime's environment can carry to every pod on a
-   * node, never turns enforcement off.
+   * Says a dry run (MESHCNI_DRY_RUN_FILE in the environment) is meant: without it a dry run still
+   * happens (a promise to users) but says so at error level on every call, since a runtime's
+   * environment can carry the variable to every pod on a node. Alone, it is an error.
    */
   dry_run: v.optional(v.boolean(), false),
   kubernetes: v.optional(KubernetesSectionSchema, {}),

@@ -76,7 +76,7 @@ export function startEarlyLookup(stdin: string, env: Record<string, string | und
 
   let conn: Promise<Connection> | undefined;
   const connection = () => {
-    conn ??= import("./kube-http.ts").then((m) => m.readKubeconfig(kubeconfig));
+    conn ??= import("./kube-http.ts").then((m) => m.readKubeconfig(kubeconfig, k?.allow_insecure_http === true));
     return conn;
   };
   const pod = (async (): Promise<PodFound> => {

@@ -43,8 +43,11 @@ export interface Connection {
   key?: string;
 }
 
-/** Reads the kubeconfig and the files it names; synchronous (see readText). */
-export function readKubeconfig(path: string | undefined): Connection {
+/**
+ * Reads the kubeconfig and the files it names; synchronous (see readText). A plain http:// server
+ * is refused unless `allowHttp` (the entry's kubernetes.allow_insecure_http).
+ */
+export function readKubeconfig(path: string | undefined, allowHttp = false): Connection {
   if (!path) throw badKubeconfig("(none)", "the plugin config has no kubernetes.kubeconfig");
   let text: string;
   try {
@@ -58,6 +61,9 @@ export function readKubeconfig(path: string | undefined): Connection {
   } catch (e) {
     if (e instanceof KubeconfigError) throw badKubeconfig(path, e.message);
     throw e;
+  }
+  if (!allowHttp && /^http:/i.test(target.server)) {
+    throw badKubeconfig(path, `its server ${target.server} is plain http, so the token would travel in clear; use https, or set "allow_insecure_http": true in the kubernetes section of meshcni's conflist entry`);
   }
   const conn: Connection = { target };
   const ca = readMaterial(target.ca, "certificate-authority", path);

@@ -12,9 +12,9 @@ import { pruneRecords, readRecord, removeRecord, writeRecord } from "./plugin-st
 import { readPodAddresses } from "./pod-addresses.ts";
 import { pathExists } from "./which.ts";
 
-async function kubeconfigClient(path: string | undefined): Promise<KubeClient> {
+async function kubeconfigClient(path: string | undefined, allowHttp: boolean): Promise<KubeClient> {
   const [{ kubeClient }, { readKubeconfig }] = await Promise.all([import("./kube.ts"), import("./kube-http.ts")]);
-  return kubeClient(readKubeconfig(path));
+  return kubeClient(readKubeconfig(path, allowHttp));
 }
 
 /** Serves the pod the early lookup found (from the agent or the fallback GET), anything else through the kubeconfig. */
@@ -60,7 +60,7 @@ export function createPluginDeps(
   const deps: PluginDeps = {
     async openKube(conf) {
       if (early) return earlyClient(early);
-      return kubeconfigClient(conf.kubernetes.kubeconfig);
+      return kubeconfigClient(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
     },
     openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
@@ -70,7 +70,7 @@ export function createPluginDeps(
       if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
       try {
         const { readKubeconfig } = await import("./kube-http.ts");
-        readKubeconfig(conf.kubernetes.kubeconfig);
+        readKubeconfig(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
       } catch (e) {
         problems.push((e as Error).message);
       }

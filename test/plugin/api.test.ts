@@ -2,6 +2,7 @@
 // certificate, plain http), and every kind of failure. A meshed pod whose lookup fails gets no
 // rules and an error with the documented code, within the plugin's time bound; pods that need
 // no lookup never wait on the API.
+import { Code } from "../../internal/cni/spec.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -110,15 +111,24 @@ describe("credentials", () => {
     expect(untouched()).toBe(true);
   });
 
-  test("plain http", async () => {
+  test("plain http: refused (the token would travel in clear) unless the entry allows it", async () => {
     const plain = await startApiServer({ tls: false });
     plain.addPod(pod);
     plain.addNamespace(ns);
     const kc = join(dir, "http.kubeconfig");
     writeFileSync(kc, plain.kubeconfig());
-    const r = await add(kc);
+    const refused = await add(kc);
+    expect(refused.code).toBe(1);
+    const err = JSON.parse(refused.stdout);
+    expect(err.code).toBe(Code.BadKubeconfig);
+    expect(err.details).toContain("allow_insecure_http");
+    expect(plain.requests.length).toBe(0);
+    expect(untouched()).toBe(true);
+    const k = { kubeconfig: kc, exclude_namespaces: ["kube-system"], pod_namespace: "meshcni", allow_insecure_http: true };
+    const r = await add(kc, ARGS, { kubernetes: k });
     await plain.close();
     expect(r.code).toBe(0);
+    expect(plain.requests.length).toBeGreaterThan(0);
     cleanup();
   });
 });
