@@ -56,6 +56,7 @@ describe("values cannot escape their place", () => {
     ["comment with a brace", () => ruleText([M.comment("x } table ip x {")], A.ret, "nat", 4)],
     ["address that is not one", () => ruleText([M.dst("10.0.0.0/8 accept")], A.ret, "nat", 4)],
     ["IPv6 address in an IPv4 rule", () => ruleText([M.dst("fd00::/8")], A.ret, "nat", 4)],
+    ["mapped IPv6 address with something after it", () => ruleText([M.dst("::ffff:10.0.0.1/128 accept")], A.ret, "nat", 6)],
     ["negative uid", () => ruleText([M.uid(-1)], A.ret, "nat", 4)],
     ["fractional port", () => ruleText([], A.redirect(15001.5), "nat", 4)],
     ["chain that is not ours", () => ruleText([], A.jump("x; flush ruleset"), "nat", 4)],
@@ -66,5 +67,8 @@ describe("values cannot escape their place", () => {
       .toBe('iifname "k6t-eth0" return comment "proxy-init/ignore-subnet-10.0.0.0/8"');
     expect(ruleText([M.dst("::1/128", true), M.tcp], A.tproxy(15006, 1337), "mangle", 6))
       .toBe("ip6 daddr != ::1 meta l4proto tcp tproxy to :15006 meta mark set 0x00000539 accept");
+    // IPv4-mapped IPv6, written (and listed back by nft) with its dotted tail.
+    expect(ruleText([M.dst("::ffff:10.0.0.0/104")], A.ret, "nat", 6)).toBe("ip6 daddr ::ffff:10.0.0.0/104 return");
+    expect(ruleText([M.dst("::ffff:10.0.0.1/128")], A.ret, "nat", 6)).toBe("ip6 daddr ::ffff:10.0.0.1 return");
   });
 });

@@ -50,7 +50,8 @@ function chainRef(stage: Stage, name: string): string {
 
 /** A CIDR as nft prints it: a host prefix (/32, /128) as the bare address. */
 function addr(cidr: string, family: Family): string {
-  const ok = family === 4 ? /^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$/ : /^[0-9a-f:]{2,39}\/[0-9]{1,3}$/;
+  // IPv6 may end in dotted IPv4 (`::ffff:10.0.0.0/104`), as ip6tables-save and nft print mapped addresses.
+  const ok = family === 4 ? /^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$/ : /^([0-9a-f:]{2,39}|[0-9a-f:]{2,30}[0-9]{1,3}(\.[0-9]{1,3}){3})\/[0-9]{1,3}$/;
   if (!ok.test(cidr)) refuse("address", cidr);
   const full = family === 4 ? "/32" : "/128";
   return cidr.endsWith(full) ? cidr.slice(0, -full.length) : cidr;

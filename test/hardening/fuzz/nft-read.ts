@@ -104,7 +104,7 @@ function translate(text: string, stage: string, family: 4 | 6): string[] | strin
       i++;
       const n = neg();
       const v = take() ?? "";
-      const ok = family === 4 ? /^[0-9.]+(\/[0-9]{1,2})?$/ : /^[0-9a-f:]+(\/[0-9]{1,3})?$/;
+      const ok = family === 4 ? /^[0-9.]+(\/[0-9]{1,2})?$/ : /^([0-9a-f:]+|[0-9a-f:]+[0-9]{1,3}(\.[0-9]{1,3}){3})(\/[0-9]{1,3})?$/;
       if (!ok.test(v)) return bad(`address ${JSON.stringify(v)}`);
       m.push(...(n ? ["!"] : []), b === "saddr" ? "-s" : "-d", v.includes("/") ? v : `${v}/${family === 4 ? 32 : 128}`);
     } else if (a === "iifname" || a === "oifname") {
