@@ -63,6 +63,17 @@ const redirected = (n: Netns) => n.exec(["iptables-save", "-t", "nat"]).stdout.i
 const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
 const failMsg = (e: unknown) => `${(e as Error).message}\n--- agent ---\n${agent.log()}`;
 
+/**
+ * Adds the pod to the API server and waits until the agent's watch delivered it: a pod the cache
+ * does not hold yet gets a short wait and then the agent's own GET, which on a loaded machine
+ * would make "zero requests" a matter of timing.
+ */
+async function created(p: PodObj): Promise<void> {
+  const n = (await status()).cache.pods.objects as number;
+  cluster.api.addPod(p);
+  await until(async () => (await status()).cache.pods.objects > n, 15_000, `the watch delivering ${p.metadata.name}`).catch((e) => { throw new Error(failMsg(e)); });
+}
+
 /** ADD through the chain; asserts the pod got its rules with no API request. */
 async function warmAdd(p: PodObj): Promise<Box> {
   const b = box(p);
@@ -119,7 +130,7 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
 
     // 2. A pod created after the sync.
     const later = pod("web-2");
-    cluster.api.addPod(later);
+    await created(later);
     await warmAdd(later);
 
     // 3. A compaction that expires the watches (410), then dropped watches: the cache recovers
@@ -128,14 +139,14 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     cluster.api.compact({ expireWatches: true });
     await until(async () => (await status()).cache.pods.lists > lists, 15_000, "the relist after 410").catch((e) => { throw new Error(failMsg(e)); });
     const after410 = pod("web-3");
-    cluster.api.addPod(after410);
+    await created(after410);
     await warmAdd(after410);
 
     const restarts = (await status()).cache.pods.watchRestarts as number;
     cluster.api.dropWatches();
     await until(async () => (await status()).cache.pods.watchRestarts > restarts, 15_000, "the watch again").catch((e) => { throw new Error(failMsg(e)); });
     const afterDrop = pod("web-4");
-    cluster.api.addPod(afterDrop);
+    await created(afterDrop);
     await warmAdd(afterDrop);
 
     // 4. A failed ADD: its reason in the agent's output, and no record.
