@@ -1,10 +1,18 @@
 // npm run demo: meshcni's main job on one machine. A pod network namespace is wired by the
 // reference bridge + host-local plugins with the compiled meshcni chained after them; a
 // stand-in API server serves the pod (a Linkerd-injected one); a stand-in proxy listens on 4143
-// and 4140 inside the pod; real TCP connections show where traffic arrives. Cleans up after itself.
+// and 4140 inside the pod; real TCP connections show where traffic arrives. Then the node agent:
+// the real dist/meshcni-installer against a stand-in API server chains meshcni after the bridge,
+// fills its watch cache, and answers the plugin over its socket; the demo prints what
+// `kubectl logs` on the agent shows for the pod and how many API requests its ADD made (none).
+// Cleans up after itself.
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { consola } from "consola";
-import { type Listener, listen, probe } from "../test/support/netns.ts";
-import { PodLab, readFixture, withAnnotations } from "../test/support/pod-lab.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../test/installer/harness.ts";
+import { type Conflist, CniRuntime } from "../test/support/cni-runtime.ts";
+import { type Listener, listen, Netns, probe, sh, uniq } from "../test/support/netns.ts";
+import { PodLab, REFERENCE_PLUGINS, readFixture, withAnnotations } from "../test/support/pod-lab.ts";
 
 if (process.getuid?.() !== 0) {
   consola.error("the demo creates network namespaces and iptables rules: run it as root");
@@ -75,8 +83,68 @@ try {
   await lab.close();
   consola.info("cleaned up: namespaces, bridge, API server, temporary files");
 }
+
+// ---- the node agent -------------------------------------------------------------------------
+ensureBuilt(); // dist/meshcni-installer (the same binary, multi-call)
+let cluster: Cluster | undefined;
+let dirs: HostDirs | undefined;
+let agent: InstallerProcess | undefined;
+let netns: Netns | undefined;
+const bridge = `mcdemo${uniq()}`.slice(0, 15);
+try {
+  cluster = await startCluster();
+  cluster.setDaemonSet("present");
+  consola.start(`The node agent (dist/meshcni-installer) with its service account pointing at a stand-in API server at ${cluster.api.url}`);
+  cluster.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
+  const pod = withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-agent", {});
+  pod.spec.nodeName = "node-a";
+  cluster.api.addPod(pod);
+  dirs = cluster.dirs();
+  writeFileSync(join(dirs.net, "10-bridge.conflist"), JSON.stringify({
+    cniVersion: "1.0.0", name: "node-net",
+    plugins: [{ type: "bridge", bridge, isGateway: true, ipMasq: false, ipam: { type: "host-local", subnet: "10.244.77.0/24", dataDir: join(dirs.root, "ipam") } }],
+  }));
+  const port = freePort();
+  agent = startInstaller(dirs, ["--node-name", "node-a", "--plugin-binary", PLUGIN, "--dest-net-dir", dirs.net, "--health-port", String(port), "--repair", "off"], cluster.env);
+  const d = dirs;
+  await until(() => isChainedIn(d, "10-bridge.conflist"), 15_000, "meshcni chained");
+  await until(async () => ((await (await fetch(`http://127.0.0.1:${port}/status`).catch(() => undefined))?.json()) as any)?.cache?.pods?.synced === true, 15_000, "the watch cache");
+  consola.success(`the agent chained meshcni after the bridge and its watch cache holds node-a's pods; socket ${dirs.socket}`);
+
+  const runtime = new CniRuntime(JSON.parse(await Bun.file(join(dirs.net, "10-bridge.conflist")).text()) as Conflist, [REFERENCE_PLUGINS, dirs.bin], join(dirs.root, "cni-cache"));
+  netns = Netns.create(`mcdemo-${uniq()}`);
+  const a = { containerId: `demo${uniq()}`, netns: netns.path, ifname: "eth0", cniArgs: `IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-agent;K8S_POD_UID=${pod.metadata.uid}` };
+  const requestsBefore = cluster.api.requests.length;
+  const mark = agent.log().length;
+  consola.start("ADD for pod emojivoto/web-agent through the host's chain as the agent wrote it");
+  await runtime.add(a);
+  const summary = await agent.waitForLog(/plugin ADD pod=emojivoto\/web-agent .*/, 5000);
+  const made = cluster.api.requests.slice(requestsBefore).filter((r) => !r.query.includes("watch"));
+  const forPod = made.filter((r) => r.path.includes("/pods/web-agent") || r.path === "/api/v1/namespaces/emojivoto").length;
+  consola.start("kubectl logs -n meshcni meshcni-node-… (the agent's output for this pod):");
+  const shown = agent.log().slice(mark).split("\n").filter((l) => l.trim() !== "");
+  for (const l of shown.slice(0, shown.findIndex((l) => l.includes(summary)) + 1)) console.log(`    ${l}`);
+  if (forPod === 0 && summary.includes("outcome=meshed")) consola.success(`API requests the ADD made: ${forPod} (the pod came from the agent's watch cache)`);
+  else {
+    failed++;
+    consola.fail(`API requests the ADD made: ${forPod}; summary: ${summary}`);
+  }
+  await runtime.del(a);
+} catch (e) {
+  failed++;
+  consola.error(e);
+  if (agent) console.log(agent.log());
+} finally {
+  await agent?.stop("SIGTERM");
+  netns?.delete();
+  sh(["ip", "link", "del", bridge]);
+  dirs?.cleanup();
+  await cluster?.close();
+  consola.info("cleaned up: the agent, its folders, the API server");
+}
+
 if (failed > 0) {
   consola.fail(`${failed} check(s) failed`);
   process.exit(1);
 }
-consola.success("demo complete: TCP in and out of the pod went through the proxy ports, nothing else did");
+consola.success("demo complete: TCP in and out of the pod went through the proxy ports, nothing else did; through the agent, the ADD made no API request");

@@ -2,7 +2,10 @@
 // reference bridge + host-local plugins with the compiled meshcni chained after them, each
 // through the spec's call sequence (test/support/cni-runtime.ts), against the stand-in API
 // server holding N meshed pods. Each pod has an annotation of its own, so the rules of one pod
-// can be told from another's. Used by test/hardening/burst.test.ts and bench/burst.ts.
+// can be told from another's. With `agent`, the real node agent (dist/meshcni-installer, its
+// service account pointing at the same stand-in API server) watches the node's pods and the
+// plugin asks it over its socket, as on a node with the agent; without, every ADD GETs its pod
+// through the kubeconfig. Used by test/hardening/burst.test.ts and bench/burst.ts.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,10 +14,14 @@ import { type Attachment, bridgeConflist, CniRuntime, type PluginRun } from "../
 import { repoPath } from "../../support/golden.ts";
 import { sh, uniq } from "../../support/netns.ts";
 import { DIST, REFERENCE_PLUGINS } from "../../support/pod-lab.ts";
+import { ensureBuilt, freePort, HostDirs, type InstallerProcess, startInstaller, until } from "../../installer/harness.ts";
 
 /** kubelet's default --max-pods. */
 export const KUBELET_MAX_PODS = 110;
 const NS = "burst";
+/** The node of testdata/pods/linkerd-meshed.json: the agent watches it. */
+const NODE = "node-1";
+const TOKEN = "burst-token";
 /** Each pod's own inbound port to skip: 20000 + its number. */
 export const ownPort = (i: number) => 20000 + i;
 
@@ -47,6 +54,8 @@ export class BurstLab {
   readonly subnet: string;
   private readonly tag = uniq();
   private netnsNames: string[] = [];
+  /** The node agent and its folders, when the lab runs with one. */
+  agent?: { process: InstallerProcess; dirs: HostDirs; port: number };
 
   private constructor(readonly api: ApiServer, readonly size: number) {
     this.dir = mkdtempSync(join(tmpdir(), "meshcni-burst-"));
@@ -57,8 +66,8 @@ export class BurstLab {
     this.subnet = `10.${200 + ((process.pid + labCounter++ * 13) % 50)}.${(process.pid >> 3) % 250}.0/24`;
   }
 
-  static async start(size = KUBELET_MAX_PODS): Promise<BurstLab> {
-    const api = await startApiServer({ token: "burst-token" });
+  static async start(size = KUBELET_MAX_PODS, opts: { agent?: boolean } = {}): Promise<BurstLab> {
+    const api = await startApiServer({ token: TOKEN });
     const base = await Bun.file(repoPath("testdata/pods/linkerd-meshed.json")).json();
     api.addNamespace({ metadata: { name: NS } });
     for (let i = 0; i < size; i++) {
@@ -68,7 +77,34 @@ export class BurstLab {
       pod.metadata.annotations = { ...pod.metadata.annotations, "config.linkerd.io/skip-inbound-ports": String(ownPort(i)) };
       api.addPod(pod);
     }
-    return new BurstLab(api, size);
+    const lab = new BurstLab(api, size);
+    if (opts.agent) await lab.startAgent();
+    return lab;
+  }
+
+  /** Starts the real agent against the lab's API server and waits until its cache holds every pod. */
+  private async startAgent(): Promise<void> {
+    ensureBuilt();
+    const dirs = new HostDirs(TOKEN, this.api.caPem);
+    // Something for the agent to chain into; the burst's runtimes use their own conflist.
+    writeFileSync(join(dirs.net, "10-bridge.conflist"), JSON.stringify({ cniVersion: "1.0.0", name: "node-net", plugins: [{ type: "bridge", bridge: "unused0" }] }));
+    const port = freePort();
+    const proc = startInstaller(dirs, ["--node-name", NODE, "--plugin-binary", join(DIST, "meshcni"), "--health-port", String(port), "--repair", "off"], {
+      KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(this.api.url).port, NODE_NAME: NODE,
+    });
+    this.agent = { process: proc, dirs, port };
+    const cached = async () => {
+      const s = (await (await fetch(`http://127.0.0.1:${port}/status`)).json().catch(() => undefined)) as { cache?: { pods?: { synced?: boolean; objects?: number } } } | undefined;
+      return s?.cache?.pods?.synced === true && s.cache.pods.objects === this.size;
+    };
+    await until(() => cached().catch(() => false), 20_000, "the agent's cache of the burst's pods").catch((e) => {
+      throw new Error(`${(e as Error).message}\n${proc.log()}`);
+    });
+  }
+
+  /** GETs of single pods the API server answered so far (list and watch not counted). */
+  podGets(): number {
+    return Array.from({ length: this.size }, (_, i) => this.api.count(`/api/v1/namespaces/${NS}/pods/web-${i}`, "get")).reduce((a, b) => a + b, 0);
   }
 
   meshcniEntry(backend: Backend): Record<string, unknown> {
@@ -82,6 +118,7 @@ export class BurstLab {
       timeout_seconds: 60,
       kubernetes: { kubeconfig: this.kubeconfig },
       linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": backend },
+      ...(this.agent ? { agent_socket: this.agent.dirs.socket, state_dir: this.agent.dirs.state } : {}),
     };
   }
 
@@ -169,6 +206,10 @@ export class BurstLab {
     if (names.length > 0) sh(["ip", "-force", "-batch", "-"], { stdin: names.map((n) => `netns del ${n}\n`).join("") });
     this.netnsNames = [];
     sh(["ip", "link", "del", this.bridge]);
+    if (this.agent) {
+      await this.agent.process.stop("SIGTERM");
+      this.agent.dirs.cleanup();
+    }
     await this.api.close();
     rmSync(this.dir, { recursive: true, force: true });
     const listed = new Set(sh(["ip", "netns", "list"]).stdout.split("\n").map((l) => l.split(" ")[0]));
