@@ -10,7 +10,7 @@ export function renderObjects(objects: readonly K8sObject[], format: OutputForma
     return JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }, null, 2) + "\n";
   }
   return objects
-    .map((o) => `---\n${stringify(o, { lineWidth: 0, minContentWidth: 0, singleQuote: false, aliasDuplicateObjects: false })}`)
+    .map((o) => `---\n${stringify(o, { lineWidth: 0, minContentWidth: 0, singleQuote: false, aliasDuplicateObjects: false, version: "1.1" })}`)
     .join("");
 }
 

@@ -157,6 +157,14 @@ describe("install-cni objects", () => {
     expect(bad.stderr).toContain("--startup-taint");
   });
 
+  test("strings YAML 1.1 reads as booleans or numbers (kubectl does) are quoted: an annotation of on, off, yes, no stays a string", () => {
+    const r = runCli(["install-cni", "--pod-annotation", "a=on", "--pod-annotation", "b=off", "--pod-annotation", "c=yes", "--pod-annotation", "d=NO", "--pod-annotation", "e=1_000"]);
+    expect(r.code).toBe(0);
+    for (const line of ['a: "on"', 'b: "off"', 'c: "yes"', 'd: "NO"', 'e: "1_000"']) expect(r.stdout).toContain(line);
+    const ds = parseAllDocuments(r.stdout, { version: "1.1" }).map((d) => d.toJS()).find((o) => o?.kind === "DaemonSet");
+    expect(ds.spec.template.metadata.annotations).toMatchObject({ a: "on", b: "off", c: "yes", d: "NO", e: "1_000" });
+  });
+
   test("flags reach the entry and the DaemonSet", () => {
     const objs = parseStream(runCli(["install-cni", ...argsOf("fully-configured")]).stdout);
     const e = entryOf(objs);
