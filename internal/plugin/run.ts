@@ -7,7 +7,7 @@ import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
-import { profileFor } from "../mesh/index.ts";
+import { loadProfile } from "../mesh/load.ts";
 import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import type { KubeClient, PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
@@ -290,7 +290,7 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     const conf = parsePluginConf(stdin);
     const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
-    const profile = profileFor(conf);
+    const profile = await loadProfile(conf.mesh);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
     const deps = dryRunGate(conf, inv.deps, log);
     const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
