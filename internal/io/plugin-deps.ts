@@ -1,15 +1,15 @@
 // The real PluginDeps: files, processes, the node agent and the API server of the host the plugin
 // runs on. The kubeconfig client (kube.ts, kube-http.ts: fetch and TLS) is imported only when the
-// agent could not answer, or for a namespace the agent did not send.
+// agent could not answer, or for a namespace the agent did not send. The firewall code (backends,
+// binaries, the xtables lock, libnftables) is imported only when a command touches rules, so an
+// ADD of a pod that is not meshed never loads it.
 import type { LookupSource } from "../agent/protocol.ts";
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
 import type { KubeClient, PluginDeps } from "../plugin/deps.ts";
 import type { EarlyLookup } from "./early-lookup.ts";
-import { openFirewall, resolveFirewallBinaries } from "./firewall.ts";
 import { pruneRecords, readRecord, removeRecord, writeRecord } from "./plugin-state.ts";
-import { readPodAddresses } from "./pod-addresses.ts";
 import { pathExists } from "./which.ts";
 
 async function kubeconfigClient(path: string | undefined, allowHttp: boolean): Promise<KubeClient> {
@@ -62,9 +62,10 @@ export function createPluginDeps(
       if (early) return earlyClient(early);
       return kubeconfigClient(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
     },
-    openFirewall: (netns, settings, families) => openFirewall(netns, settings, families, envPath),
+    openFirewall: async (netns, settings, families) => (await import("./firewall.ts")).openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];
+      const { resolveFirewallBinaries } = await import("./firewall.ts");
       const { nsenter, chosen, inProcess } = await resolveFirewallBinaries(settings, families, envPath);
       if (!nsenter && !inProcess) problems.push("nsenter not found on the host");
       if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
@@ -77,7 +78,7 @@ export function createPluginDeps(
       return problems;
     },
     netnsExists: pathExists,
-    podAddresses: (netns, signal) => readPodAddresses(netns, envPath, signal),
+    podAddresses: async (netns, signal) => (await import("./pod-addresses.ts")).readPodAddresses(netns, envPath, signal),
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },

@@ -12,6 +12,8 @@ export interface Logger {
   info(msg: string): void;
   warn(msg: string): void;
   error(msg: string): void;
+  /** Whether lines at this level are kept (to skip building a costly message). */
+  enabled(level: Level): boolean;
   /** A logger whose lines carry extra context, e.g. the container and pod. */
   with(context: string): Logger;
 }
@@ -37,6 +39,7 @@ export function createLogger(level: Level, sink: (line: string) => void, context
     info: (m) => emit("info", m),
     warn: (m) => emit("warn", m),
     error: (m) => emit("error", m),
+    enabled: (l) => LEVEL_RANK[l] >= LEVEL_RANK[level],
     with: (c) => createLogger(level, sink, context ? `${context} ${c}` : c),
   };
 }

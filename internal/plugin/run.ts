@@ -7,13 +7,11 @@ import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
-import { profileFor } from "../mesh/index.ts";
+import { loadProfile } from "../mesh/load.ts";
 import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
-import { applyPlan } from "../backends/apply-plan.ts";
-import { backendOfMode } from "../backends/index.ts";
 import type { KubeClient, PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
-import { countRules, renderPayloads } from "./payloads.ts";
+import { countRules } from "../plan/model.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
 import { addRecord, delByRecord, gcRecords } from "./records.ts";
 import type { Summary } from "./summary.ts";
@@ -119,6 +117,15 @@ async function netnsOf(ctx: Ctx): Promise<string> {
   return netns;
 }
 
+/**
+ * The backends' code (renderers, appliers), imported only once a pod gets rules: an ADD of a pod
+ * that is not meshed, and every DEL decided by its record, never load it.
+ */
+async function payloadsOf(redirect: Redirect, mode: string): Promise<string> {
+  const [{ backendOfMode }, { renderPayloads }] = await Promise.all([import("../backends/index.ts"), import("./payloads.ts")]);
+  return renderPayloads(redirect, backendOfMode(mode));
+}
+
 async function add(ctx: Ctx): Promise<string> {
   const { conf, deps, log } = ctx;
   const result = conf.prevResult ? convertResult(conf.prevResult, conf.cniVersion) : emptyResult(conf.cniVersion);
@@ -134,22 +141,24 @@ async function add(ctx: Ctx): Promise<string> {
   const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
-    await deps.writeFile(deps.dryRunFile, renderPayloads(redirect, backendOfMode(settings.mode)));
+    await deps.writeFile(deps.dryRunFile, await payloadsOf(redirect, settings.mode));
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
     Object.assign(ctx.summary, { outcome: "ok", reason: `dry run: ${target.reason}`, rules: countRules(redirect) });
     return stdout;
   }
   if (settings.simulate) {
-    log.info(`simulate: ${target.reason}; would apply:\n${renderPayloads(redirect, backendOfMode(settings.mode))}`);
+    log.info(`simulate: ${target.reason}; would apply:\n${await payloadsOf(redirect, settings.mode)}`);
     Object.assign(ctx.summary, { outcome: "skipped", reason: `simulate: ${target.reason}` });
     await addRecord(ctx, { decision: "skipped", reason: `simulate: ${target.reason}` });
     return stdout;
   }
+  const applying = import("../backends/apply-plan.ts");
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
   if (fw.warning) log.warn(fw.warning);
-  await applyPlan(fw, redirect, log, ctx.signal);
+  await (await applying).applyPlan(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
-  log.debug(`applied:\n${renderPayloads(redirect, fw.driver)}`);
+  // Rendered again only when debug lines are kept (renderPayloads(plan, backend) is backend.render(plan)).
+  if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(redirect)}`);
   Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect), backend: fw.backend });
   await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.families.map((r) => r.family) });
   return stdout;
@@ -281,7 +290,7 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     const conf = parsePluginConf(stdin);
     const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
-    const profile = profileFor(conf);
+    const profile = await loadProfile(conf.mesh);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
     const deps = dryRunGate(conf, inv.deps, log);
     const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };

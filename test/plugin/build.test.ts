@@ -88,6 +88,18 @@ describe("compiled binaries", () => {
     expect(warmAdd.filter((c) => kubeChunks.has(c))).toEqual([]);
     expect(text(warmAdd).includes("fetch(")).toBe(false);
     expect(text(pluginPath).includes("fetch(")).toBe(true);
+    // An ADD of a pod that is not meshed (and a DEL decided by its record) loads the plugin's
+    // commands and its deps, but none of the backends' code: that is imported once rules are due.
+    const marked = (marker: string) => readdirSync(out).filter((n) => code(n).includes(marker));
+    const runChunks = marked("dry_run needs MESHCNI_DRY_RUN_FILE");
+    const depsChunks = marked("sent something that is not a Pod");
+    expect([runChunks.length, depsChunks.length]).toEqual([1, 1]);
+    const noRules = closure("node.js", (c) => c === pluginChunk || c === runChunks[0] || c === depsChunks[0]);
+    expect(noRules).toContain(runChunks[0]!);
+    for (const backend of ["--noflush", "libnftables.so"]) {
+      expect(text(pluginPath).includes(backend)).toBe(true);
+      expect({ backend, withoutRules: text(noRules).includes(backend) }).toEqual({ backend, withoutRules: false });
+    }
     // VERSION parses no plugin code either: not even the pod lookup that ADD starts first.
     expect(version.length).toBeLessThanOrEqual(3);
     expect(text(version).includes("kubeconfig")).toBe(false);
