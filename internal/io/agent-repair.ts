@@ -102,6 +102,9 @@ export interface RepairLoop {
   stop(): void;
 }
 
+/** How often a settled repair loop looks again without a change from the watch. */
+export const SETTLED_INTERVAL_MS = 30_000;
+
 export function startRepair(d: RepairDeps): RepairLoop {
   const { cfg, log } = d;
   let memory: RepairMemory = newRepairMemory();
@@ -230,8 +233,16 @@ export function startRepair(d: RepairDeps): RepairLoop {
     });
   };
   const unsubscribe = d.view.onChange(kick);
-  const timer = setInterval(kick, d.intervalMs);
-  kick();
+  // Rounds every intervalMs while something is pending (the chain's grace period, a pod seen
+  // bypassing, the taint); once settled, the watch's changes kick rounds and the timer only
+  // looks every SETTLED_INTERVAL_MS, so an idle node costs next to no CPU.
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor && plan.bypassing.length === 0;
+  const tick = () => {
+    kick();
+    timer = setTimeout(tick, settled() ? Math.max(d.intervalMs, SETTLED_INTERVAL_MS) : d.intervalMs);
+  };
+  tick();
   return {
     status: () => repairStatus(cfg, plan, memory),
     bypassing: () => plan?.bypassing.filter((b) => b.action !== "deleted").length ?? 0,
@@ -239,7 +250,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
     untainted: () => untainted,
     stop() {
       stopped = true;
-      clearInterval(timer);
+      clearTimeout(timer);
       unsubscribe();
     },
   };
