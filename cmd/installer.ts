@@ -15,7 +15,7 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import type { JsonObject } from "../internal/conflist/chain.ts";
 import { profileFor } from "../internal/mesh/index.ts";
 import { meshcniEntryIn, type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
-import { serviceAccountWriter } from "../internal/io/agent-write.ts";
+import { clientWriter } from "../internal/io/agent-write.ts";
 import { entryFromConfigText } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
@@ -78,7 +78,7 @@ function drainFallbackLog(stateDir: string, log: Log): number {
   return printed;
 }
 
-async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, entry: JsonObject, service: { host: string; port: string }, log: Log, signal: AbortSignal): Promise<number> {
+async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, entry: JsonObject, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
   const chainedAtStart = meshcniEntryIn(opts.hostNetDir);
   const startedAt = new Date();
@@ -137,7 +137,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   } else {
     repair = startRepair({
       cfg, view, api, log, stateDir: opts.stateDir,
-      writer: serviceAccountWriter({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir }),
+      writer: clientWriter(api),
       chained: () => inst.status().chain.current,
       ready: () => check().ready,
       recordsSince: recordsSince(opts.stateDir, chainedAtStart, Date.now(), log),
@@ -240,7 +240,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     }
     log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
     const api = serviceAccountApi({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir });
-    return await runAgent(opts, inst, api, entry, service, log, stop.signal);
+    return await runAgent(opts, inst, api, entry, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);
     return 1;

@@ -38,8 +38,8 @@ export type RawAnswer =
 
 export interface KubeClient {
   server: string;
-  /** Any request; the body, when given, is sent as JSON. */
-  request(method: string, path: string, timeoutMs: number, o?: { body?: unknown; signal?: AbortSignal }): Promise<RawAnswer>;
+  /** Any request; the body, when given, is sent as JSON (`contentType` names its kind, e.g. a JSON patch). */
+  request(method: string, path: string, timeoutMs: number, o?: { body?: unknown; contentType?: string; signal?: AbortSignal }): Promise<RawAnswer>;
   /** One object, or a list (a collection path with its query). */
   get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer>;
   /** A list; the same request as get, named for the reader. */
@@ -90,8 +90,8 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
     return typeof m === "string" ? m.slice(0, 300) : undefined;
   };
 
-  async function request(method: string, path: string, timeoutMs: number, ro: { body?: unknown; signal?: AbortSignal } = {}): Promise<RawAnswer> {
-    const c = credentials(ro.body !== undefined ? { "Content-Type": "application/json" } : {});
+  async function request(method: string, path: string, timeoutMs: number, ro: { body?: unknown; contentType?: string; signal?: AbortSignal } = {}): Promise<RawAnswer> {
+    const c = credentials(ro.body !== undefined ? { "Content-Type": ro.contentType ?? "application/json" } : {});
     if ("reason" in c) return { kind: "unreachable", reason: c.reason, timedOut: false };
     const bound = AbortSignal.timeout(timeoutMs);
     try {

@@ -1,17 +1,9 @@
 // What the plugin tells the node agent about one command (protocol.ts's Report) and, when the
 // agent does not take it, the same in lines for the fallback log. Pure.
-import type { Command, LookupSource, Outcome, Report } from "../agent/protocol.ts";
+import type { Command, Report } from "../agent/protocol.ts";
 
 /** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
-export interface Summary {
-  outcome: Outcome;
-  reason: string;
-  code?: number;
-  rules?: number;
-  backend?: string;
-  lookup?: LookupSource;
-  pod?: { namespace: string; name: string; uid?: string };
-}
+export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;
 
 export function buildReport(o: {
   command: Command; containerId?: string | undefined; summary: Summary; lines: string[]; started: Date; durationMs: number; version: string;
