@@ -5,7 +5,7 @@
 // an empty Bun program built as the plugin is, plus one GET of the pod from the same stand-in API
 // server (curl). Also the backends' own apply step alone (nsenter + the binaries, same payloads).
 // Run alone: node_modules/.bin/bun bench/backends.ts
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
@@ -14,7 +14,7 @@ import { renderScript } from "../internal/backends/nftables/render.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
 import { repoPath } from "../test/support/golden.ts";
-import { type Cmd, measure, ms, ratio, type Stats, table } from "./lib.ts";
+import { buildEmptyProgram, type Cmd, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
 const PLUGIN = repoPath("dist/meshcni");
 const RUNS = Number(Bun.env.BENCH_RUNS ?? 100);
@@ -27,18 +27,12 @@ function must(argv: string[], stdin?: string): string {
 
 export async function benchBackends(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-backends-"));
-  const api = Bun.spawn([repoPath("node_modules/.bin/bun"), repoPath("bench/support/api-process.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = api.stdout.getReader();
-  const info = JSON.parse(new TextDecoder().decode((await reader.read()).value)) as { url: string; kubeconfig: string; caFile: string; token: string };
+  const { proc: api, info } = await startApiProcess();
   const netns = `mcbb${process.pid}`;
   must(["ip", "netns", "add", netns]);
   const netnsPath = `/var/run/netns/${netns}`;
   try {
-    const emptySrc = join(dir, "empty.ts");
-    writeFileSync(emptySrc, 'if (Bun.env.CNI_COMMAND === "VERSION") Bun.write(Bun.stdout, "{}");\n');
-    const empty = join(dir, "empty");
-    await Bun.build({ entrypoints: [emptySrc], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
-      compile: { outfile: empty, autoloadDotenv: false, autoloadBunfig: false } });
+    const empty = await buildEmptyProgram(dir);
 
     const confFor = (mode: string) => ({
       cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info",

@@ -2,6 +2,40 @@
 // hits every candidate alike, and report medians and ratios against a floor measured in the
 // same run. (Peak memory is measured with GNU time by the benchmarks that report it.)
 
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+/**
+ * The floor for the plugin's start-up: an empty program (it answers VERSION with "{}") compiled
+ * exactly as scripts/build.ts compiles the plugin. Returns the executable's path in `dir`.
+ */
+export async function buildEmptyProgram(dir: string, name = "empty"): Promise<string> {
+  const src = join(dir, `${name}.ts`);
+  writeFileSync(src, 'if (Bun.env.CNI_COMMAND === "VERSION") Bun.write(Bun.stdout, "{}");\n');
+  const outfile = join(dir, name);
+  const r = await Bun.build({ entrypoints: [src], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
+    compile: { outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
+  if (!r.success) throw new Error(`building ${src} failed`);
+  return outfile;
+}
+
+/** What bench/support/api-process.ts prints once its stand-in API server (and agent) listen. */
+export interface ApiProcessInfo {
+  url: string;
+  kubeconfig: string;
+  caFile: string;
+  token: string;
+  agentSocket: string;
+  stateDir: string;
+}
+
+/** Starts bench/support/api-process.ts and waits for its first line; kill the process when done. */
+export async function startApiProcess(): Promise<{ proc: Bun.Subprocess<"pipe", "pipe", "inherit">; info: ApiProcessInfo }> {
+  const proc = Bun.spawn([join(import.meta.dir, "../node_modules/.bin/bun"), join(import.meta.dir, "support/api-process.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const first = await proc.stdout.getReader().read();
+  return { proc, info: JSON.parse(new TextDecoder().decode(first.value)) as ApiProcessInfo };
+}
+
 export interface Cmd {
   name: string;
   argv: string[];

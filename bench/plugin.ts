@@ -10,7 +10,7 @@
 //   empty program + nsenter + iptables-restore and vs Linkerd's method, ADD of a pod that is not
 //   meshed and DEL of a container never touched vs VERSION, peak RSS of a meshed ADD.
 // Run alone: node_modules/.bin/bun bench/plugin.ts
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildBinary } from "../scripts/build.ts";
@@ -20,7 +20,7 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
 import { renderFresh, renderCleanup } from "../internal/backends/iptables/restore.ts";
 import { parseSave } from "../internal/backends/iptables/save.ts";
-import { type Cmd, measure, ms, ratio, type Stats, table } from "./lib.ts";
+import { buildEmptyProgram, type Cmd, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
 const PLUGIN = repoPath("dist/meshcni");
 const BRIDGE = "/usr/lib/cni/bridge";
@@ -43,21 +43,15 @@ function peakRss(cmd: Cmd): number {
 
 export async function benchPlugin(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-"));
-  const api = Bun.spawn([repoPath("node_modules/.bin/bun"), repoPath("bench/support/api-process.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = api.stdout.getReader();
-  const info = JSON.parse(new TextDecoder().decode((await reader.read()).value)) as { url: string; kubeconfig: string; caFile: string; token: string; agentSocket: string; stateDir: string };
+  const { proc: api, info } = await startApiProcess();
   const netns = `mcbench${process.pid}`;
   must(["ip", "netns", "add", netns]);
   const netnsPath = `/var/run/netns/${netns}`;
   try {
     // The empty program, compiled exactly as the plugin is.
-    const emptySrc = join(dir, "empty.ts");
-    writeFileSync(emptySrc, 'if (Bun.env.CNI_COMMAND === "VERSION") Bun.write(Bun.stdout, "{}");\n');
-    const empty = join(dir, "empty");
+    const empty = await buildEmptyProgram(dir);
     const emptyPlain = join(dir, "empty-plain");
-    await Bun.build({ entrypoints: [emptySrc], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
-      compile: { outfile: empty, autoloadDotenv: false, autoloadBunfig: false } });
-    must([repoPath("node_modules/.bin/bun"), "build", "--compile", emptySrc, "--outfile", emptyPlain]);
+    must([repoPath("node_modules/.bin/bun"), "build", "--compile", `${empty}.ts`, "--outfile", emptyPlain]);
 
     const versionEnv = { PATH: Bun.env.PATH!, CNI_COMMAND: "VERSION" };
     const vstdin = '{"cniVersion":"1.0.0"}';

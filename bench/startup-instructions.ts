@@ -4,10 +4,11 @@
 // agent) against an empty program compiled the same way, and against a build of cmd/plugin.ts
 // alone (what dist/meshcni was before the agent joined it). Run alone:
 // node_modules/.bin/bun bench/startup-instructions.ts
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { repoPath } from "../test/support/golden.ts";
+import { buildEmptyProgram } from "./lib.ts";
 
 const RUNS = Number(Bun.env.BENCH_CALLGRIND_RUNS ?? 3);
 
@@ -31,9 +32,7 @@ export async function benchStartupInstructions(): Promise<string> {
         compile: { outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
       if (!r.success) throw new Error(`building ${entry} failed`);
     };
-    const emptySrc = join(dir, "empty.ts");
-    writeFileSync(emptySrc, 'if (Bun.env.CNI_COMMAND === "VERSION") Bun.write(Bun.stdout, "{}");\n');
-    await build(emptySrc, join(dir, "empty"));
+    await buildEmptyProgram(dir);
     await build(repoPath("cmd/plugin.ts"), join(dir, "plugin-alone"));
     const env = { CNI_COMMAND: "VERSION" };
     const stdin = '{"cniVersion":"1.0.0"}';
