@@ -45,7 +45,8 @@ describe("a list made from a single-plugin file is out of date once the host wri
     hostWrite("10-flannel.conf", flannel(true));
     writeFileSync(join(dirs.net, "20-extra.conflist"), EXTRA);
     start();
-    await until(() => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni", 5000, "the .conf turned into a list");
+    // The list is written first, then the .conf removed: wait for both before asserting.
+    await until(() => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni" && dirs.file("10-flannel.conf") === undefined, 5000, "the .conf turned into a list");
     expect(dirs.file("10-flannel.conf")).toBeUndefined();
     hostWrite("10-flannel.conf", "{ not json");
     // The runtime would pass over the broken .conf and use the stale list: it must not be there.
