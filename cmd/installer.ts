@@ -5,6 +5,7 @@
 import { readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createSocketHandler } from "../internal/agent/handler.ts";
+import { createAddPlanner } from "../internal/agent/plan-add.ts";
 import { countLookup, countReport, newCounters, renderMetrics } from "../internal/agent/metrics.ts";
 import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
 import { buildStatus } from "../internal/agent/status.ts";
@@ -25,7 +26,7 @@ import { apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } fr
 import type { KubeClient } from "../internal/io/kube-client.ts";
 import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
-import { readRecords, removeAgentState, takeFallbackLog } from "../internal/io/agent-state.ts";
+import { readRecords, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
@@ -88,13 +89,29 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   if (!opts.nodeName) log.warn("no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node");
 
   let lastBadRequest = 0;
+  let lastDeclined = 0;
+  const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
+  const planner = createAddPlanner({
+    lookup: source.lookup, stateDir: opts.stateDir, onLookup,
+    writeRecord: async (dir, record) => writeRecordFor(dir, record),
+  });
   const handler = createSocketHandler({
     lookup: source.lookup,
+    planAdd: async (req) => {
+      const r = await planner(req);
+      if (r.ok) counters.addsPlanned++;
+      return r;
+    },
+    onDeclined(why) {
+      counters.addsDeclined++;
+      if (performance.now() - lastDeclined > 10_000) log.info(`the plugin runs an ADD itself: ${why}`);
+      lastDeclined = performance.now();
+    },
     onReport(r) {
       countReport(counters, r);
       printPluginLines(renderReport(r, VERSION));
     },
-    onLookup: (r) => countLookup(counters, r),
+    onLookup,
     onBadRequest(why) {
       counters.badRequests++;
       if (performance.now() - lastBadRequest > 10_000) log.warn(`a bad request on ${opts.agentSocket}: ${why}`);

@@ -1,10 +1,13 @@
 // meshcni: the CNI plugin the container runtime runs for every pod. Start-up is on every pod's
 // critical path, so VERSION is answered here with nothing else loaded, a DEL of a container
-// without a record right after stdin, and the rest of the plugin is imported only for the other
-// commands. Every command's outcome goes to the node agent after the result is on stdout.
+// without a record right after stdin, an ADD the node agent plans with the plan's backend alone,
+// and the rest of the plugin is imported only for the other commands and when the agent cannot
+// plan. Every command's outcome goes to the node agent after the result is on stdout.
 import { renderVersionInfo } from "../internal/cni/spec.ts";
-import { startEarlyLookup } from "../internal/io/early-lookup.ts";
-import { report, untouchedDel } from "../internal/plugin/report-io.ts";
+import { addThroughAgent, type PlannedAdd } from "../internal/io/agent-add.ts";
+import { lookupTarget, startEarlyLookup } from "../internal/io/early-lookup.ts";
+import { agentPaths, report, untouchedDel } from "../internal/plugin/report-io.ts";
+import { VERSION } from "../internal/version.ts";
 
 export async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
@@ -21,22 +24,39 @@ export async function main(): Promise<number> {
     await report({ env: Bun.env, stdin, summary: untouched, lines: [], started, t0 });
     return 0;
   }
-  // Start the pod lookup first, so reading the kubeconfig and the API round trip overlap with
-  // loading the rest of the plugin (its module is small and in this entry chunk for that).
-  const early = startEarlyLookup(stdin, Bun.env);
-  // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
-  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/io/libc.ts").then((m) => m.preload(), () => {});
-  const [{ runPlugin }, { createPluginDeps }, { VERSION }] = await Promise.all([
-    import("../internal/plugin/run.ts"),
-    import("../internal/io/plugin-deps.ts"),
-    import("../internal/version.ts"),
-  ]);
-  const pending: Promise<number>[] = [];
   const lines: string[] = [];
-  const deps = createPluginDeps(Bun.env, (line) => {
+  const pending: Promise<number>[] = [];
+  const sink = (line: string) => {
     lines.push(line);
     pending.push(Bun.write(Bun.stderr, line));
-  }, early);
+  };
+  const target = lookupTarget(stdin, Bun.env);
+  // A warm ADD: the node agent plans it, the plugin applies the plan (agent-add.ts). Loads no
+  // config schema, no mesh profile, no API client.
+  let planned: PlannedAdd | undefined;
+  if (target && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
+    planned = await addThroughAgent({
+      socket: target.socket, stateDir: agentPaths(stdin).stateDir, stdin, env: Bun.env, version: VERSION,
+      timeoutMs: target.agentTimeoutMs, seconds: target.seconds, sink,
+    });
+    if (planned.kind === "done") {
+      await Bun.write(Bun.stdout, planned.stdout);
+      await Promise.all(pending);
+      await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0 });
+      return planned.exitCode;
+    }
+  }
+  // Otherwise the plugin runs the command itself. Start the pod lookup first, so reading the
+  // kubeconfig and the API round trip overlap with loading the rest of the plugin (its module is
+  // small and in this entry chunk for that). An agent that did not answer just now is not asked again.
+  const early = startEarlyLookup(target, planned?.kind === "unavailable" ? planned.why : undefined);
+  // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
+  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/io/libc.ts").then((m) => m.preload(), () => {});
+  const [{ runPlugin }, { createPluginDeps }] = await Promise.all([
+    import("../internal/plugin/run.ts"),
+    import("../internal/io/plugin-deps.ts"),
+  ]);
+  const deps = createPluginDeps(Bun.env, sink, early);
   if (!Bun.env.CNI_COMMAND) {
     pending.push(Bun.write(Bun.stderr, `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`));
   }

@@ -1,7 +1,9 @@
 // The agent's answers on its Unix socket (protocol.ts), as a fetch handler: Request in, Response
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/io/agent-socket.ts.
-import { AGENT_TIMEOUT_MS, type AgentError, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
+import { type PlanAnswer, parseAddRequest } from "./plan-add.ts";
+import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
+import { Code } from "../cni/spec.ts";
 import { MAX_REPORT_BYTES, parseReport } from "./report.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
 
@@ -13,6 +15,10 @@ export interface SocketDeps {
   onBadRequest(why: string): void;
   /** The bound on one lookup; AGENT_TIMEOUT_MS unless a test says otherwise. */
   timeoutMs?: number;
+  /** Plans an ADD for the plugin (plan-add.ts); without it POST /v1/add answers 409. */
+  planAdd?(req: AddRequest): Promise<PlanAnswer>;
+  /** Called with every ADD the agent declined to plan, and why. */
+  onDeclined?(why: string): void;
 }
 
 /** A namespace is a DNS-1123 label; a pod name a DNS-1123 subdomain. */
@@ -44,6 +50,20 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
     return json(result.status, result.error);
   }
 
+  /** The request's body, or the answer when it is too large or cannot be read. */
+  async function readBody(req: Request): Promise<string | Response> {
+    const declared = Number(req.headers.get("content-length") ?? 0);
+    if (declared > MAX_REPORT_BYTES) return bad(`a body of ${declared} bytes; at most ${MAX_REPORT_BYTES}`, 413);
+    let body: string;
+    try {
+      body = await req.text();
+    } catch (e) {
+      return bad(`the body could not be read: ${(e as Error).message}`);
+    }
+    if (body.length > MAX_REPORT_BYTES) return bad(`a body of more than ${MAX_REPORT_BYTES} bytes`, 413);
+    return body;
+  }
+
   return async (req) => {
     let url: URL;
     try {
@@ -65,23 +85,40 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       if (uid !== undefined && !UID.test(uid)) return bad(`uid ${JSON.stringify(uid.slice(0, 100))} is not a Kubernetes UID`);
       return lookup(req, namespace, name, uid);
     }
+    if (path === ADD_PATH) {
+      if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
+      const body = await readBody(req);
+      if (typeof body !== "string") return body;
+      let parsed: AddRequest | string;
+      try {
+        parsed = parseAddRequest(JSON.parse(body));
+      } catch {
+        parsed = "the body is not JSON";
+      }
+      if (typeof parsed === "string") return bad(parsed);
+      const decline = (why: string) => {
+        deps.onDeclined?.(why);
+        return agentError(409, Code.TryAgainLater, "the agent does not plan this ADD", why);
+      };
+      if (!deps.planAdd) return decline("this agent does not plan ADDs");
+      let planned: PlanAnswer;
+      try {
+        planned = await deps.planAdd(parsed);
+      } catch (e) {
+        return decline(`planning failed: ${(e as Error).message}`);
+      }
+      return planned.ok ? json(200, planned.answer) : decline(planned.why);
+    }
     if (path === REPORTS_PATH) {
       if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
-      const declared = Number(req.headers.get("content-length") ?? 0);
-      if (declared > MAX_REPORT_BYTES) return bad(`a report of ${declared} bytes; at most ${MAX_REPORT_BYTES}`, 413);
-      let body: string;
-      try {
-        body = await req.text();
-      } catch (e) {
-        return bad(`the report could not be read: ${(e as Error).message}`);
-      }
-      if (body.length > MAX_REPORT_BYTES) return bad(`a report of more than ${MAX_REPORT_BYTES} bytes`, 413);
+      const body = await readBody(req);
+      if (typeof body !== "string") return body;
       const parsed = parseReport(body);
       if (!parsed.ok) return bad(parsed.error);
       // Answered first: the plugin does not wait for the printing.
       setImmediate(() => deps.onReport(parsed.report));
       return new Response(null, { status: 204 });
     }
-    return bad(`${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${REPORTS_PATH})`);
+    return bad(`${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${ADD_PATH}, POST ${REPORTS_PATH})`);
   };
 }

@@ -23,6 +23,10 @@ export interface Counters {
   /** The agent's answers on the socket. */
   agentLookups: Record<LookupAnswer, number>;
   badRequests: number;
+  /** ADDs the agent planned for the plugin (POST /v1/add answered 200). */
+  addsPlanned: number;
+  /** ADDs the agent left to the plugin (409: another version, a pod it cannot answer, ...). */
+  addsDeclined: number;
   /** Lines printed from the plugin's fallback log. */
   fallbackLogLines: number;
   resyncs: number;
@@ -39,6 +43,8 @@ export function newCounters(): Counters {
     pluginLookups: Object.fromEntries(LOOKUP_SOURCES.map((s) => [s, 0])),
     agentLookups: { cache: 0, api: 0, not_found: 0, unavailable: 0 },
     badRequests: 0,
+    addsPlanned: 0,
+    addsDeclined: 0,
     fallbackLogLines: 0,
     resyncs: 0,
     resyncRepairs: 0,
@@ -130,6 +136,8 @@ export function renderMetrics(m: MetricsInput): string {
     ...family("meshcni_agent_lookups_total", "counter", "The agent's answers to the plugin's pod lookups: from the cache, from its own GET, not found, unavailable.",
       (["cache", "api", "not_found", "unavailable"] as const).map((answer) => [{ answer }, c.agentLookups[answer]])),
     ...family("meshcni_agent_bad_requests_total", "counter", "Requests on the agent's socket it could not use (answered 400, 405 or 413).", [[{}, c.badRequests]]),
+    ...family("meshcni_agent_adds_planned_total", "counter", "ADDs the agent planned for the plugin (the plugin only applied the rules).", [[{}, c.addsPlanned]]),
+    ...family("meshcni_agent_adds_declined_total", "counter", "ADDs the agent left to the plugin (a pod it could not answer, a Service or the pod's addresses needed).", [[{}, c.addsDeclined]]),
     ...family("meshcni_agent_fallback_log_lines_total", "counter", "Lines printed from the plugin's fallback log (written while the agent was not answering).", [[{}, c.fallbackLogLines]]),
     ...family("meshcni_agent_cached_pods", "gauge", "Pods of this node in the agent's watch cache.", [[{}, m.cache?.pods.objects ?? 0]]),
     ...family("meshcni_agent_cached_namespaces", "gauge", "Namespaces in the agent's watch cache.", [[{}, m.cache?.namespaces.objects ?? 0]]),

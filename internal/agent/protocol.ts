@@ -13,6 +13,13 @@
 //     503 AgentError               the agent cannot answer (cache not in sync and its own GET
 //                                  failed); the plugin falls back to its kubeconfig
 //   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines
+//   POST /v1/add  AddRequest          the agent plans an ADD (plan-add.ts): it checks the
+//     200 AddAnswer                   environment and config, looks the pod up, decides, writes
+//                                     the container's record and answers the plugin's stdout, log
+//                                     lines and, for a meshed pod, the plan the plugin applies
+//     409 AgentError                  the agent does not plan this one (a pod that needs its
+//                                     network namespace's addresses or a Service, a pod it cannot
+//                                     look up): the plugin runs the whole ADD itself
 //
 // Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
 // the plugin fall back to its own kubeconfig GET, exactly as without an agent.
@@ -36,6 +43,40 @@ export function podLookupPath(namespace: string, name: string, uid?: string): st
   return uid ? `${base}?uid=${encodeURIComponent(uid)}` : base;
 }
 export const REPORTS_PATH = "/v1/reports";
+export const ADD_PATH = "/v1/add";
+
+/** The CNI variables the plugin passes on in an AddRequest (PATH stays with the plugin: binaries are the host's). */
+export const ADD_ENV_KEYS = ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"] as const;
+
+/** POST /v1/add: the plugin's command as the runtime gave it. */
+export interface AddRequest {
+  v: 1;
+  /** The plugin's version, for the agent's logs. */
+  version: string;
+  env: Partial<Record<(typeof ADD_ENV_KEYS)[number], string>>;
+  stdin: string;
+}
+
+/** 200 answer to POST /v1/add. */
+export interface AddAnswer {
+  v: 1;
+  /** What the plugin prints: the result, or a CNI error (exitCode 1). */
+  stdout: string;
+  exitCode: 0 | 1;
+  /** The log lines of the agent's part, "meshcni: ..." each, newline-terminated; the plugin writes them to stderr. */
+  lines: string[];
+  /** The conflist entry's log level and the lines' context ("ADD 0123456789ab"), for the plugin's own lines. */
+  level: "debug" | "info" | "warn" | "error";
+  context: string;
+  /** The request's cniVersion, for an error the plugin renders when its apply fails. */
+  cniVersion?: unknown;
+  /** What was decided, as far as the agent got (the plugin completes it for its report). */
+  summary: { outcome: Outcome; reason: string; code?: number; rules?: number; lookup?: LookupSource; pod?: { namespace: string; name: string; uid?: string } };
+  /** For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin checks and applies them. */
+  apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
+  /** The agent wrote the container's record (the plugin removes it when its apply fails). */
+  record: boolean;
+}
 
 /** 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields the profiles never read). */
 export interface PodAnswer {

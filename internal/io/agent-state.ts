@@ -2,10 +2,35 @@
 // containers it handled, read for /status; the fallback log the plugin appends to while the agent
 // is down, printed and emptied by the agent; and all of it removed on uninstall.
 import { randomBytes } from "node:crypto";
-import { lstatSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { CHAINED_SINCE_FILE, FALLBACK_LOG, RECORDS_SINCE_FILE, RECORDS_SUBDIR } from "../agent/protocol.ts";
+import { CHAINED_SINCE_FILE, FALLBACK_LOG, type PodRecord, RECORDS_SINCE_FILE, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
+
+/** A container ID that is safe in a file name (the CNI spec's form). */
+const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
+
+/**
+ * Writes a record for the plugin (an ADD the agent planned, plan-add.ts): a temp file in the
+ * records folder, then rename(2), as the plugin writes its own (internal/io/plugin-state.ts).
+ */
+export function writeRecordFor(stateDir: string, record: PodRecord): void {
+  if (!CONTAINER_ID.test(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
+  const dir = `${stateDir}/${RECORDS_SUBDIR}`;
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const tmp = `${dir}/.${record.containerId}.agent.${randomBytes(4).toString("hex")}.tmp`;
+  writeFileSync(tmp, JSON.stringify(record) + "\n", { mode: 0o600 });
+  try {
+    renameSync(tmp, recordPath(stateDir, record.containerId));
+  } catch (e) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // gone
+    }
+    throw e;
+  }
+}
 
 export function readRecords(stateDir: string): RecordsRead {
   const dir = `${stateDir}/${RECORDS_SUBDIR}`;

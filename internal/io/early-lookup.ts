@@ -11,6 +11,7 @@ import { AGENT_TIMEOUT_MS, DEFAULT_AGENT_SOCKET, type LookupSource } from "../ag
 import { CniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { Code } from "../cni/spec.ts";
+import { checkUid } from "../plugin/pod-uid.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { askAgent } from "./agent-client.ts";
 import type { Connection } from "./kube-http.ts";
@@ -36,22 +37,26 @@ export interface EarlyLookup {
 
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
 
-/** The UID in a pod object, if any. */
-function podUid(pod: unknown): string | undefined {
-  const uid = (pod as { metadata?: { uid?: unknown } } | undefined)?.metadata?.uid;
-  return typeof uid === "string" ? uid : undefined;
+/** What the plugin needs to ask for a pod before its config is validated; undefined when no ask is due. */
+export interface LookupTarget {
+  socket: string;
+  namespace: string;
+  name: string;
+  uid: string | undefined;
+  kubeconfig: string | undefined;
+  allowHttp: boolean;
+  /** The plugin's own bound (timeout_seconds, at most 60). */
+  seconds: number;
+  /** At most half of the plugin's bound, so the fallback GET always has the other half. */
+  agentTimeoutMs: number;
 }
 
-/** A pod that is not the runtime's (deleted and recreated under the same name) is never used. */
-export function checkUid(pod: unknown, uid: string | undefined, namespace: string, name: string, from: string): void {
-  const found = podUid(pod);
-  if (uid !== undefined && found !== undefined && found !== uid) {
-    throw new CniError(Code.PodNotFound, "pod not found",
-      `pod ${namespace}/${name} ${from} has UID ${found}, not ${uid} (K8S_POD_UID): it was deleted and recreated; the runtime will tear this sandbox down`);
-  }
-}
-
-export function startEarlyLookup(stdin: string, env: Record<string, string | undefined>): EarlyLookup | undefined {
+/**
+ * The pod an ADD or CHECK is for, when it is a Kubernetes pod the pre-API decisions do not pass
+ * through (excluded namespaces, meshcni's own pods and non-Kubernetes containers never reach
+ * the agent or the API). Undefined otherwise, and for input the plugin will answer with an error.
+ */
+export function lookupTarget(stdin: string, env: Record<string, string | undefined>): LookupTarget | undefined {
   if (env.CNI_COMMAND !== "ADD" && env.CNI_COMMAND !== "CHECK") return undefined;
   let conf: { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown };
   let args: ReturnType<typeof parseK8sArgs>;
@@ -63,25 +68,36 @@ export function startEarlyLookup(stdin: string, env: Record<string, string | und
   }
   if (typeof conf !== "object" || conf === null) return undefined;
   const k = conf.kubernetes;
-  const kubeconfig = typeof k?.kubeconfig === "string" ? k.kubeconfig : undefined;
   if (!args.podName || !args.podNamespace) return undefined;
   const podNamespace = typeof k?.pod_namespace === "string" ? k.pod_namespace : undefined;
   if (skipBeforeLookup({ exclude_namespaces: strings(k?.exclude_namespaces), pod_namespace: podNamespace }, args.podNamespace, args.podName)) {
     return undefined;
   }
   const seconds = typeof conf.timeout_seconds === "number" && conf.timeout_seconds > 0 ? Math.min(conf.timeout_seconds, 60) : 5;
-  const signal = AbortSignal.timeout(seconds * 1000);
-  const socket = typeof conf.agent_socket === "string" && conf.agent_socket.startsWith("/") ? conf.agent_socket : DEFAULT_AGENT_SOCKET;
-  const { podNamespace: ns, podName: name, podUid: uid } = args;
+  return {
+    socket: typeof conf.agent_socket === "string" && conf.agent_socket.startsWith("/") ? conf.agent_socket : DEFAULT_AGENT_SOCKET,
+    namespace: args.podNamespace, name: args.podName, uid: args.podUid,
+    kubeconfig: typeof k?.kubeconfig === "string" ? k.kubeconfig : undefined, allowHttp: k?.allow_insecure_http === true,
+    seconds, agentTimeoutMs: Math.min(AGENT_TIMEOUT_MS, seconds * 500),
+  };
+}
+
+/**
+ * Starts the lookup for `t`. `agentDown`: the agent did not answer a moment ago (the planned
+ * ADD, agent-add.ts), so the kubeconfig GET goes first, with that as the reason.
+ */
+export function startEarlyLookup(t: LookupTarget | undefined, agentDown?: string): EarlyLookup | undefined {
+  if (!t) return undefined;
+  const signal = AbortSignal.timeout(t.seconds * 1000);
+  const { socket, namespace: ns, name, uid, kubeconfig } = t;
 
   let conn: Promise<Connection> | undefined;
   const connection = () => {
-    conn ??= import("./kube-http.ts").then((m) => m.readKubeconfig(kubeconfig, k?.allow_insecure_http === true));
+    conn ??= import("./kube-http.ts").then((m) => m.readKubeconfig(kubeconfig, t.allowHttp));
     return conn;
   };
   const pod = (async (): Promise<PodFound> => {
-    // At most half of the plugin's own bound, so the fallback GET always has the other half.
-    const answer = await askAgent(socket, ns, name, uid, Math.min(AGENT_TIMEOUT_MS, seconds * 500));
+    const answer = agentDown !== undefined ? { kind: "unavailable" as const, why: agentDown } : await askAgent(socket, ns, name, uid, t.agentTimeoutMs);
     if (answer.kind === "pod") {
       checkUid(answer.pod, uid, ns, name, "the agent sent");
       const found: PodFound = { body: answer.pod, source: answer.source };

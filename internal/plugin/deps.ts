@@ -10,6 +10,15 @@ import type { Logger } from "./log.ts";
 
 export type { ExecResult };
 
+/**
+ * Thrown by the node agent's PluginDeps when the agent cannot plan an ADD on its own (it needs
+ * the pod's network namespace, a Service, or the pod is not answerable from the agent): the
+ * plugin then runs the whole ADD itself, as without an agent (internal/agent/plan-add.ts).
+ */
+export class NotPlannable extends Error {
+  override name = "NotPlannable";
+}
+
 /** Reads pods and namespaces; failures are thrown as CniErrors with their codes. */
 export interface KubeClient {
   getPod(namespace: string, name: string, signal: AbortSignal): Promise<Pod>;

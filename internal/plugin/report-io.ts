@@ -1,8 +1,8 @@
 // After the result is on stdout: the command's report to the node agent, bounded at
 // REPORT_TIMEOUT_MS, or, when the agent does not take it, its lines appended to the fallback log
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
-// Also the DEL that needs nothing loaded: a container without a record runs no process and loads
-// none of the plugin's rule code.
+// Also the DEL that needs nothing loaded: a container without a record, or whose record says its
+// pod got no rules, runs no process and loads none of the plugin's rule code.
 import { type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath } from "../agent/protocol.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isSupportedVersion } from "../cni/spec.ts";
@@ -66,9 +66,10 @@ export async function report(o: {
 }
 
 /**
- * DEL of a container with no record, decided before the rest of the plugin loads: it answers
- * success and runs no process. Undefined when the full path must decide (a record exists, or
- * the input is not a plain, valid DEL: the full path then answers its error).
+ * DEL of a container with no record, or with one saying its pod got no rules, decided before
+ * the rest of the plugin loads: it answers success and runs no process. Undefined when the full
+ * path must decide (a meshed or unreadable record, or input that is not a plain, valid DEL: the
+ * full path then answers its error).
  */
 export async function untouchedDel(stdin: string, env: Record<string, string | undefined>): Promise<Summary | undefined> {
   if (env.CNI_COMMAND !== "DEL" || env.MESHCNI_DRY_RUN_FILE || !env.CNI_IFNAME) return undefined;
@@ -79,9 +80,33 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
     if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
   }
   // A record is never empty; a missing file's size is 0 (a synchronous stat).
-  if (Bun.file(recordPath(stateDir, id)).size > 0) return undefined;
+  const file = Bun.file(recordPath(stateDir, id));
+  if (file.size > 0) return skippedDel(file, id);
   const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
   const pod = podOf(env);
   if (pod) s.pod = pod;
   return s;
+}
+
+/**
+ * DEL of a container whose record says its pod got no rules: the record goes and nothing else
+ * runs, as records.ts's delByRecord does. Any other record (meshed, unreadable) is the full path's.
+ */
+async function skippedDel(file: ReturnType<typeof Bun.file>, id: string): Promise<Summary | undefined> {
+  let r: Record<string, unknown>;
+  try {
+    r = JSON.parse(await file.text());
+  } catch {
+    return undefined;
+  }
+  const str = (x: unknown) => typeof x === "string";
+  if (r?.v !== 1 || r.containerId !== id || r.decision !== "skipped" || !str(r.namespace) || !str(r.name) || !str(r.reason)) return undefined;
+  try {
+    await file.delete();
+  } catch {
+    return undefined; // the full path says why
+  }
+  const pod: NonNullable<Summary["pod"]> = { namespace: r.namespace as string, name: r.name as string };
+  if (str(r.uid)) pod.uid = r.uid as string;
+  return { outcome: "untouched", reason: `the pod got no rules at ADD (${r.reason as string})`, pod };
 }

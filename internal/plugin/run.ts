@@ -8,8 +8,8 @@ import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { loadProfile } from "../mesh/load.ts";
-import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
-import type { KubeClient, PluginDeps } from "./deps.ts";
+import { type FirewallSettings, type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
+import { type KubeClient, NotPlannable, type PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, parseLevel } from "./log.ts";
 import { countRules } from "../plan/model.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
@@ -20,6 +20,20 @@ export interface Invocation {
   getenv: Getenv;
   readStdin(): Promise<string>;
   deps: PluginDeps;
+  /**
+   * The node agent plans an ADD for the plugin (internal/agent/plan-add.ts): everything up to
+   * the rules, which it hands back in Outcome.planned instead of applying them. Its deps throw
+   * NotPlannable where only the plugin can go on, and then so does runPlugin.
+   */
+  planOnly?: boolean;
+}
+
+/** An ADD planned by the agent: the rules the plugin applies (internal/io/agent-add.ts). */
+export interface PlannedApply {
+  plan: Redirect;
+  settings: FirewallSettings;
+  /** The decision's reason, for the plugin's "applied" line. */
+  reason: string;
 }
 
 export interface Outcome {
@@ -27,6 +41,10 @@ export interface Outcome {
   exitCode: 0 | 1;
   /** What happened, for the report to the node agent. */
   summary: Summary;
+  /** planOnly: the rules still to apply (absent when the pod gets none or the command failed). */
+  planned?: PlannedApply;
+  /** The request's cniVersion, for an error the plugin renders after a planned ADD. */
+  cniVersion?: unknown;
 }
 
 interface Ctx {
@@ -37,6 +55,8 @@ interface Ctx {
   log: Logger;
   signal: AbortSignal;
   summary: Summary;
+  planOnly?: boolean;
+  planned?: PlannedApply;
 }
 
 type Target =
@@ -71,6 +91,7 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
     try {
       target.kubernetesService = await kube.getService("default", "kubernetes", signal);
     } catch (e) {
+      if (e instanceof NotPlannable) throw e;
       ctx.log.warn(`could not read service default/kubernetes, skipping the API server's usual ports: ${(e as Error).message}`);
       target.kubernetesService = null;
     }
@@ -150,6 +171,14 @@ async function add(ctx: Ctx): Promise<string> {
     log.info(`simulate: ${target.reason}; would apply:\n${await payloadsOf(redirect, settings.mode)}`);
     Object.assign(ctx.summary, { outcome: "skipped", reason: `simulate: ${target.reason}` });
     await addRecord(ctx, { decision: "skipped", reason: `simulate: ${target.reason}` });
+    return stdout;
+  }
+  if (ctx.planOnly) {
+    // The agent's record says "meshed" before the plugin applies: a DEL then removes whatever
+    // is there, and the plugin deletes the record again when its apply fails.
+    ctx.planned = { plan: redirect, settings, reason: target.reason };
+    Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect) });
+    await addRecord(ctx, { decision: "meshed", reason: target.reason, families: redirect.families.map((r) => r.family) });
     return stdout;
   }
   const applying = import("../backends/apply-plan.ts");
@@ -294,6 +323,12 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
     const deps = dryRunGate(conf, inv.deps, log);
     const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
+    if (inv.planOnly) {
+      if (args.command !== "ADD" || deps.dryRunFile) throw new NotPlannable(`only ADD is planned by the agent, not ${args.command}${deps.dryRunFile ? " (dry run)" : ""}`);
+      ctx.planOnly = true;
+      const stdout = await add(ctx);
+      return { stdout, exitCode: 0, summary, ...(ctx.planned ? { planned: ctx.planned } : {}), cniVersion: requestVersion };
+    }
     switch (args.command) {
       case "ADD":
         return { stdout: await add(ctx), exitCode: 0, summary };
@@ -311,9 +346,10 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
         return { stdout: "", exitCode: 0, summary };
     }
   } catch (e) {
+    if (inv.planOnly && e instanceof NotPlannable) throw e;
     const err = toCniError(e);
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
     Object.assign(summary, { outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code });
-    return { stdout: renderError(err, requestVersion), exitCode: 1, summary };
+    return { stdout: renderError(err, requestVersion), exitCode: 1, summary, cniVersion: requestVersion };
   }
 }

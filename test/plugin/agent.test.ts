@@ -96,6 +96,8 @@ beforeEach(() => {
   agent.delayMs = 0;
   delete agent.fail;
   delete agent.ignoreUid;
+  delete agent.tamper;
+  agent.noPlanning = false;
   api.setGlobalFault(undefined);
   agent.reports.length = 0;
   rmSync(join(agent.dir, FALLBACK_LOG), { force: true });
@@ -113,13 +115,65 @@ describe("a warm agent", () => {
     expect(api.requests.length).toBe(before);
     expect(agent.lookups.at(-1)).toEqual({ namespace: "emojivoto", name: POD.metadata.name, uid: UID });
     const rec = readRecord(id)!;
-    expect(rec).toMatchObject({ v: 1, containerId: id, namespace: "emojivoto", name: POD.metadata.name, uid: UID, decision: "meshed", backend: "nft", families: [4] });
+    expect(rec).toMatchObject({ v: 1, containerId: id, namespace: "emojivoto", name: POD.metadata.name, uid: UID, decision: "meshed", families: [4] });
     const [rep] = await agent.waitReports(1);
     expect(rep).toMatchObject({ command: "ADD", containerId: id, outcome: "meshed", lookup: "agent-cache", backend: "nft", pod: { namespace: "emojivoto", name: POD.metadata.name, uid: UID } });
     expect(rep!.rules).toBeGreaterThan(0);
     expect(rep!.reason).toContain(`pod emojivoto/${POD.metadata.name}`);
     expect(rep!.lines.some((l) => l.startsWith("meshcni: info ADD") && l.includes("applied"))).toBe(true);
     expect(fallbackLog()).toBe("");
+  });
+
+  test("the agent plans the ADD and the plugin applies it; planned or not, the same rules, record and report", async () => {
+    const [planned, own] = [netns(), netns()];
+    const before = { planned: agent.planned, api: api.requests.length };
+    const [a, b] = [cid(), cid()];
+    expect((await add(planned, a)).code).toBe(0);
+    expect(agent.planned).toBe(before.planned + 1);
+    agent.noPlanning = true;
+    expect((await add(own, b)).code).toBe(0);
+    expect(agent.planned).toBe(before.planned + 1);
+    expect(agent.declined.at(-1)).toContain("told not to plan");
+    // Either way: no API request, the same rules, a meshed record, the same report.
+    expect(api.requests.length).toBe(before.api);
+    expect(planned.save("nft")).toBe(own.save("nft"));
+    expect([readRecord(a)?.decision, readRecord(b)?.decision]).toEqual(["meshed", "meshed"]);
+    const reps = await agent.waitReports(2);
+    const view = (r: (typeof reps)[0]) => ({ outcome: r.outcome, rules: r.rules, backend: r.backend, lookup: r.lookup, reason: r.reason, lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")) });
+    expect(view(reps[0]!)).toEqual(view(reps[1]!));
+  });
+
+  test("a plan from the agent that the model does not allow is never applied: the plugin plans the ADD itself", async () => {
+    const n = netns();
+    const id = cid();
+    // A comment that would end the iptables-restore line and add a rule of its own.
+    agent.tamper = (answer) => {
+      const plan = answer.apply!.plan as { families: { rules: { match: unknown[] }[] }[] };
+      plan.families[0]!.rules[0]!.match.push({ m: "comment", text: 'x"\n-A OUTPUT -j ACCEPT\n#' });
+    };
+    const before = api.requests.length;
+    const r = await add(n, id);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toContain("the agent's plan does not check");
+    const rules = n.save("nft");
+    expect(rules).toContain("PROXY_INIT_REDIRECT");
+    expect(rules).not.toContain("-A OUTPUT -j ACCEPT");
+    // The plugin asked the agent for the pod instead (no API request) and wrote its own record.
+    expect(api.requests.length).toBe(before);
+    expect(readRecord(id)).toMatchObject({ decision: "meshed", backend: "nft" });
+  });
+
+  test("a planned ADD whose rules cannot be applied fails, and leaves no record", async () => {
+    const n = netns();
+    const id = cid();
+    // A network namespace that is gone by the time the plugin applies.
+    const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: args(), CNI_NETNS: join(dir, "no-such-netns"), CNI_CONTAINERID: id }), JSON.stringify(entry()));
+    expect(r.code).toBe(1);
+    expect(JSON.parse(r.stdout)).toMatchObject({ code: 4, msg: "CNI_NETNS does not exist" });
+    expect(readRecord(id)).toBeUndefined();
+    expect(ruled(n)).toBe(false);
+    const [rep] = await agent.waitReports(1);
+    expect(rep).toMatchObject({ outcome: "failed", code: 4 });
   });
 
   test("DEL removes the rules and the record; DEL again, with no record, runs no process", async () => {
@@ -182,14 +236,18 @@ describe("a warm agent", () => {
     expect(JSON.parse(gone.stdout).code).toBe(106);
     const other = await add(n, cid(), args(POD.metadata.name, "emojivoto", "11111111-2222-3333-4444-555555555555"));
     expect(JSON.parse(other.stdout).code).toBe(106);
-    // An agent that answers whatever the UID: the plugin checks it itself.
+    // A lookup that answers whatever the UID: the UID is checked again on the pod object, by the
+    // agent's planner and, when the agent does not plan, by the plugin.
     agent.ignoreUid = true;
     const unchecked = await add(n, cid(), args(POD.metadata.name, "emojivoto", "11111111-2222-3333-4444-555555555555"));
     expect(JSON.parse(unchecked.stdout)).toMatchObject({ code: 106, details: expect.stringContaining("K8S_POD_UID") });
+    agent.noPlanning = true;
+    const unplanned = await add(n, cid(), args(POD.metadata.name, "emojivoto", "11111111-2222-3333-4444-555555555555"));
+    expect(JSON.parse(unplanned.stdout)).toMatchObject({ code: 106, details: expect.stringContaining("K8S_POD_UID") });
     expect(ruled(n)).toBe(false);
     expect(api.requests.length).toBe(before);
-    const reps = await agent.waitReports(3);
-    expect(reps.map((x) => [x.outcome, x.code])).toEqual([["failed", 106], ["failed", 106], ["failed", 106]]);
+    const reps = await agent.waitReports(4);
+    expect(reps.map((x) => [x.outcome, x.code])).toEqual([["failed", 106], ["failed", 106], ["failed", 106], ["failed", 106]]);
     expect(reps[0]!.reason).toContain("no-such-pod");
     expect(reps[0]!.lines.some((l) => l.startsWith("meshcni: error"))).toBe(true);
   });

@@ -6,9 +6,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../internal/agent/handler.ts";
-import type { Report } from "../../internal/agent/protocol.ts";
+import { createAddPlanner } from "../../internal/agent/plan-add.ts";
+import type { AddAnswer, Report } from "../../internal/agent/protocol.ts";
 import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";
 import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
+import { writeRecordFor } from "../../internal/io/agent-state.ts";
 import type { ApiServer } from "./apiserver.ts";
 
 export interface StandInAgent {
@@ -23,6 +25,13 @@ export interface StandInAgent {
   fail?: 503;
   /** Answer a cached pod whatever UID the plugin asked for (an agent that does not check). */
   ignoreUid?: boolean;
+  /** Decline every POST /v1/add (an agent that does not plan ADDs): the plugin runs them itself. */
+  noPlanning?: boolean;
+  /** Changes each planned answer before it is sent (a buggy or hostile agent). */
+  tamper?: (answer: AddAnswer) => void;
+  /** ADDs planned (200) and declined (409, with why). */
+  planned: number;
+  declined: string[];
   /** Reports answered so far, awaited until `n` arrived (or the timeout). */
   waitReports(n: number, timeoutMs?: number): Promise<Report[]>;
   /** Stops serving (the socket goes), as an agent's SIGTERM does. */
@@ -50,10 +59,24 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
       return { ok: true, pod, namespace: api.objects.get(`/api/v1/namespaces/${namespace}`) ?? null, source: "cache" };
     },
   };
-  const handler = createSocketHandler({ lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {} });
+  const planner = createAddPlanner({
+    lookup: cache, stateDir: dir, onLookup: () => {},
+    writeRecord: async (d, record) => writeRecordFor(d, record),
+  });
+  const handler = createSocketHandler({
+    lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {},
+    async planAdd(req) {
+      if (agent.noPlanning) return { ok: false, why: "stand-in told not to plan" };
+      const r = await planner(req);
+      if (r.ok) agent.planned++;
+      if (r.ok && agent.tamper) agent.tamper(r.answer);
+      return r;
+    },
+    onDeclined: (why) => agent.declined.push(why),
+  });
   let served: AgentSocket | undefined;
   const agent: StandInAgent = {
-    dir, socket, reports, lookups, delayMs: 0,
+    dir, socket, reports, lookups, delayMs: 0, planned: 0, declined: [],
     async waitReports(n, timeoutMs = 3000) {
       const until = Date.now() + timeoutMs;
       while (reports.length < n && Date.now() < until) await Bun.sleep(10);

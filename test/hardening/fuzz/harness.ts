@@ -4,7 +4,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { startEarlyLookup } from "../../../internal/io/early-lookup.ts";
+import { lookupTarget, startEarlyLookup } from "../../../internal/io/early-lookup.ts";
 import { createPluginDeps } from "../../../internal/io/plugin-deps.ts";
 import { runPlugin } from "../../../internal/plugin/run.ts";
 import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
@@ -69,7 +69,7 @@ export async function startFuzzHarness(): Promise<FuzzHarness> {
       // Every other case with the binary's head start on the pod lookup (cmd/plugin.ts), the
       // others without it, so that both ways to the API are fuzzed (and compared with the binary).
       const env = { PATH, MESHCNI_DRY_RUN_FILE: inprocDry, ...c.env };
-      const early = c.index % 2 === 0 ? startEarlyLookup(stdin, env) : undefined;
+      const early = c.index % 2 === 0 ? startEarlyLookup(lookupTarget(stdin, env)) : undefined;
       const deps = createPluginDeps({ PATH, MESHCNI_DRY_RUN_FILE: inprocDry }, (line) => void lines.push(line), early);
       const t0 = performance.now();
       let timer: ReturnType<typeof setTimeout> | undefined;

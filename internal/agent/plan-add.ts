@@ -1,0 +1,158 @@
+// The node agent plans the plugin's ADD (POST /v1/add, protocol.ts): the plugin's own run.ts,
+// run in the agent with planOnly, on PluginDeps that answer from the watch cache and write the
+// container's record. The agent is a warm process; the plugin then has only to apply the plan
+// (internal/io/agent-add.ts), so a warm ADD loads no config schema, no mesh profile and no API
+// client. Everything the agent cannot do for the plugin (the pod's namespace addresses, a
+// Service, a pod it cannot look up, a dry run) is NotPlannable: 409, and the plugin runs the
+// whole ADD itself exactly as without an agent. The wire's `v` is the contract between the two:
+// an agent and a plugin of different builds (a rollout) plan and apply as long as they speak the
+// same `v`, and the plugin checks every plan against the model before applying it.
+import { CniError } from "../cni/errors.ts";
+import { parseK8sArgs } from "../cni/k8s-args.ts";
+import { Code } from "../cni/spec.ts";
+import { parseNamespace, parsePod } from "../kube/objects.ts";
+import { type KubeClient, NotPlannable, type PluginDeps } from "../plugin/deps.ts";
+import { parseLevel } from "../plugin/log.ts";
+import { checkUid } from "../plugin/pod-uid.ts";
+import { runPlugin } from "../plugin/run.ts";
+import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord } from "./protocol.ts";
+import type { LookupResult, PodLookup } from "./types.ts";
+
+export interface PlannerDeps {
+  lookup: PodLookup;
+  /** The agent's state folder (the same host path the plugin's `state_dir` names). */
+  stateDir: string;
+  /** Writes a record atomically in the agent's state folder. */
+  writeRecord(stateDir: string, record: PodRecord): Promise<void>;
+  onLookup(result: LookupResult): void;
+}
+
+export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string };
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+
+/** The request in `body`, or why it is not one. */
+export function parseAddRequest(body: unknown): AddRequest | string {
+  if (!isObj(body) || body.v !== 1) return "not an AddRequest (v: 1)";
+  if (typeof body.version !== "string" || typeof body.stdin !== "string" || !isObj(body.env)) return "an AddRequest needs version, env and stdin";
+  const env: AddRequest["env"] = {};
+  for (const k of ADD_ENV_KEYS) {
+    const v = body.env[k];
+    if (v === undefined) continue;
+    if (typeof v !== "string") return `env.${k} is not a string`;
+    env[k] = v;
+  }
+  return { v: 1, version: body.version, env, stdin: body.stdin };
+}
+
+/** The conflist entry's state_dir as the plugin will read it (its schema checks it properly). */
+function stateDirOf(stdin: string): unknown {
+  try {
+    const c = JSON.parse(stdin) as { state_dir?: unknown } | null;
+    return c?.state_dir ?? DEFAULT_STATE_DIR;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
+function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void): KubeClient {
+  let found: Extract<LookupResult, { ok: true }> | undefined;
+  let podKey = "";
+  return {
+    async getPod(namespace, name, signal) {
+      let r: LookupResult;
+      try {
+        r = await d.lookup.lookup(namespace, name, uid, signal);
+      } catch (e) {
+        throw new NotPlannable(`the agent could not look up pod ${namespace}/${name}: ${(e as Error).message}`);
+      }
+      seen(r);
+      // 404 is final (the plugin would answer the same from the agent); anything else falls back.
+      if (!r.ok) {
+        if (r.status === 404) throw new CniError(Code.PodNotFound, r.error.msg, r.error.details ?? "");
+        throw new NotPlannable(`${r.error.msg}${r.error.details ? `: ${r.error.details}` : ""}`);
+      }
+      checkUid(r.pod, uid, namespace, name, "in the agent's cache");
+      const pod = parsePod(r.pod);
+      if (!pod) throw new NotPlannable(`the agent holds something that is not a Pod for ${namespace}/${name}`);
+      found = r;
+      podKey = namespace;
+      return pod;
+    },
+    async getNamespace(name) {
+      const ns = found && name === podKey ? parseNamespace(found.namespace) : undefined;
+      if (!ns) throw new NotPlannable(`the agent does not hold namespace ${name}`);
+      return ns;
+    },
+    async getService(namespace, name) {
+      throw new NotPlannable(`the pod needs service ${namespace}/${name}, which the agent does not watch`);
+    },
+    lookup: () => (found ? { source: found.source === "api" ? "agent-api" : "agent-cache" } : undefined),
+  };
+}
+
+const notHere = (what: string) => async (): Promise<never> => {
+  throw new NotPlannable(`${what} is the plugin's to do`);
+};
+
+export function createAddPlanner(d: PlannerDeps): (req: AddRequest) => Promise<PlanAnswer> {
+  return async (req) => {
+    if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
+    const stateDir = stateDirOf(req.stdin);
+    if (stateDir !== undefined && stateDir !== d.stateDir) {
+      return { ok: false, why: `the plugin's state_dir ${JSON.stringify(stateDir)} is not the agent's ${d.stateDir}` };
+    }
+    let uid: string | undefined;
+    try {
+      uid = parseK8sArgs(req.env.CNI_ARGS).podUid;
+    } catch {
+      uid = undefined; // run.ts answers the error
+    }
+    const lines: string[] = [];
+    let recorded = false;
+    const deps: PluginDeps = {
+      openKube: async () => cacheClient(d, uid, d.onLookup),
+      openFirewall: notHere("the firewall"),
+      hostProblems: notHere("STATUS"),
+      netnsExists: notHere("reading the pod's network namespace"),
+      podAddresses: notHere("reading the pod's addresses"),
+      writeFile: notHere("a dry run"),
+      records: {
+        read: notHere("reading a record"),
+        async write(dir, record) {
+          await d.writeRecord(dir, record);
+          recorded = true;
+        },
+        remove: notHere("removing a record"),
+        prune: notHere("pruning records"),
+      },
+      logSink: (line) => lines.push(line),
+    };
+    let out;
+    try {
+      out = await runPlugin({ getenv: (k) => req.env[k as keyof AddRequest["env"]], readStdin: async () => req.stdin, deps, planOnly: true });
+    } catch (e) {
+      if (e instanceof NotPlannable) return { ok: false, why: e.message };
+      throw e;
+    }
+    const level = parseLevel(levelOf(req.stdin));
+    const id = req.env.CNI_CONTAINERID;
+    const answer: AddAnswer = {
+      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: id ? `ADD ${id.slice(0, 12)}` : "ADD",
+      summary: out.summary, record: recorded,
+    };
+    if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;
+    if (out.planned) answer.apply = { plan: out.planned.plan, settings: out.planned.settings };
+    return { ok: true, answer };
+  };
+}
+
+function levelOf(stdin: string): string | undefined {
+  try {
+    const l = (JSON.parse(stdin) as { log_level?: unknown } | null)?.log_level;
+    return typeof l === "string" ? l : undefined;
+  } catch {
+    return undefined;
+  }
+}

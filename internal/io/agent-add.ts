@@ -1,0 +1,144 @@
+// A warm ADD: the node agent plans it (POST /v1/add, internal/agent/plan-add.ts) and the plugin
+// applies the plan. The agent, a warm process with the pod in its watch cache, checks the
+// environment and config, decides and builds the rules with the plugin's own code (run.ts), and
+// writes the container's record; the plugin loads no config schema, mesh profile or API client,
+// only, for a meshed pod, the backend that applies the rules in the pod's network namespace.
+//
+// The plugin trusts the agent's socket as much as it trusts the pod objects the agent sends
+// (root only, 0600 in a 0700 folder), and no more: a plan is checked against the model
+// (plan/check.ts) before any backend renders it, and the binaries are the host's, found by the
+// plugin. When the agent is not there, does not answer in time, or declines (409), the caller
+// runs the whole ADD itself, exactly as without an agent.
+import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
+import { CniError, renderError, toCniError } from "../cni/errors.ts";
+import { Code } from "../cni/spec.ts";
+import type { FirewallSettings } from "../mesh/profile.ts";
+import { checkPlan } from "../plan/check.ts";
+import { countRules, type Plan } from "../plan/model.ts";
+import { createLogger } from "../plugin/log.ts";
+import type { Summary } from "../plugin/summary.ts";
+import { agentRequest } from "./agent-client.ts";
+
+export type PlannedAdd =
+  /** The command is answered: print `stdout`, exit with `exitCode`, report `summary`. */
+  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary }
+  /**
+   * The agent does not plan this ADD (409), or sent an answer or a plan the plugin cannot use:
+   * the plugin runs it, and may still ask the agent for the pod.
+   */
+  | { kind: "declined"; why: string }
+  /** No agent, no answer in time, or one the plugin cannot use: the plugin runs the ADD through its kubeconfig. */
+  | { kind: "unavailable"; why: string };
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+const LEVELS = ["debug", "info", "warn", "error"];
+const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
+
+/** The answer in `body`, or why the plugin cannot use it. */
+function parseAnswer(body: string): AddAnswer | string {
+  let a: unknown;
+  try {
+    a = JSON.parse(body);
+  } catch {
+    return "the agent's answer is not JSON";
+  }
+  if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
+  if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
+  if (!Array.isArray(a.lines) || !a.lines.every((l) => typeof l === "string")) return "the agent's answer has no lines";
+  if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string") return "the agent's answer has no log level";
+  const s = a.summary;
+  if (!isObj(s) || typeof s.outcome !== "string" || typeof s.reason !== "string") return "the agent's answer has no summary";
+  if (a.apply !== undefined) {
+    const st = isObj(a.apply) ? a.apply.settings : undefined;
+    if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
+      return "the agent's plan has no firewall settings";
+    }
+  }
+  return a as unknown as AddAnswer;
+}
+
+/** The request as the agent reads it: the CNI variables and stdin. */
+export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string): string {
+  const e: AddRequest["env"] = {};
+  for (const k of ADD_ENV_KEYS) if (env[k] !== undefined) e[k] = env[k];
+  return JSON.stringify({ v: 1, version, env: e, stdin } satisfies AddRequest);
+}
+
+export async function addThroughAgent(o: {
+  socket: string; stateDir: string; stdin: string; env: Record<string, string | undefined>; version: string; timeoutMs: number;
+  /** The plugin's own bound (timeout_seconds). */
+  seconds: number;
+  /** Where the plugin's log lines go (stderr, and the report). */
+  sink(line: string): void;
+}): Promise<PlannedAdd> {
+  let res;
+  try {
+    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs);
+  } catch (e) {
+    return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
+  }
+  if (res.status === 409) {
+    let why = "the agent declined";
+    try {
+      const b = JSON.parse(res.body) as { details?: unknown };
+      if (typeof b?.details === "string") why = b.details;
+    } catch {
+      // the default
+    }
+    return { kind: "declined", why };
+  }
+  // An answer the plugin cannot use is the agent's bug or another version's: said, then the plugin plans.
+  const id = o.env.CNI_CONTAINERID;
+  const unusable = (why: string): PlannedAdd => {
+    createLogger("info", o.sink, id ? `ADD ${id.slice(0, 12)}` : "ADD").warn(`${why}; the plugin runs this ADD itself`);
+    return { kind: "declined", why };
+  };
+  if (res.status !== 200) return unusable(`the agent answered ${res.status} to ${ADD_PATH}`);
+  const a = parseAnswer(res.body);
+  if (typeof a === "string") return unusable(a);
+  const dropRecord = async () => {
+    if (a.record && o.env.CNI_CONTAINERID) await Bun.file(recordPath(o.stateDir, o.env.CNI_CONTAINERID)).delete().catch(() => {});
+  };
+  let plan: Plan | undefined;
+  if (a.apply) {
+    try {
+      plan = checkPlan(a.apply.plan);
+    } catch (e) {
+      // Not the model: the plugin plans for itself (and writes its own record).
+      await dropRecord();
+      return unusable(`the agent's plan does not check: ${(e as Error).message}`);
+    }
+  }
+  for (const l of a.lines) o.sink(l);
+  const summary: Summary = { ...a.summary } as Summary;
+  if (!a.apply || !plan) return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary };
+
+  const log = createLogger(a.level, o.sink, a.context);
+  const netns = o.env.CNI_NETNS ?? "";
+  try {
+    const settings = a.apply.settings as FirewallSettings;
+    const [{ openFirewall }, { applyPlan }, { pathExists }] = await Promise.all([
+      import("./firewall.ts"), import("../backends/apply-plan.ts"), import("./which.ts"),
+    ]);
+    if (!(await pathExists(netns))) {
+      throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
+    }
+    const signal = AbortSignal.timeout(o.seconds * 1000);
+    const families = plan.families.map((r) => r.family);
+    const fw = await openFirewall(netns, settings, families, o.env.PATH);
+    if (fw.warning) log.warn(fw.warning);
+    await applyPlan(fw, plan, log, signal);
+    log.info(`${summary.reason}; applied ${countRules(plan)} rules (${fw.backend}, IPv${families.join("+IPv")})`);
+    if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(plan)}`);
+    summary.backend = fw.backend;
+    return { kind: "done", stdout: a.stdout, exitCode: 0, summary };
+  } catch (e) {
+    // The agent's record said "meshed" ahead of the rules: without them there is nothing to record.
+    await dropRecord();
+    const err = toCniError(e);
+    log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
+    const failed: Summary = { ...summary, outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code };
+    delete failed.rules;
+    return { kind: "done", stdout: renderError(err, a.cniVersion), exitCode: 1, summary: failed };
+  }
+}

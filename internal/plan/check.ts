@@ -1,0 +1,160 @@
+// A plan that arrives as JSON (the node agent plans an ADD, the plugin applies it) is checked
+// here against the model before any backend renders it: every chain name, interface name,
+// comment, address, number and word must be one the model allows (model.ts), so a backend still
+// writes only values that parsed, whoever built the plan. Pure. Hand-written rather than a
+// valibot schema: it runs on the plugin's hot path, which loads no schema library.
+import type { PortRange } from "../net/ports.ts";
+import { type Action, CHAIN_NAME, COMMENT_TEXT, type Family, type FamilyPlan, HOOKS, IFACE_NAME, type IpCommand, type Match, type Plan, type PlanRule, type Stage } from "./model.ts";
+
+const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies Stage[];
+const CT_STATES: readonly string[] = ["INVALID", "RELATED", "ESTABLISHED"];
+/** An address range as the profiles write it: hex digits, dots and colons, a prefix length. */
+const CIDR = /^[0-9A-Fa-f.:]{2,45}\/[0-9]{1,3}$/;
+/** One argument of an `ip` command: a word, a number, an address or a table name. */
+const IP_ARG = /^[A-Za-z0-9_.:/-]{1,64}$/;
+
+class PlanError extends Error {
+  override name = "PlanError";
+}
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+const isArr = (x: unknown): x is unknown[] => Array.isArray(x);
+
+function fail(where: string, what: string): never {
+  throw new PlanError(`${where}: ${what}`);
+}
+
+function uint(x: unknown, max: number, where: string): number {
+  if (typeof x !== "number" || !Number.isInteger(x) || x < 0 || x > max) fail(where, `${JSON.stringify(x)} is not a whole number from 0 to ${max}`);
+  return x;
+}
+
+function word<T extends string>(x: unknown, allowed: readonly string[], where: string): T {
+  if (typeof x !== "string" || !allowed.includes(x)) fail(where, `${JSON.stringify(x)} is not one of ${allowed.join(", ")}`);
+  return x as T;
+}
+
+function text(x: unknown, re: RegExp, where: string): string {
+  if (typeof x !== "string" || !re.test(x)) fail(where, `${JSON.stringify(x)} is not allowed here`);
+  return x;
+}
+
+const flag = (x: unknown, where: string): boolean | undefined => {
+  if (x === undefined) return undefined;
+  if (typeof x !== "boolean") fail(where, "not true or false");
+  return x;
+};
+
+function chainName(x: unknown, where: string): string {
+  if (typeof x === "string" && HOOKS.has(x)) return x;
+  return text(x, CHAIN_NAME, where);
+}
+
+function checkPorts(x: unknown, where: string): PortRange[] {
+  if (!isArr(x) || x.length === 0 || x.length > 64) fail(where, "ports must be a list of 1 to 64 ranges");
+  return x.map((r, i) => {
+    if (!isObj(r)) fail(`${where}[${i}]`, "not a port range");
+    const from = uint(r.from, 65535, `${where}[${i}].from`);
+    const to = uint(r.to, 65535, `${where}[${i}].to`);
+    if (to < from) fail(`${where}[${i}]`, "the range ends before it starts");
+    return { from, to };
+  });
+}
+
+function checkMatch(x: unknown, where: string): Match {
+  if (!isObj(x)) fail(where, "not a match");
+  const not = flag(x.not, `${where}.not`);
+  const neg = not ? { not } : {};
+  switch (x.m) {
+    case "proto":
+      return { m: "proto", proto: word(x.proto, ["tcp", "udp"], `${where}.proto`) };
+    case "port": {
+      const list = flag(x.list, `${where}.list`);
+      return {
+        m: "port", proto: word(x.proto, ["tcp", "udp"], `${where}.proto`), dir: word(x.dir, ["dst", "src"], `${where}.dir`),
+        ports: checkPorts(x.ports, `${where}.ports`), ...neg, ...(list ? { list } : {}),
+      };
+    }
+    case "addr":
+      return { m: "addr", dir: word(x.dir, ["src", "dst"], `${where}.dir`), cidr: text(x.cidr, CIDR, `${where}.cidr`), ...neg };
+    case "iface":
+      return { m: "iface", dir: word(x.dir, ["in", "out"], `${where}.dir`), name: text(x.name, IFACE_NAME, `${where}.name`) };
+    case "owner":
+      return { m: "owner", id: word(x.id, ["uid", "gid"], `${where}.id`), value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
+    case "ctstate": {
+      if (!isArr(x.states) || x.states.length === 0) fail(`${where}.states`, "not a list of states");
+      return { m: "ctstate", states: x.states.map((s, i) => word<"INVALID" | "RELATED" | "ESTABLISHED">(s, CT_STATES, `${where}.states[${i}]`)) };
+    }
+    case "mark":
+      return { m: "mark", value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
+    case "connmark":
+      return { m: "connmark", value: uint(x.value, 0xffffffff, `${where}.value`) };
+    case "comment":
+      return { m: "comment", text: text(x.text, COMMENT_TEXT, `${where}.text`) };
+    default:
+      return fail(where, `unknown match ${JSON.stringify(x.m)}`);
+  }
+}
+
+function checkAction(x: unknown, where: string): Action {
+  if (!isObj(x)) fail(where, "not an action");
+  switch (x.a) {
+    case "return":
+    case "accept":
+    case "drop":
+    case "save-mark":
+    case "restore-mark":
+      return { a: x.a };
+    case "jump":
+      return { a: "jump", chain: text(x.chain, CHAIN_NAME, `${where}.chain`) };
+    case "redirect":
+      return { a: "redirect", port: uint(x.port, 65535, `${where}.port`) };
+    case "tproxy":
+      return { a: "tproxy", port: uint(x.port, 65535, `${where}.port`), mark: uint(x.mark, 0xffffffff, `${where}.mark`) };
+    case "mark":
+      return { a: "mark", value: uint(x.value, 0xffffffff, `${where}.value`) };
+    case "ct-zone":
+      return { a: "ct-zone", zone: uint(x.zone, 65535, `${where}.zone`) };
+    default:
+      return fail(where, `unknown action ${JSON.stringify(x.a)}`);
+  }
+}
+
+function checkRule(x: unknown, where: string): PlanRule {
+  if (!isObj(x)) fail(where, "not a rule");
+  if (!isArr(x.match) || x.match.length > 32) fail(`${where}.match`, "not a list of at most 32 matches");
+  const rule: PlanRule = {
+    stage: word<Stage>(x.stage, STAGES, `${where}.stage`), chain: chainName(x.chain, `${where}.chain`),
+    match: x.match.map((m, i) => checkMatch(m, `${where}.match[${i}]`)), action: checkAction(x.action, `${where}.action`),
+  };
+  if (x.insertAt !== undefined) rule.insertAt = uint(x.insertAt, 1000, `${where}.insertAt`);
+  return rule;
+}
+
+function checkFamily(x: unknown, where: string): FamilyPlan {
+  if (!isObj(x)) fail(where, "not a family's plan");
+  const family = x.family === 4 || x.family === 6 ? (x.family as Family) : fail(`${where}.family`, "not 4 or 6");
+  if (!isArr(x.chains) || x.chains.length > 64) fail(`${where}.chains`, "not a list of at most 64 chains");
+  if (!isArr(x.rules) || x.rules.length > 1000) fail(`${where}.rules`, "not a list of at most 1000 rules");
+  const chains = x.chains.map((c, i) => {
+    if (!isObj(c)) fail(`${where}.chains[${i}]`, "not a chain");
+    return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name: text(c.name, CHAIN_NAME, `${where}.chains[${i}].name`) };
+  });
+  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, `${where}.rules[${i}]`)) };
+}
+
+function checkIpCommand(x: unknown, where: string): IpCommand {
+  if (!isObj(x)) fail(where, "not an ip command");
+  const family = x.family === 4 || x.family === 6 ? (x.family as Family) : fail(`${where}.family`, "not 4 or 6");
+  if (!isArr(x.argv) || x.argv.length === 0 || x.argv.length > 16) fail(`${where}.argv`, "not a list of 1 to 16 arguments");
+  return { family, argv: x.argv.map((a, i) => text(a, IP_ARG, `${where}.argv[${i}]`)) };
+}
+
+/** The plan in `x`, rebuilt from checked values only; throws naming the first value the model does not allow. */
+export function checkPlan(x: unknown): Plan {
+  if (!isObj(x) || !isArr(x.families) || !isArr(x.ipCommands)) fail("plan", "not a plan (families, ipCommands)");
+  if (x.families.length > 2 || x.ipCommands.length > 16) fail("plan", "too many families or ip commands");
+  const families = x.families.map((f, i) => checkFamily(f, `families[${i}]`));
+  if (new Set(families.map((f) => f.family)).size !== families.length) fail("plan", "a family appears twice");
+  return { families, ipCommands: x.ipCommands.map((c, i) => checkIpCommand(c, `ipCommands[${i}]`)) };
+}
