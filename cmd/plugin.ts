@@ -42,7 +42,7 @@ export async function main(): Promise<number> {
     if (planned.kind === "done") {
       await Bun.write(Bun.stdout, planned.stdout);
       await Promise.all(pending);
-      await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0 });
+      await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
       return planned.exitCode;
     }
   }

@@ -17,11 +17,14 @@ import { checkPlan } from "../plan/check.ts";
 import { countRules, type Plan } from "../plan/model.ts";
 import { createLogger } from "../plugin/log.ts";
 import type { Summary } from "../plugin/summary.ts";
-import { agentRequest } from "./agent-client.ts";
+import { agentRequest, type FollowUp } from "./agent-client.ts";
 
 export type PlannedAdd =
-  /** The command is answered: print `stdout`, exit with `exitCode`, report `summary`. */
-  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary }
+  /**
+   * The command is answered: print `stdout`, exit with `exitCode`, report `summary` (through
+   * `followUp`, the agent's connection kept open for it, when there is one).
+   */
+  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary; followUp?: FollowUp }
   /**
    * The agent does not plan this ADD (409), or sent an answer or a plan the plugin cannot use:
    * the plugin runs it, and may still ask the agent for the pod.
@@ -73,7 +76,7 @@ export async function addThroughAgent(o: {
 }): Promise<PlannedAdd> {
   let res;
   try {
-    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs);
+    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs, { keepOpen: true });
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }
@@ -111,7 +114,8 @@ export async function addThroughAgent(o: {
   }
   for (const l of a.lines) o.sink(l);
   const summary: Summary = { ...a.summary } as Summary;
-  if (!a.apply || !plan) return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary };
+  const via = res.followUp ? { followUp: res.followUp } : {};
+  if (!a.apply || !plan) return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary, ...via };
 
   const log = createLogger(a.level, o.sink, a.context);
   const netns = o.env.CNI_NETNS ?? "";
@@ -131,7 +135,7 @@ export async function addThroughAgent(o: {
     log.info(`${summary.reason}; applied ${countRules(plan)} rules (${fw.backend}, IPv${families.join("+IPv")})`);
     if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(plan)}`);
     summary.backend = fw.backend;
-    return { kind: "done", stdout: a.stdout, exitCode: 0, summary };
+    return { kind: "done", stdout: a.stdout, exitCode: 0, summary, ...via };
   } catch (e) {
     // The agent's record said "meshed" ahead of the rules: without them there is nothing to record.
     await dropRecord();
@@ -139,6 +143,6 @@ export async function addThroughAgent(o: {
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
     const failed: Summary = { ...summary, outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code };
     delete failed.rules;
-    return { kind: "done", stdout: renderError(err, a.cniVersion), exitCode: 1, summary: failed };
+    return { kind: "done", stdout: renderError(err, a.cniVersion), exitCode: 1, summary: failed, ...via };
   }
 }

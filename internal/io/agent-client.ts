@@ -95,27 +95,60 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
  * One request to the agent; rejects when the socket is absent, refuses, breaks, or gives no whole
  * answer within `timeoutMs`.
  */
+/** A request's bytes; `close` asks the agent to close the connection after its answer. */
+function renderRequest(method: "GET" | "POST", path: string, body: string | undefined, close: boolean): Uint8Array {
+  const head = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\n${close ? "Connection: close\r\n" : ""}`;
+  const text = body === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${utf8Length(body)}\r\n\r\n${body}`;
+  return new TextEncoder().encode(text);
+}
+
+/**
+ * Sends one more request on a connection kept open after its answer, and closes it without
+ * waiting for this one's answer; false when it could not be written whole at once.
+ */
+export type FollowUp = (method: "GET" | "POST", path: string, body: string) => boolean;
+
 export function agentRequest(
-  socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number, opts: { noAnswer?: boolean } = {},
-): Promise<AgentResponse> {
+  socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number,
+  opts: { noAnswer?: boolean; keepOpen?: boolean } = {},
+): Promise<AgentResponse & { followUp?: FollowUp }> {
   return new Promise((resolve, reject) => {
-    const head = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\nConnection: close\r\n`;
-    const text = body === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${utf8Length(body)}\r\n\r\n${body}`;
-    let pending: Uint8Array = new TextEncoder().encode(text);
+    let pending: Uint8Array = renderRequest(method, path, body, !opts.keepOpen);
     let received: Uint8Array = new Uint8Array(0);
     let done = false;
     let sock: { end(): void; write(b: Uint8Array): number } | undefined;
-    const finish = (err: Error | undefined, res?: AgentResponse) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
+    let closed = false;
+    const end = () => {
       try {
         sock?.end();
       } catch {
         // already closed
       }
-      if (err) reject(err);
-      else resolve(res!);
+    };
+    const finish = (err: Error | undefined, res?: AgentResponse) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      if (err || !opts.keepOpen || !sock) {
+        end();
+        if (err) reject(err);
+        else resolve(res!);
+        return;
+      }
+      const s = sock;
+      const followUp: FollowUp = (m, p, b) => {
+        if (closed) return false;
+        const bytes = renderRequest(m, p, b, true);
+        let n = -1;
+        try {
+          n = s.write(bytes);
+        } catch {
+          // closed meanwhile
+        }
+        end();
+        return n === bytes.length;
+      };
+      resolve({ ...res!, followUp });
     };
     const timer = setTimeout(() => finish(new Error(`the agent did not answer within ${timeoutMs} ms`)), timeoutMs);
     const flush = (s: { write(b: Uint8Array): number }) => {
@@ -150,6 +183,7 @@ export function agentRequest(
           take(false);
         },
         close() {
+          closed = true;
           take(true);
           finish(new Error("the agent closed the connection"));
         },

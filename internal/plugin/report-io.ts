@@ -3,10 +3,10 @@
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
 // Also the DEL that needs nothing loaded: a container without a record, or whose record says its
 // pod got no rules, runs no process and loads none of the plugin's rule code.
-import { type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath } from "../agent/protocol.ts";
+import { type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../agent/protocol.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isSupportedVersion } from "../cni/spec.ts";
-import { sendReport } from "../io/agent-client.ts";
+import { type FollowUp, sendReport } from "../io/agent-client.ts";
 import { safeContainerId } from "../io/plugin-state.ts";
 import { VERSION } from "../version.ts";
 import { buildReport, fallbackText, type Summary } from "./summary.ts";
@@ -42,6 +42,8 @@ function podOf(env: Record<string, string | undefined>): Summary["pod"] {
 
 export async function report(o: {
   env: Record<string, string | undefined>; stdin: string; summary: Summary; lines: string[]; started: Date; t0: number;
+  /** The agent's connection of this command, kept open for the report (a planned ADD). */
+  via?: FollowUp | undefined;
 }): Promise<void> {
   const command = o.env.CNI_COMMAND;
   if (!command || !COMMANDS.includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
@@ -56,6 +58,7 @@ export async function report(o: {
     command: command as Command, containerId: o.env.CNI_CONTAINERID, summary, lines: o.lines, started: o.started,
     durationMs: performance.now() - o.t0, version: VERSION,
   });
+  if (o.via?.("POST", REPORTS_PATH, JSON.stringify(r))) return;
   if (await sendReport(socket, r)) return;
   try {
     const { appendFallbackLog } = await import("../io/plugin-state.ts");
