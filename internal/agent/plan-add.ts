@@ -55,6 +55,19 @@ function stateDirOf(stdin: string): unknown {
   }
 }
 
+// The watch cache hands out the same object until the watch replaces it: each is checked against
+// the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
+const parsedPods = new WeakMap<object, ReturnType<typeof parsePod>>();
+const parsedNamespaces = new WeakMap<object, ReturnType<typeof parseNamespace>>();
+
+function once<T>(memo: WeakMap<object, T>, raw: unknown, parse: (x: unknown) => T): T {
+  if (typeof raw !== "object" || raw === null) return parse(raw);
+  if (memo.has(raw)) return memo.get(raw) as T;
+  const out = parse(raw);
+  memo.set(raw, out);
+  return out;
+}
+
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
 function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void): KubeClient {
   let found: Extract<LookupResult, { ok: true }> | undefined;
@@ -74,14 +87,14 @@ function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupRe
         throw new NotPlannable(`${r.error.msg}${r.error.details ? `: ${r.error.details}` : ""}`);
       }
       checkUid(r.pod, uid, namespace, name, "in the agent's cache");
-      const pod = parsePod(r.pod);
+      const pod = once(parsedPods, r.pod, parsePod);
       if (!pod) throw new NotPlannable(`the agent holds something that is not a Pod for ${namespace}/${name}`);
       found = r;
       podKey = namespace;
       return pod;
     },
     async getNamespace(name) {
-      const ns = found && name === podKey ? parseNamespace(found.namespace) : undefined;
+      const ns = found && name === podKey ? once(parsedNamespaces, found.namespace, parseNamespace) : undefined;
       if (!ns) throw new NotPlannable(`the agent does not hold namespace ${name}`);
       return ns;
     },

@@ -17,9 +17,16 @@ const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
 export function writeRecordFor(stateDir: string, record: PodRecord): void {
   if (!CONTAINER_ID.test(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const dir = `${stateDir}/${RECORDS_SUBDIR}`;
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
   const tmp = `${dir}/.${record.containerId}.agent.${randomBytes(4).toString("hex")}.tmp`;
-  writeFileSync(tmp, JSON.stringify(record) + "\n", { mode: 0o600 });
+  const text = JSON.stringify(record) + "\n";
+  try {
+    writeFileSync(tmp, text, { mode: 0o600 });
+  } catch (e) {
+    // The folder is made once, when the first record needs it.
+    if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    writeFileSync(tmp, text, { mode: 0o600 });
+  }
   try {
     renameSync(tmp, recordPath(stateDir, record.containerId));
   } catch (e) {

@@ -4,13 +4,23 @@
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { MeshProfile } from "./profile.ts";
 
+const loaded = new Map<string, MeshProfile>();
+
 export async function loadProfile(mesh: PluginConf["mesh"]): Promise<MeshProfile | undefined> {
+  // Kept once loaded: the agent plans every ADD of its node with the same profile.
+  const had = loaded.get(mesh);
+  if (had) return had;
+  let p: MeshProfile | undefined;
   switch (mesh) {
     case "linkerd":
-      return (await import("./linkerd.ts")).linkerdProfile;
+      p = (await import("./linkerd.ts")).linkerdProfile;
+      break;
     case "istio":
-      return (await import("./istio.ts")).istioProfile;
+      p = (await import("./istio.ts")).istioProfile;
+      break;
     default:
       return undefined;
   }
+  loaded.set(mesh, p);
+  return p;
 }
