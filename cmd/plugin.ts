@@ -16,7 +16,7 @@ export async function main(): Promise<number> {
   }
   const started = new Date();
   const t0 = performance.now();
-  const stdin = Bun.env.CNI_COMMAND ? await Bun.stdin.text() : "";
+  const stdin = Bun.env.CNI_COMMAND ? await Bun.file(0).text() : "";
   // DEL of a container meshcni never ruled: answered here, with no process and no rule code loaded.
   const untouched = await untouchedDel(stdin, Bun.env);
   if (untouched) {
