@@ -97,8 +97,8 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   });
   const handler = createSocketHandler({
     lookup: source.lookup,
-    planAdd: async (req) => {
-      const r = await planner(req);
+    planAdd: async (req, signal) => {
+      const r = await planner(req, signal);
       if (r.ok) counters.addsPlanned++;
       return r;
     },

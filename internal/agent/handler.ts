@@ -16,7 +16,7 @@ export interface SocketDeps {
   /** The bound on one lookup; AGENT_TIMEOUT_MS unless a test says otherwise. */
   timeoutMs?: number;
   /** Plans an ADD for the plugin (plan-add.ts); without it POST /v1/add answers 409. */
-  planAdd?(req: AddRequest): Promise<PlanAnswer>;
+  planAdd?(req: AddRequest, signal: AbortSignal): Promise<PlanAnswer>;
   /** Called with every ADD the agent declined to plan, and why. */
   onDeclined?(why: string): void;
 }
@@ -103,7 +103,9 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       if (!deps.planAdd) return decline("this agent does not plan ADDs");
       let planned: PlanAnswer;
       try {
-        planned = await deps.planAdd(parsed);
+        // Bounded like a lookup, and given up with the plugin: a plugin that went on without this
+        // answer must not find a record written after it.
+        planned = await deps.planAdd(parsed, AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]));
       } catch (e) {
         return decline(`planning failed: ${(e as Error).message}`);
       }

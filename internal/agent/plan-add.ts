@@ -69,14 +69,14 @@ function once<T>(memo: WeakMap<object, T>, raw: unknown, parse: (x: unknown) => 
 }
 
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
-function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void): KubeClient {
+function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void, plugin: AbortSignal): KubeClient {
   let found: Extract<LookupResult, { ok: true }> | undefined;
   let podKey = "";
   return {
     async getPod(namespace, name, signal) {
       let r: LookupResult;
       try {
-        r = await d.lookup.lookup(namespace, name, uid, signal);
+        r = await d.lookup.lookup(namespace, name, uid, AbortSignal.any([signal, plugin]));
       } catch (e) {
         throw new NotPlannable(`the agent could not look up pod ${namespace}/${name}: ${(e as Error).message}`);
       }
@@ -109,8 +109,14 @@ const notHere = (what: string) => async (): Promise<never> => {
   throw new NotPlannable(`${what} is the plugin's to do`);
 };
 
-export function createAddPlanner(d: PlannerDeps): (req: AddRequest) => Promise<PlanAnswer> {
-  return async (req) => {
+/**
+ * The planner. `signal`: the plugin's patience (its connection, the agent's bound on an answer);
+ * once it aborts the lookup is given up and no record is written, since the plugin has gone on
+ * to run the ADD itself (or the runtime to DEL).
+ */
+export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: AbortSignal) => Promise<PlanAnswer> {
+  return async (req, given) => {
+    const signal = given ?? new AbortController().signal;
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
     const stateDir = stateDirOf(req.stdin);
     if (stateDir !== undefined && stateDir !== d.stateDir) {
@@ -125,7 +131,7 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest) => Promise<P
     const lines: string[] = [];
     let recorded = false;
     const deps: PluginDeps = {
-      openKube: async () => cacheClient(d, uid, d.onLookup),
+      openKube: async () => cacheClient(d, uid, d.onLookup, signal),
       openFirewall: notHere("the firewall"),
       hostProblems: notHere("STATUS"),
       netnsExists: notHere("reading the pod's network namespace"),
@@ -134,6 +140,7 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest) => Promise<P
       records: {
         read: notHere("reading a record"),
         async write(dir, record) {
+          if (signal.aborted) throw new NotPlannable("the plugin stopped waiting for this plan");
           await d.writeRecord(dir, record);
           recorded = true;
         },
@@ -144,9 +151,11 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest) => Promise<P
     };
     let out;
     try {
+      signal.throwIfAborted();
       out = await runPlugin({ getenv: (k) => req.env[k as keyof AddRequest["env"]], readStdin: async () => req.stdin, deps, planOnly: true });
     } catch (e) {
       if (e instanceof NotPlannable) return { ok: false, why: e.message };
+      if (signal.aborted) return { ok: false, why: "the plugin stopped waiting for this plan" };
       throw e;
     }
     const level = parseLevel(levelOf(req.stdin));

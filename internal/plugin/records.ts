@@ -4,7 +4,7 @@
 import type { PodRecord } from "../agent/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Family } from "../plan/model.ts";
-import type { PluginDeps } from "./deps.ts";
+import { NotPlannable, type PluginDeps } from "./deps.ts";
 import type { Logger } from "./log.ts";
 import type { Summary } from "./summary.ts";
 
@@ -29,6 +29,7 @@ export async function addRecord(ctx: RecordCtx, what: { decision: PodRecord["dec
   try {
     await deps.records.write(ctx.conf.state_dir, record);
   } catch (e) {
+    if (e instanceof NotPlannable) throw e;
     // The pod is set up; a missing record costs only the agent's view of it.
     ctx.log.warn(`could not write the record of this container in ${ctx.conf.state_dir}: ${(e as Error).message}`);
   }

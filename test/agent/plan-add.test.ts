@@ -190,6 +190,20 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     expect(p.written).toEqual([]);
   });
 
+  test("a plugin that stopped waiting gets no plan and leaves no record: before the lookup, or during it", async () => {
+    const p = planner(base);
+    const gone = new AbortController();
+    gone.abort();
+    expect(await p.plan({ v: 1, version: "test", env: envOf(base.pod, "c4"), stdin: JSON.stringify(base.entry) }, gone.signal))
+      .toEqual({ ok: false, why: expect.stringContaining("stopped waiting") });
+    p.lookup.delayMs = 200;
+    const late = new AbortController();
+    const asked = p.plan({ v: 1, version: "test", env: envOf(base.pod, "c5"), stdin: JSON.stringify(base.entry) }, late.signal);
+    setTimeout(() => late.abort(), 20);
+    expect(await asked).toEqual({ ok: false, why: expect.any(String) });
+    expect(p.written).toEqual([]);
+  });
+
   test("a bad config is answered with the plugin's own error, as the plugin would", async () => {
     const p = planner(base);
     const bad = { ...base.entry, timeout_seconds: "soon" };

@@ -65,9 +65,9 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
   });
   const handler = createSocketHandler({
     lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {},
-    async planAdd(req) {
+    async planAdd(req, signal) {
       if (agent.noPlanning) return { ok: false, why: "stand-in told not to plan" };
-      const r = await planner(req);
+      const r = await planner(req, signal);
       if (r.ok) agent.planned++;
       if (r.ok && agent.tamper) agent.tamper(r.answer);
       return r;
