@@ -124,10 +124,14 @@ try {
   consola.start("kubectl logs -n meshcni meshcni-node-… (the agent's output for this pod):");
   const shown = agent.log().slice(mark).split("\n").filter((l) => l.trim() !== "");
   for (const l of shown.slice(0, shown.findIndex((l) => l.includes(summary)) + 1)) console.log(`    ${l}`);
-  if (forPod === 0 && summary.includes("outcome=meshed")) consola.success(`API requests the ADD made: ${forPod} (the pod came from the agent's watch cache)`);
-  else {
+  // The agent planned it (the plugin applied the checked plan): its counter says so.
+  const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const planned = Number(/^meshcni_agent_adds_planned_total (\d+)$/m.exec(metrics)?.[1] ?? 0);
+  if (forPod === 0 && summary.includes("outcome=meshed") && planned === 1) {
+    consola.success(`API requests the ADD made: ${forPod} (the pod came from the agent's watch cache); the agent planned the ADD, the plugin checked and applied the plan (meshcni_agent_adds_planned_total ${planned})`);
+  } else {
     failed++;
-    consola.fail(`API requests the ADD made: ${forPod}; summary: ${summary}`);
+    consola.fail(`API requests the ADD made: ${forPod}; ADDs the agent planned: ${planned}; summary: ${summary}`);
   }
   await runtime.del(a);
 } catch (e) {
