@@ -36,6 +36,8 @@ export type PlannedAdd =
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 const LEVELS = ["debug", "info", "warn", "error"];
 const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
+/** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
+const CONTEXT = /^ADD( [A-Za-z0-9][A-Za-z0-9_.-]{0,11})?$/;
 
 /** The answer in `body`, or why the plugin cannot use it. */
 function parseAnswer(body: string): AddAnswer | string {
@@ -48,7 +50,9 @@ function parseAnswer(body: string): AddAnswer | string {
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
   if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
   if (!Array.isArray(a.lines) || !a.lines.every((l) => typeof l === "string")) return "the agent's answer has no lines";
-  if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string") return "the agent's answer has no log level";
+  if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
+    return "the agent's answer has no log level or context";
+  }
   const s = a.summary;
   if (!isObj(s) || typeof s.outcome !== "string" || typeof s.reason !== "string") return "the agent's answer has no summary";
   if (a.apply !== undefined) {
@@ -74,6 +78,8 @@ export async function addThroughAgent(o: {
   /** Where the plugin's log lines go (stderr, and the report). */
   sink(line: string): void;
 }): Promise<PlannedAdd> {
+  // The plugin's whole bound, as on its own path: the agent's part counts against it.
+  const signal = AbortSignal.timeout(o.seconds * 1000);
   let res;
   try {
     res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs, { keepOpen: true });
@@ -127,7 +133,6 @@ export async function addThroughAgent(o: {
     if (!(await pathExists(netns))) {
       throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
     }
-    const signal = AbortSignal.timeout(o.seconds * 1000);
     const families = plan.families.map((r) => r.family);
     const fw = await openFirewall(netns, settings, families, o.env.PATH);
     if (fw.warning) log.warn(fw.warning);
