@@ -12,7 +12,11 @@ import { join } from "node:path";
 export async function buildEmptyProgram(dir: string, name = "empty"): Promise<string> {
   const src = join(dir, `${name}.ts`);
   writeFileSync(src, 'if (Bun.env.CNI_COMMAND === "VERSION") Bun.write(Bun.stdout, "{}");\n');
-  const outfile = join(dir, name);
+  return buildLikePlugin(src, join(dir, name));
+}
+
+/** `src` compiled exactly as scripts/build.ts compiles the plugin; returns `outfile`. */
+export async function buildLikePlugin(src: string, outfile: string): Promise<string> {
   const r = await Bun.build({ entrypoints: [src], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
     compile: { outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
   if (!r.success) throw new Error(`building ${src} failed`);

@@ -1,0 +1,46 @@
+// The least any plugin that asks a node agent can do, compiled as the plugin is and run in the
+// same rounds, to show where the warm agent's targets sit against the steps no design can skip:
+// read stdin, parse it, and then
+// - ADD: one request and its whole answer on the agent's socket (GET /v1/pods/NS/NAME, answered
+//   from memory), one report on the same connection, the result on stdout;
+// - DEL: look for the container's record (a stat), one report on a new connection.
+// No validation, no decision, no rules, no log line: a floor, not a plugin.
+const stdin = await Bun.file(0).text();
+const conf = JSON.parse(stdin) as { agent_socket: string; state_dir: string };
+const env = Bun.env;
+const args = Object.fromEntries((env.CNI_ARGS ?? "").split(";").map((kv) => kv.split("=") as [string, string]));
+const report = JSON.stringify({ v: 1, command: env.CNI_COMMAND, containerId: env.CNI_CONTAINERID, outcome: "ok", reason: "floor", durationMs: 0, lines: [], time: new Date().toISOString(), version: "floor" });
+const post = `POST /v1/reports HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(report)}\r\nConnection: close\r\n\r\n${report}`;
+
+if (env.CNI_COMMAND === "DEL") {
+  void Bun.file(`${conf.state_dir}/containers/${env.CNI_CONTAINERID}.json`).size;
+  await new Promise<void>((done) => {
+    Bun.connect({ unix: conf.agent_socket, socket: { open(s) { s.end(post); done(); }, data() {}, error() { done(); }, connectError() { done(); } } }).catch(() => done());
+  });
+} else {
+  await new Promise<void>((done) => {
+    let got = "";
+    Bun.connect({
+      unix: conf.agent_socket,
+      socket: {
+        open(s) {
+          s.write(`GET /v1/pods/${args.K8S_POD_NAMESPACE}/${args.K8S_POD_NAME} HTTP/1.1\r\nHost: a\r\n\r\n`);
+        },
+        data(s, d) {
+          got += d.toString("latin1");
+          const head = got.indexOf("\r\n\r\n");
+          const at = got.indexOf("Content-Length: ");
+          if (head < 0 || at < 0) return;
+          if (got.length - head - 4 < Number(got.slice(at + 16, got.indexOf("\r\n", at)))) return;
+          s.end(post);
+          done();
+        },
+        error() { done(); },
+        connectError() { done(); },
+      },
+    }).catch(() => done());
+  });
+  await Bun.write(Bun.stdout, JSON.stringify(conf) + "\n");
+}
+process.exit(0);
+export {};
