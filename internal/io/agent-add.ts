@@ -7,14 +7,10 @@
 // The plugin trusts the agent's socket as much as it trusts the pod objects the agent sends
 // (root only, 0600 in a 0700 folder), and no more: a plan is checked against the model
 // (plan/check.ts) before any backend renders it, and the binaries are the host's, found by the
-// plugin. When the agent is not there, does not answer in time, or declines (409), the caller
-// runs the whole ADD itself, exactly as without an agent.
+// plugin (agent-apply.ts, imported only when there are rules). When the agent is not there, does
+// not answer in time, or declines (409), the caller runs the whole ADD itself, exactly as without
+// an agent.
 import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
-import { CniError, renderError, toCniError } from "../cni/errors.ts";
-import { Code } from "../cni/spec.ts";
-import type { FirewallSettings } from "../mesh/profile.ts";
-import { checkPlan } from "../plan/check.ts";
-import { countRules, type Plan } from "../plan/model.ts";
 import { createLogger } from "../plugin/log.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
@@ -108,46 +104,12 @@ export async function addThroughAgent(o: {
   const dropRecord = async () => {
     if (a.record && o.env.CNI_CONTAINERID) await Bun.file(recordPath(o.stateDir, o.env.CNI_CONTAINERID)).delete().catch(() => {});
   };
-  let plan: Plan | undefined;
-  if (a.apply) {
-    try {
-      plan = checkPlan(a.apply.plan);
-    } catch (e) {
-      // Not the model: the plugin plans for itself (and writes its own record).
-      await dropRecord();
-      return unusable(`the agent's plan does not check: ${(e as Error).message}`);
-    }
-  }
-  for (const l of a.lines) o.sink(l);
-  const summary: Summary = { ...a.summary } as Summary;
   const via = res.followUp ? { followUp: res.followUp } : {};
-  if (!a.apply || !plan) return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary, ...via };
-
-  const log = createLogger(a.level, o.sink, a.context);
-  const netns = o.env.CNI_NETNS ?? "";
-  try {
-    const settings = a.apply.settings as FirewallSettings;
-    const [{ openFirewall }, { applyPlan }, { pathExists }] = await Promise.all([
-      import("./firewall.ts"), import("../backends/apply-plan.ts"), import("./which.ts"),
-    ]);
-    if (!(await pathExists(netns))) {
-      throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
-    }
-    const families = plan.families.map((r) => r.family);
-    const fw = await openFirewall(netns, settings, families, o.env.PATH);
-    if (fw.warning) log.warn(fw.warning);
-    await applyPlan(fw, plan, log, signal);
-    log.info(`${summary.reason}; applied ${countRules(plan)} rules (${fw.backend}, IPv${families.join("+IPv")})`);
-    if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(plan)}`);
-    summary.backend = fw.backend;
-    return { kind: "done", stdout: a.stdout, exitCode: 0, summary, ...via };
-  } catch (e) {
-    // The agent's record said "meshed" ahead of the rules: without them there is nothing to record.
-    await dropRecord();
-    const err = toCniError(e);
-    log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
-    const failed: Summary = { ...summary, outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code };
-    delete failed.rules;
-    return { kind: "done", stdout: renderError(err, a.cniVersion), exitCode: 1, summary: failed, ...via };
+  if (!a.apply) {
+    for (const l of a.lines) o.sink(l);
+    return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
   }
+  // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).
+  const { applyPlanned } = await import("./agent-apply.ts");
+  return applyPlanned({ answer: a, apply: a.apply, env: o.env, sink: o.sink, signal, via, unusable, dropRecord });
 }

@@ -11,6 +11,7 @@ import { AGENT_TIMEOUT_MS, DEFAULT_AGENT_SOCKET, type LookupSource } from "../ag
 import { CniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { Code } from "../cni/spec.ts";
+import { peekConf } from "../plugin/peek.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { askAgent } from "./agent-client.ts";
@@ -58,15 +59,14 @@ export interface LookupTarget {
  */
 export function lookupTarget(stdin: string, env: Record<string, string | undefined>): LookupTarget | undefined {
   if (env.CNI_COMMAND !== "ADD" && env.CNI_COMMAND !== "CHECK") return undefined;
-  let conf: { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown };
+  const conf = peekConf(stdin) as { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown } | undefined;
+  if (!conf) return undefined; // the plugin will answer with the error
   let args: ReturnType<typeof parseK8sArgs>;
   try {
-    conf = JSON.parse(stdin);
     args = parseK8sArgs(env.CNI_ARGS);
   } catch {
     return undefined; // the plugin will answer with the error
   }
-  if (typeof conf !== "object" || conf === null) return undefined;
   const k = conf.kubernetes;
   if (!args.podName || !args.podNamespace) return undefined;
   const podNamespace = typeof k?.pod_namespace === "string" ? k.pod_namespace : undefined;

@@ -9,19 +9,14 @@ import { isSupportedVersion } from "../cni/spec.ts";
 import { type FollowUp, sendReport } from "../io/agent-client.ts";
 import { safeContainerId } from "../io/plugin-state.ts";
 import { VERSION } from "../version.ts";
+import { peekConf } from "./peek.ts";
 import { buildReport, fallbackText, type Summary } from "./summary.ts";
 
 const COMMANDS: readonly string[] = ["ADD", "DEL", "CHECK", "STATUS", "GC"] satisfies Command[];
 
 /** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
 export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
-  let conf: Record<string, unknown> | undefined;
-  try {
-    const raw = JSON.parse(stdin);
-    if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) conf = raw;
-  } catch {
-    // defaults
-  }
+  const conf = peekConf(stdin);
   const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
   const out: { socket: string; stateDir: string; conf?: Record<string, unknown> } = {
     socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET), stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
