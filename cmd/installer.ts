@@ -92,7 +92,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   let lastDeclined = 0;
   const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
   const planner = createAddPlanner({
-    lookup: source.lookup, stateDir: opts.stateDir, onLookup,
+    lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
     writeRecord: async (dir, record) => writeRecordFor(dir, record),
   });
   const handler = createSocketHandler({

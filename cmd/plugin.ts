@@ -34,10 +34,12 @@ export async function main(): Promise<number> {
   // A warm ADD: the node agent plans it, the plugin applies the plan (agent-add.ts). Loads no
   // config schema, no mesh profile, no API client.
   let planned: PlannedAdd | undefined;
-  if (target && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
+  // One bound for the whole command (timeout_seconds), whichever way it goes.
+  const deadline = target ? AbortSignal.timeout(target.seconds * 1000) : undefined;
+  if (target && deadline && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
     planned = await addThroughAgent({
       socket: target.socket, stateDir: agentPaths(stdin).stateDir, stdin, env: Bun.env, version: VERSION,
-      timeoutMs: target.agentTimeoutMs, seconds: target.seconds, sink,
+      timeoutMs: target.agentTimeoutMs, deadline, sink,
     });
     if (planned.kind === "done") {
       await Bun.write(Bun.stdout, planned.stdout);
@@ -49,7 +51,8 @@ export async function main(): Promise<number> {
   // Otherwise the plugin runs the command itself. Start the pod lookup first, so reading the
   // kubeconfig and the API round trip overlap with loading the rest of the plugin (its module is
   // small and in this entry chunk for that). An agent that did not answer just now is not asked again.
-  const early = startEarlyLookup(target, planned?.kind === "unavailable" ? planned.why : undefined);
+  const agentDown = planned?.kind === "unavailable" || (planned?.kind === "declined" && planned.lookupFailed) ? planned.why : undefined;
+  const early = startEarlyLookup(target, agentDown, deadline);
   // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
   if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/io/libc.ts").then((m) => m.preload(), () => {});
   const [{ runPlugin }, { createPluginDeps }] = await Promise.all([
@@ -60,7 +63,7 @@ export async function main(): Promise<number> {
   if (!Bun.env.CNI_COMMAND) {
     pending.push(Bun.write(Bun.stderr, `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`));
   }
-  const outcome = await runPlugin({ getenv: (k) => Bun.env[k], readStdin: async () => stdin, deps });
+  const outcome = await runPlugin({ getenv: (k) => Bun.env[k], readStdin: async () => stdin, deps, ...(deadline ? { deadline } : {}) });
   await Bun.write(Bun.stdout, outcome.stdout);
   await Promise.all(pending);
   // The result is out; the report to the agent (bounded) or the fallback log comes after it.

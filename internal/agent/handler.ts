@@ -96,9 +96,10 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         parsed = "the body is not JSON";
       }
       if (typeof parsed === "string") return bad(parsed);
-      const decline = (why: string) => {
+      const decline = (why: string, lookupFailed = false) => {
         deps.onDeclined?.(why);
-        return agentError(409, Code.TryAgainLater, "the agent does not plan this ADD", why);
+        // `lookup: "failed"`: asking the agent for the pod again would wait for the same failure.
+        return json(409, { code: Code.TryAgainLater, msg: "the agent does not plan this ADD", details: why, ...(lookupFailed ? { lookup: "failed" } : {}) });
       };
       if (!deps.planAdd) return decline("this agent does not plan ADDs");
       let planned: PlanAnswer;
@@ -109,7 +110,7 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       } catch (e) {
         return decline(`planning failed: ${(e as Error).message}`);
       }
-      return planned.ok ? json(200, planned.answer) : decline(planned.why);
+      return planned.ok ? json(200, planned.answer) : decline(planned.why, planned.lookupFailed === true);
     }
     if (path === REPORTS_PATH) {
       if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);

@@ -4,9 +4,9 @@
 // (internal/io/agent-add.ts), so a warm ADD loads no config schema, no mesh profile and no API
 // client. Everything the agent cannot do for the plugin (the pod's namespace addresses, a
 // Service, a pod it cannot look up, a dry run) is NotPlannable: 409, and the plugin runs the
-// whole ADD itself exactly as without an agent. The wire's `v` is the contract between the two:
-// an agent and a plugin of different builds (a rollout) plan and apply as long as they speak the
-// same `v`, and the plugin checks every plan against the model before applying it.
+// whole ADD itself exactly as without an agent; so is a plugin of another version than the agent
+// (a rollout), which then decides with its own rules. The plugin checks every plan against the
+// model before applying it.
 import { CniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { Code } from "../cni/spec.ts";
@@ -25,9 +25,14 @@ export interface PlannerDeps {
   /** Writes a record atomically in the agent's state folder. */
   writeRecord(stateDir: string, record: PodRecord): Promise<void>;
   onLookup(result: LookupResult): void;
+  /**
+   * The agent's version: a plugin of another (a rollout, before the new agent copied its binary
+   * in, or an agent that cannot) runs its ADD itself, with its own rules. Unset: any version.
+   */
+  version?: string;
 }
 
-export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string };
+export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string; lookupFailed?: boolean };
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 
@@ -78,13 +83,13 @@ function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupRe
       try {
         r = await d.lookup.lookup(namespace, name, uid, AbortSignal.any([signal, plugin]));
       } catch (e) {
-        throw new NotPlannable(`the agent could not look up pod ${namespace}/${name}: ${(e as Error).message}`);
+        throw new NotPlannable(`the agent could not look up pod ${namespace}/${name}: ${(e as Error).message}`, true);
       }
       seen(r);
       // 404 is final (the plugin would answer the same from the agent); anything else falls back.
       if (!r.ok) {
         if (r.status === 404) throw new CniError(Code.PodNotFound, r.error.msg, r.error.details ?? "");
-        throw new NotPlannable(`${r.error.msg}${r.error.details ? `: ${r.error.details}` : ""}`);
+        throw new NotPlannable(`${r.error.msg}${r.error.details ? `: ${r.error.details}` : ""}`, true);
       }
       checkUid(r.pod, uid, namespace, name, "in the agent's cache");
       const pod = once(parsedPods, r.pod, parsePod);
@@ -117,6 +122,7 @@ const notHere = (what: string) => async (): Promise<never> => {
 export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: AbortSignal) => Promise<PlanAnswer> {
   return async (req, given) => {
     const signal = given ?? new AbortController().signal;
+    if (d.version !== undefined && req.version !== d.version) return { ok: false, why: `the plugin is ${req.version}, the agent ${d.version}: the plugin decides with its own rules` };
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
     const stateDir = stateDirOf(req.stdin);
     if (stateDir !== undefined && stateDir !== d.stateDir) {
@@ -154,7 +160,7 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
       signal.throwIfAborted();
       out = await runPlugin({ getenv: (k) => req.env[k as keyof AddRequest["env"]], readStdin: async () => req.stdin, deps, planOnly: true });
     } catch (e) {
-      if (e instanceof NotPlannable) return { ok: false, why: e.message };
+      if (e instanceof NotPlannable) return e.lookupFailed ? { ok: false, why: e.message, lookupFailed: true } : { ok: false, why: e.message };
       if (signal.aborted) return { ok: false, why: "the plugin stopped waiting for this plan" };
       throw e;
     }

@@ -12,6 +12,7 @@
 // an agent.
 import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
 import { createLogger } from "../plugin/log.ts";
+import { escapeText } from "../text/escape.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
 
@@ -23,9 +24,10 @@ export type PlannedAdd =
   | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary; followUp?: FollowUp }
   /**
    * The agent does not plan this ADD (409), or sent an answer or a plan the plugin cannot use:
-   * the plugin runs it, and may still ask the agent for the pod.
+   * the plugin runs it, and may still ask the agent for the pod, unless the agent's own lookup
+   * of the pod is what failed (`lookupFailed`): then it goes to its kubeconfig at once.
    */
-  | { kind: "declined"; why: string }
+  | { kind: "declined"; why: string; lookupFailed?: boolean }
   /** No agent, no answer in time, or one the plugin cannot use: the plugin runs the ADD through its kubeconfig. */
   | { kind: "unavailable"; why: string };
 
@@ -49,15 +51,57 @@ function parseAnswer(body: string): AddAnswer | string {
   if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
     return "the agent's answer has no log level or context";
   }
-  const s = a.summary;
-  if (!isObj(s) || typeof s.outcome !== "string" || typeof s.reason !== "string") return "the agent's answer has no summary";
+  if (a.lines.length > MAX_LINES || a.lines.some((l) => (l as string).length > MAX_LINE)) return "the agent's answer has too many or too long lines";
+  const summary = parseSummary(a.summary);
+  if (!summary) return "the agent's answer has no summary a report can carry";
   if (a.apply !== undefined) {
+    if (a.exitCode !== 0 || summary.outcome !== "meshed") return "the agent's answer has rules but is not a meshed success";
     const st = isObj(a.apply) ? a.apply.settings : undefined;
     if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
       return "the agent's plan has no firewall settings";
     }
   }
-  return a as unknown as AddAnswer;
+  return { ...(a as unknown as AddAnswer), summary };
+}
+
+const OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"];
+const LOOKUPS: readonly string[] = ["agent-cache", "agent-api", "kubeconfig", "none"];
+const MAX_LINES = 2000;
+const MAX_LINE = 16_384;
+const str = (x: unknown, max = 16_384): x is string => typeof x === "string" && x.length <= max;
+const count = (x: unknown): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= 1_000_000;
+
+/** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
+function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
+  if (!isObj(s) || typeof s.outcome !== "string" || !OUTCOMES.includes(s.outcome) || !str(s.reason)) return undefined;
+  const out: AddAnswer["summary"] = { outcome: s.outcome as AddAnswer["summary"]["outcome"], reason: s.reason };
+  if (s.code !== undefined) {
+    if (!count(s.code)) return undefined;
+    out.code = s.code;
+  }
+  if (s.rules !== undefined) {
+    if (!count(s.rules)) return undefined;
+    out.rules = s.rules;
+  }
+  if (s.lookup !== undefined) {
+    if (typeof s.lookup !== "string" || !LOOKUPS.includes(s.lookup)) return undefined;
+    out.lookup = s.lookup as NonNullable<AddAnswer["summary"]["lookup"]>;
+  }
+  if (s.pod !== undefined) {
+    const p = s.pod;
+    if (!isObj(p) || !str(p.namespace, 253) || !str(p.name, 253) || (p.uid !== undefined && !str(p.uid, 64))) return undefined;
+    out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
+  }
+  return out;
+}
+
+/**
+ * The agent's log lines as the plugin writes them: each one "meshcni: ..." on one line, escaped
+ * again (escapeText leaves an already escaped line as it is), so an answer can neither add a line
+ * nor drive the terminal of whoever reads the runtime's journal.
+ */
+export function agentLines(lines: readonly string[]): string[] {
+  return lines.map((l) => l.split("\n").filter((p) => p !== "").map((p) => `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`).join(""));
 }
 
 /** The request as the agent reads it: the CNI variables and stdin. */
@@ -69,32 +113,35 @@ export function renderAddRequest(stdin: string, env: Record<string, string | und
 
 export async function addThroughAgent(o: {
   socket: string; stateDir: string; stdin: string; env: Record<string, string | undefined>; version: string; timeoutMs: number;
-  /** The plugin's own bound (timeout_seconds). */
-  seconds: number;
+  /** The plugin's whole bound (timeout_seconds from its start): the agent's part counts against it. */
+  deadline: AbortSignal;
   /** Where the plugin's log lines go (stderr, and the report). */
   sink(line: string): void;
 }): Promise<PlannedAdd> {
-  // The plugin's whole bound, as on its own path: the agent's part counts against it.
-  const signal = AbortSignal.timeout(o.seconds * 1000);
+  const signal = o.deadline;
   let res;
   try {
     res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs, { keepOpen: true });
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }
+  if (res.status !== 200) res.close?.();
   if (res.status === 409) {
     let why = "the agent declined";
+    let lookupFailed = false;
     try {
-      const b = JSON.parse(res.body) as { details?: unknown };
+      const b = JSON.parse(res.body) as { details?: unknown; lookup?: unknown };
       if (typeof b?.details === "string") why = b.details;
+      lookupFailed = b?.lookup === "failed";
     } catch {
       // the default
     }
-    return { kind: "declined", why };
+    return lookupFailed ? { kind: "declined", why, lookupFailed } : { kind: "declined", why };
   }
   // An answer the plugin cannot use is the agent's bug or another version's: said, then the plugin plans.
   const id = o.env.CNI_CONTAINERID;
   const unusable = (why: string): PlannedAdd => {
+    res.close?.();
     createLogger("info", o.sink, id ? `ADD ${id.slice(0, 12)}` : "ADD").warn(`${why}; the plugin runs this ADD itself`);
     return { kind: "declined", why };
   };
@@ -106,7 +153,7 @@ export async function addThroughAgent(o: {
   };
   const via = res.followUp ? { followUp: res.followUp } : {};
   if (!a.apply) {
-    for (const l of a.lines) o.sink(l);
+    for (const l of agentLines(a.lines)) o.sink(l);
     return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
   }
   // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).

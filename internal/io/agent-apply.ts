@@ -11,7 +11,7 @@ import { countRules, type Plan } from "../plan/model.ts";
 import { createLogger } from "../plugin/log.ts";
 import type { Summary } from "../plugin/summary.ts";
 import type { FollowUp } from "./agent-client.ts";
-import type { PlannedAdd } from "./agent-add.ts";
+import { agentLines, type PlannedAdd } from "./agent-add.ts";
 
 export async function applyPlanned(o: {
   answer: AddAnswer; apply: NonNullable<AddAnswer["apply"]>; env: Record<string, string | undefined>; sink(line: string): void;
@@ -29,7 +29,7 @@ export async function applyPlanned(o: {
     await o.dropRecord();
     return o.unusable(`the agent's plan does not check: ${(e as Error).message}`);
   }
-  for (const l of a.lines) o.sink(l);
+  for (const l of agentLines(a.lines)) o.sink(l);
   const summary: Summary = { ...a.summary } as Summary;
   const log = createLogger(a.level, o.sink, a.context);
   const netns = o.env.CNI_NETNS ?? "";

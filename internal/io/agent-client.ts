@@ -88,6 +88,9 @@ function renderRequest(method: "GET" | "POST", path: string, body: string | unde
   return concat(enc.encode(`${head}Content-Type: application/json\r\nContent-Length: ${bytes.length}\r\n\r\n`), bytes);
 }
 
+/** The most the plugin reads of one answer (a plan and its log lines are a few KB). */
+const MAX_ANSWER_BYTES = 4 << 20;
+
 /**
  * Sends one more request on a connection kept open after its answer, and closes it without
  * waiting for this one's answer; false when it could not be written whole at once.
@@ -101,7 +104,7 @@ export type FollowUp = (method: "GET" | "POST", path: string, body: string) => b
 export function agentRequest(
   socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number,
   opts: { noAnswer?: boolean; keepOpen?: boolean } = {},
-): Promise<AgentResponse & { followUp?: FollowUp }> {
+): Promise<AgentResponse & { followUp?: FollowUp; close?(): void }> {
   return new Promise((resolve, reject) => {
     let pending: Uint8Array = renderRequest(method, path, body, !opts.keepOpen);
     let received: Uint8Array = new Uint8Array(0);
@@ -138,7 +141,7 @@ export function agentRequest(
         end();
         return n === bytes.length;
       };
-      resolve({ ...res!, followUp });
+      resolve({ ...res!, followUp, close: end });
     };
     const timer = setTimeout(() => finish(new Error(`the agent did not answer within ${timeoutMs} ms`)), timeoutMs);
     const flush = (s: { write(b: Uint8Array): number }) => {
@@ -170,6 +173,7 @@ export function agentRequest(
         },
         data(_s, chunk) {
           received = concat(received, chunk);
+          if (received.length > MAX_ANSWER_BYTES) return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
           take(false);
         },
         close() {

@@ -86,9 +86,10 @@ export function lookupTarget(stdin: string, env: Record<string, string | undefin
  * Starts the lookup for `t`. `agentDown`: the agent did not answer a moment ago (the planned
  * ADD, agent-add.ts), so the kubeconfig GET goes first, with that as the reason.
  */
-export function startEarlyLookup(t: LookupTarget | undefined, agentDown?: string): EarlyLookup | undefined {
+export function startEarlyLookup(t: LookupTarget | undefined, agentDown?: string, deadline?: AbortSignal): EarlyLookup | undefined {
   if (!t) return undefined;
-  const signal = AbortSignal.timeout(t.seconds * 1000);
+  // The command's bound, started with the command (the agent's part, if any, counted).
+  const signal = deadline ?? AbortSignal.timeout(t.seconds * 1000);
   const { socket, namespace: ns, name, uid, kubeconfig } = t;
 
   let conn: Promise<Connection> | undefined;

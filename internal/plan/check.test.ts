@@ -11,7 +11,7 @@ function sample(): Plan {
   b.insert("nat", "OUTPUT", 1, [M.uid(2102), M.ctstate("ESTABLISHED"), M.mark(0x539, true), M.connmark(7)], A.ret);
   b.append("mangle", "PROXY_TPROXY", [M.tcp], A.tproxy(15006, 0x539));
   b.append("raw", "PREROUTING", [M.udp, M.sport("udp", 53)], A.ctZone(1));
-  return { families: [b.build()], ipCommands: [{ family: 4, argv: ["route", "add", "local", "default", "dev", "lo", "table", "133"] }] };
+  return { families: [b.build()], ipCommands: [{ family: 4, argv: ["route", "replace", "local", "default", "dev", "lo", "table", "133"] }] };
 }
 
 const wire = (p: unknown) => JSON.parse(JSON.stringify(p));
@@ -43,7 +43,18 @@ describe("checkPlan", () => {
     ["an unknown stage", (p) => (p.families[0].rules[0].stage = "security"), "stage"],
     ["a family other than 4 or 6", (p) => (p.families[0].family = 5), "family"],
     ["the same family twice", (p) => p.families.push(p.families[0]), "twice"],
-    ["an ip argument with a space", (p) => (p.ipCommands[0].argv[1] = "add local"), "ipCommands[0].argv[1]"],
+    ["an ip argument with a space", (p) => (p.ipCommands[0].argv[1] = "replace local"), "ipCommands[0].argv"],
+    // `ip` runs as root with the host's files: only the commands the Istio profile writes.
+    ["ip netns", (p) => (p.ipCommands[0].argv = ["netns", "add", "x"]), "ipCommands[0].argv"],
+    ["ip -all netns exec", (p) => (p.ipCommands[0].argv = ["-all", "netns", "exec", "/bin/sh", "/var/run/meshcni/evil.sh"]), "ipCommands[0].argv"],
+    ["ip -batch", (p) => (p.ipCommands[0].argv = ["-batch", "/var/run/meshcni/cmds"]), "ipCommands[0].argv"],
+    ["ip -n on another namespace", (p) => (p.ipCommands[0].argv = ["-n", "cni-0000", "link", "set", "eth0", "down"]), "ipCommands[0].argv"],
+    ["a table that is not a number", (p) => (p.ipCommands[0].argv[7] = "main"), "ipCommands[0].argv"],
+    ["a rule in a built-in chain the plan may not use", (p) => (p.families[0].rules[0].chain = "INPUT"), "rules[0].chain"],
+    ["a rule in a chain the plan does not declare", (p) => (p.families[0].rules[1].chain = "OTHER"), "rules[1].chain"],
+    ["a jump to an iptables target", (p) => (p.families[0].rules[0].action.chain = "NFQUEUE"), "rules[0].action.chain"],
+    ["a jump to a chain of another stage", (p) => (p.families[0].rules[0].action.chain = "PROXY_TPROXY"), "rules[0].action.chain"],
+    ["a built-in chain declared as the plan's own", (p) => p.families[0].chains.push({ stage: "filter", name: "INPUT" }), "built-in"],
     ["a negative position", (p) => (p.families[0].rules[2].insertAt = -1), "insertAt"],
     ["a flag that is not a boolean", (p) => (p.families[0].rules[1].match[1].not = "yes"), "not"],
     ["no ipCommands", (p) => delete p.ipCommands, "not a plan"],

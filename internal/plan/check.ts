@@ -10,8 +10,20 @@ const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies S
 const CT_STATES: readonly string[] = ["INVALID", "RELATED", "ESTABLISHED"];
 /** An address range as the profiles write it: hex digits, dots and colons, a prefix length. */
 const CIDR = /^[0-9A-Fa-f.:]{2,45}\/[0-9]{1,3}$/;
-/** One argument of an `ip` command: a word, a number, an address or a table name. */
-const IP_ARG = /^[A-Za-z0-9_.:/-]{1,64}$/;
+/**
+ * The `ip` commands a plan may hold, word for word, with NUM for a number: the ones the Istio
+ * profile writes (mesh/istio-rules.ts: the ::6 address, TPROXY's policy rule and local route).
+ * Anything else (another subcommand, an option such as -batch or -n, `netns`) is refused: `ip`
+ * runs as root with the host's files.
+ */
+const IP_COMMANDS: readonly (readonly string[])[] = [
+  ["addr", "replace", "::6/128", "dev", "lo"],
+  ["rule", "add", "fwmark", "NUM", "lookup", "NUM", "pref", "NUM"],
+  ["route", "replace", "local", "default", "dev", "lo", "table", "NUM"],
+];
+const IP_NUM = /^[1-9][0-9]{0,9}$/;
+/** Chains a plan may not declare as its own: the hooks and netfilter's other built-in chains. */
+const BUILTIN = new Set(["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"]);
 
 class PlanError extends Error {
   override name = "PlanError";
@@ -45,9 +57,10 @@ const flag = (x: unknown, where: string): boolean | undefined => {
   return x;
 };
 
-function chainName(x: unknown, where: string): string {
-  if (typeof x === "string" && HOOKS.has(x)) return x;
-  return text(x, CHAIN_NAME, where);
+/** A rule's chain: a hook, or a chain the plan declares for the rule's stage. */
+function ruleChain(x: unknown, stage: Stage, declared: ReadonlySet<string>, where: string): string {
+  if (typeof x === "string" && (HOOKS.has(x) || declared.has(`${stage} ${x}`))) return x;
+  return fail(where, `${JSON.stringify(x)} is neither PREROUTING, OUTPUT nor a chain the plan declares for ${stage}`);
 }
 
 function checkPorts(x: unknown, where: string): PortRange[] {
@@ -96,7 +109,7 @@ function checkMatch(x: unknown, where: string): Match {
   }
 }
 
-function checkAction(x: unknown, where: string): Action {
+function checkAction(x: unknown, stage: Stage, declared: ReadonlySet<string>, where: string): Action {
   if (!isObj(x)) fail(where, "not an action");
   switch (x.a) {
     case "return":
@@ -105,8 +118,12 @@ function checkAction(x: unknown, where: string): Action {
     case "save-mark":
     case "restore-mark":
       return { a: x.a };
-    case "jump":
-      return { a: "jump", chain: text(x.chain, CHAIN_NAME, `${where}.chain`) };
+    case "jump": {
+      // Only to the plan's own chains of the same stage: never to a target such as NFQUEUE or LOG.
+      const chain = text(x.chain, CHAIN_NAME, `${where}.chain`);
+      if (!declared.has(`${stage} ${chain}`)) fail(`${where}.chain`, `${chain} is not a chain the plan declares for ${stage}`);
+      return { a: "jump", chain };
+    }
     case "redirect":
       return { a: "redirect", port: uint(x.port, 65535, `${where}.port`) };
     case "tproxy":
@@ -120,12 +137,13 @@ function checkAction(x: unknown, where: string): Action {
   }
 }
 
-function checkRule(x: unknown, where: string): PlanRule {
+function checkRule(x: unknown, declared: ReadonlySet<string>, where: string): PlanRule {
   if (!isObj(x)) fail(where, "not a rule");
   if (!isArr(x.match) || x.match.length > 32) fail(`${where}.match`, "not a list of at most 32 matches");
+  const stage = word<Stage>(x.stage, STAGES, `${where}.stage`);
   const rule: PlanRule = {
-    stage: word<Stage>(x.stage, STAGES, `${where}.stage`), chain: chainName(x.chain, `${where}.chain`),
-    match: x.match.map((m, i) => checkMatch(m, `${where}.match[${i}]`)), action: checkAction(x.action, `${where}.action`),
+    stage, chain: ruleChain(x.chain, stage, declared, `${where}.chain`),
+    match: x.match.map((m, i) => checkMatch(m, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
   };
   if (x.insertAt !== undefined) rule.insertAt = uint(x.insertAt, 1000, `${where}.insertAt`);
   return rule;
@@ -138,16 +156,22 @@ function checkFamily(x: unknown, where: string): FamilyPlan {
   if (!isArr(x.rules) || x.rules.length > 1000) fail(`${where}.rules`, "not a list of at most 1000 rules");
   const chains = x.chains.map((c, i) => {
     if (!isObj(c)) fail(`${where}.chains[${i}]`, "not a chain");
-    return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name: text(c.name, CHAIN_NAME, `${where}.chains[${i}].name`) };
+    const name = text(c.name, CHAIN_NAME, `${where}.chains[${i}].name`);
+    if (BUILTIN.has(name)) fail(`${where}.chains[${i}].name`, `${name} is a built-in chain, not one a plan may own`);
+    return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name };
   });
-  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, `${where}.rules[${i}]`)) };
+  const declared = new Set(chains.map((c) => `${c.stage} ${c.name}`));
+  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, declared, `${where}.rules[${i}]`)) };
 }
 
 function checkIpCommand(x: unknown, where: string): IpCommand {
   if (!isObj(x)) fail(where, "not an ip command");
   const family = x.family === 4 || x.family === 6 ? (x.family as Family) : fail(`${where}.family`, "not 4 or 6");
-  if (!isArr(x.argv) || x.argv.length === 0 || x.argv.length > 16) fail(`${where}.argv`, "not a list of 1 to 16 arguments");
-  return { family, argv: x.argv.map((a, i) => text(a, IP_ARG, `${where}.argv[${i}]`)) };
+  const argv = x.argv;
+  if (!isArr(argv) || !argv.every((a) => typeof a === "string")) fail(`${where}.argv`, "not a list of words");
+  const fits = (t: readonly string[]) => t.length === argv.length && t.every((w, i) => (w === "NUM" ? IP_NUM.test(argv[i] as string) : w === argv[i]));
+  if (!IP_COMMANDS.some(fits)) fail(`${where}.argv`, `ip ${JSON.stringify(argv).slice(0, 200)} is not one of the commands a plan may run`);
+  return { family, argv: [...(argv as string[])] };
 }
 
 /** The plan in `x`, rebuilt from checked values only; throws naming the first value the model does not allow. */

@@ -26,6 +26,8 @@ export interface Invocation {
    * NotPlannable where only the plugin can go on, and then so does runPlugin.
    */
   planOnly?: boolean;
+  /** The command's bound when it started before runPlugin (the plugin asked the agent first). */
+  deadline?: AbortSignal;
 }
 
 /** An ADD planned by the agent: the rules the plugin applies (internal/io/agent-add.ts). */
@@ -322,7 +324,8 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     const profile = await loadProfile(conf.mesh);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
     const deps = dryRunGate(conf, inv.deps, log);
-    const ctx: Ctx = { args, conf, profile, deps, log, signal: AbortSignal.timeout(conf.timeout_seconds * 1000), summary };
+    const bound = AbortSignal.timeout(conf.timeout_seconds * 1000);
+    const ctx: Ctx = { args, conf, profile, deps, log, signal: inv.deadline ? AbortSignal.any([bound, inv.deadline]) : bound, summary };
     if (inv.planOnly) {
       if (args.command !== "ADD" || deps.dryRunFile) throw new NotPlannable(`only ADD is planned by the agent, not ${args.command}${deps.dryRunFile ? " (dry run)" : ""}`);
       ctx.planOnly = true;

@@ -158,7 +158,8 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
   test("a pod the agent cannot look up (503) is declined; one the API does not have (404) fails with 106, no record", async () => {
     const p = planner(base);
     p.lookup.unavailable = "not in sync";
-    expect(await ask(p.plan, base.entry)).toEqual({ ok: false, why: expect.stringContaining("not in sync") });
+    // Said so, so that the plugin does not ask the agent for the pod again.
+    expect(await ask(p.plan, base.entry)).toEqual({ ok: false, why: expect.stringContaining("not in sync"), lookupFailed: true });
     const empty = planner(undefined);
     const r = await ask(empty.plan, base.entry);
     if (!r.ok) throw new Error(r.why);
@@ -200,8 +201,17 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const late = new AbortController();
     const asked = p.plan({ v: 1, version: "test", env: envOf(base.pod, "c5"), stdin: JSON.stringify(base.entry) }, late.signal);
     setTimeout(() => late.abort(), 20);
-    expect(await asked).toEqual({ ok: false, why: expect.any(String) });
+    expect(await asked).toMatchObject({ ok: false, why: expect.stringContaining("aborted") });
     expect(p.written).toEqual([]);
+  });
+
+  test("a plugin of another version than the agent decides with its own rules", async () => {
+    const lookup = new MemoryPodLookup();
+    lookup.addPod(base.pod);
+    const p = createAddPlanner({ lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, version: "1.0" });
+    const req = (version: string) => ({ v: 1 as const, version, env: envOf(base.pod, "c6"), stdin: JSON.stringify(base.entry) });
+    expect(await p(req("2.0"))).toEqual({ ok: false, why: expect.stringContaining("the plugin is 2.0, the agent 1.0") });
+    expect((await p(req("1.0"))).ok).toBe(true);
   });
 
   test("a bad config is answered with the plugin's own error, as the plugin would", async () => {

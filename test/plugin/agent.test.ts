@@ -309,14 +309,21 @@ describe("without a usable agent", () => {
     expect(rep!.lines.join("\n")).toContain("did not answer within");
   });
 
-  test("an agent answering 503 also means the kubeconfig GET", async () => {
+  test("an agent that cannot look the pod up (503) also means the kubeconfig GET, and the agent is asked once", async () => {
     agent.fail = 503;
     const n = netns();
+    const asked = agent.lookups.length;
     const r = await add(n, cid());
     expect(r.code).toBe(0);
     const [rep] = await agent.waitReports(1);
     expect(rep).toMatchObject({ outcome: "meshed", lookup: "kubeconfig" });
-    expect(rep!.lines.join("\n")).toContain("the agent answered 503");
+    expect(rep!.lines.join("\n")).toContain("stand-in told to fail");
+    expect(agent.lookups.length).toBe(asked + 1);
+    // Without planning, the plugin's own lookup meets the same 503 and falls back the same way.
+    agent.noPlanning = true;
+    expect((await add(netns(), cid())).code).toBe(0);
+    const reps = await agent.waitReports(2);
+    expect(reps[1]!.lines.join("\n")).toContain("the agent answered 503");
   });
 
   test("the fallback log is bounded: past FALLBACK_LOG_MAX_BYTES it moves to .1", async () => {
