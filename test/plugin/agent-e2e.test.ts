@@ -161,6 +161,11 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     expect(redirected(bb.netns)).toBe(false);
     expect(existsSync(recordPath(dirs.state, bb.a.containerId))).toBe(false);
     expect(gets(bad)).toBe(0);
+    // The agent planned every one of these ADDs itself (the plugin applied the plans): the same
+    // build on both sides, every pod in the cache, none needing a Service or its addresses.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const sample = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(metrics)?.[1] ?? NaN);
+    expect([sample("meshcni_agent_adds_planned_total"), sample("meshcni_agent_adds_declined_total")]).toEqual([5, 0]);
 
     // 5. DEL removes the record; /status no longer lists it.
     await b1.runtime.del(b1.a);
