@@ -34,6 +34,8 @@ describe("checkPlan", () => {
     ["a jump with a newline", (p) => (p.families[0].rules[0].action.chain = "X\n-A OUTPUT -j ACCEPT"), "action.chain"],
     ["a comment with a quote", (p) => (p.families[0].rules[1].match[4].text = 'x" -j ACCEPT "'), "match[4].text"],
     ["an address with more than an address", (p) => (p.families[0].rules[1].match[2].cidr = "10.0.0.0/8 -j ACCEPT"), "match[2].cidr"],
+    ["an IPv6 range in the IPv4 rules", (p) => (p.families[0].rules[1].match[2].cidr = "::1/128"), "IPv6 range in the IPv4 rules"],
+    ["a range not in its normalised form", (p) => (p.families[0].rules[1].match[2].cidr = "10.1.2.3/8"), "match[2].cidr"],
     ["an interface with a space", (p) => (p.families[0].rules[1].match[3].name = "eth0 -j"), "match[3].name"],
     ["a port past 65535", (p) => (p.families[0].rules[1].match[1].ports[0].to = 70000), "ports[0].to"],
     ["a range that ends before it starts", (p) => (p.families[0].rules[1].match[1].ports[0] = { from: 9, to: 1 }), "ports[0]"],
@@ -58,6 +60,7 @@ describe("checkPlan", () => {
     ["a negative position", (p) => (p.families[0].rules[2].insertAt = -1), "insertAt"],
     ["a flag that is not a boolean", (p) => (p.families[0].rules[1].match[1].not = "yes"), "not"],
     ["no ipCommands", (p) => delete p.ipCommands, "not a plan"],
+    ["no family at all", (p) => (p.families = []), "no address family"],
   ];
   for (const [what, mutate, where] of bad) {
     test(`refuses ${what}`, () => {

@@ -3,13 +3,12 @@
 // comment, address, number and word must be one the model allows (model.ts), so a backend still
 // writes only values that parsed, whoever built the plan. Pure. Hand-written rather than a
 // valibot schema: it runs on the plugin's hot path, which loads no schema library.
+import { parseCidr } from "../net/cidr.ts";
 import type { PortRange } from "../net/ports.ts";
 import { type Action, CHAIN_NAME, COMMENT_TEXT, type Family, type FamilyPlan, HOOKS, IFACE_NAME, type IpCommand, type Match, type Plan, type PlanRule, type Stage } from "./model.ts";
 
 const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies Stage[];
 const CT_STATES: readonly string[] = ["INVALID", "RELATED", "ESTABLISHED"];
-/** An address range as the profiles write it: hex digits, dots and colons, a prefix length. */
-const CIDR = /^[0-9A-Fa-f.:]{2,45}\/[0-9]{1,3}$/;
 /**
  * The `ip` commands a plan may hold, word for word, with NUM for a number: the ones the Istio
  * profile writes (mesh/istio-rules.ts: the ::6 address, TPROXY's policy rule and local route).
@@ -74,7 +73,15 @@ function checkPorts(x: unknown, where: string): PortRange[] {
   });
 }
 
-function checkMatch(x: unknown, where: string): Match {
+/** An address range of the rule's family, in the normalised form the profiles write (net/cidr.ts). */
+function cidrOf(x: unknown, family: Family, where: string): string {
+  const c = typeof x === "string" ? parseCidr(x) : undefined;
+  if (!c || c.text !== x) fail(where, `${JSON.stringify(x)} is not an address range as meshcni writes one`);
+  if (c.family !== family) fail(where, `${x} is an IPv${c.family} range in the IPv${family} rules`);
+  return c.text;
+}
+
+function checkMatch(x: unknown, family: Family, where: string): Match {
   if (!isObj(x)) fail(where, "not a match");
   const not = flag(x.not, `${where}.not`);
   const neg = not ? { not } : {};
@@ -89,7 +96,7 @@ function checkMatch(x: unknown, where: string): Match {
       };
     }
     case "addr":
-      return { m: "addr", dir: word(x.dir, ["src", "dst"], `${where}.dir`), cidr: text(x.cidr, CIDR, `${where}.cidr`), ...neg };
+      return { m: "addr", dir: word(x.dir, ["src", "dst"], `${where}.dir`), cidr: cidrOf(x.cidr, family, `${where}.cidr`), ...neg };
     case "iface":
       return { m: "iface", dir: word(x.dir, ["in", "out"], `${where}.dir`), name: text(x.name, IFACE_NAME, `${where}.name`) };
     case "owner":
@@ -137,13 +144,13 @@ function checkAction(x: unknown, stage: Stage, declared: ReadonlySet<string>, wh
   }
 }
 
-function checkRule(x: unknown, declared: ReadonlySet<string>, where: string): PlanRule {
+function checkRule(x: unknown, family: Family, declared: ReadonlySet<string>, where: string): PlanRule {
   if (!isObj(x)) fail(where, "not a rule");
   if (!isArr(x.match) || x.match.length > 32) fail(`${where}.match`, "not a list of at most 32 matches");
   const stage = word<Stage>(x.stage, STAGES, `${where}.stage`);
   const rule: PlanRule = {
     stage, chain: ruleChain(x.chain, stage, declared, `${where}.chain`),
-    match: x.match.map((m, i) => checkMatch(m, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
+    match: x.match.map((m, i) => checkMatch(m, family, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
   };
   if (x.insertAt !== undefined) rule.insertAt = uint(x.insertAt, 1000, `${where}.insertAt`);
   return rule;
@@ -161,7 +168,7 @@ function checkFamily(x: unknown, where: string): FamilyPlan {
     return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name };
   });
   const declared = new Set(chains.map((c) => `${c.stage} ${c.name}`));
-  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, declared, `${where}.rules[${i}]`)) };
+  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, family, declared, `${where}.rules[${i}]`)) };
 }
 
 function checkIpCommand(x: unknown, where: string): IpCommand {
@@ -177,6 +184,7 @@ function checkIpCommand(x: unknown, where: string): IpCommand {
 /** The plan in `x`, rebuilt from checked values only; throws naming the first value the model does not allow. */
 export function checkPlan(x: unknown): Plan {
   if (!isObj(x) || !isArr(x.families) || !isArr(x.ipCommands)) fail("plan", "not a plan (families, ipCommands)");
+  if (x.families.length === 0) fail("plan", "no address family: a plan to apply has rules for IPv4, IPv6 or both");
   if (x.families.length > 2 || x.ipCommands.length > 16) fail("plan", "too many families or ip commands");
   const families = x.families.map((f, i) => checkFamily(f, `families[${i}]`));
   if (new Set(families.map((f) => f.family)).size !== families.length) fail("plan", "a family appears twice");
