@@ -47,11 +47,13 @@ function parseAnswer(body: string): AddAnswer | string {
   }
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
   if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
-  if (!Array.isArray(a.lines) || !a.lines.every((l) => typeof l === "string")) return "the agent's answer has no lines";
+  if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
+  if (a.lines.length > MAX_LINES) return "the agent's answer has too many lines";
+  // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
+  for (const l of a.lines) if (typeof l !== "string" || l.length > MAX_LINE) return "the agent's answer has lines that are not text or too long";
   if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
     return "the agent's answer has no log level or context";
   }
-  if (a.lines.length > MAX_LINES || a.lines.some((l) => (l as string).length > MAX_LINE)) return "the agent's answer has too many or too long lines";
   const summary = parseSummary(a.summary);
   if (!summary) return "the agent's answer has no summary a report can carry";
   if (a.apply !== undefined) {
@@ -101,7 +103,13 @@ function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
  * nor drive the terminal of whoever reads the runtime's journal.
  */
 export function agentLines(lines: readonly string[]): string[] {
-  return lines.map((l) => l.split("\n").filter((p) => p !== "").map((p) => `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`).join(""));
+  const out: string[] = [];
+  for (const l of lines) {
+    let text = "";
+    for (const p of l.split("\n")) if (p !== "") text += `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`;
+    out.push(text);
+  }
+  return out;
 }
 
 /** The request as the agent reads it: the CNI variables and stdin. */

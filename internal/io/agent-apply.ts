@@ -7,7 +7,7 @@ import { CniError, renderError, toCniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
 import { checkPlan } from "../plan/check.ts";
-import { countRules, type Plan } from "../plan/model.ts";
+import { countRules, type Family, type Plan } from "../plan/model.ts";
 import { createLogger } from "../plugin/log.ts";
 import type { Summary } from "../plugin/summary.ts";
 import type { FollowUp } from "./agent-client.ts";
@@ -39,7 +39,8 @@ export async function applyPlanned(o: {
     if (!(await pathExists(netns))) {
       throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
     }
-    const families = plan.families.map((r) => r.family);
+    const families: Family[] = [];
+    for (const f of plan.families) families.push(f.family);
     const fw = await openFirewall(netns, settings, families, o.env.PATH);
     if (fw.warning) log.warn(fw.warning);
     await applyPlan(fw, plan, log, o.signal);

@@ -36,7 +36,11 @@ export interface EarlyLookup {
   pod: Promise<PodFound>;
 }
 
-const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+function strings(v: unknown): string[] {
+  const out: string[] = [];
+  if (Array.isArray(v)) for (const x of v) if (typeof x === "string") out.push(x);
+  return out;
+}
 
 /** What the plugin needs to ask for a pod before its config is validated; undefined when no ask is due. */
 export interface LookupTarget {

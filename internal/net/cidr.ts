@@ -104,10 +104,11 @@ export function parseCidr(raw: string): Cidr | undefined {
   if (!bytes) return undefined;
   const family: 4 | 6 = v4 ? 4 : 6;
   if (prefix > bytes.length * 8) return undefined;
-  const masked = bytes.map((b, i) => {
+  const masked: number[] = [];
+  for (let i = 0; i < bytes.length; i++) {
     const bits = Math.max(0, Math.min(8, prefix - i * 8));
-    return b & ((0xff << (8 - bits)) & 0xff);
-  });
+    masked.push(bytes[i]! & ((0xff << (8 - bits)) & 0xff));
+  }
   const text = family === 4 ? `${masked.join(".")}/${prefix}` : `${renderIPv6(masked)}/${prefix}`;
   return { family, text, bytes: masked, prefix };
 }

@@ -29,6 +29,16 @@ class PlanError extends Error {
 }
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+
+/**
+ * xs.map(f) as a plain loop: this runs in the plugin's fresh process, where each of JSC's
+ * callback builtins (map, every, some, ...) is compiled on its first use (0.05 to 0.25 ms each).
+ */
+function each<T, U>(xs: readonly T[], f: (x: T, i: number) => U): U[] {
+  const out: U[] = [];
+  for (let i = 0; i < xs.length; i++) out.push(f(xs[i]!, i));
+  return out;
+}
 const isArr = (x: unknown): x is unknown[] => Array.isArray(x);
 
 function fail(where: string, what: string): never {
@@ -64,7 +74,7 @@ function ruleChain(x: unknown, stage: Stage, declared: ReadonlySet<string>, wher
 
 function checkPorts(x: unknown, where: string): PortRange[] {
   if (!isArr(x) || x.length === 0 || x.length > 64) fail(where, "ports must be a list of 1 to 64 ranges");
-  return x.map((r, i) => {
+  return each(x, (r, i) => {
     if (!isObj(r)) fail(`${where}[${i}]`, "not a port range");
     const from = uint(r.from, 65535, `${where}[${i}].from`);
     const to = uint(r.to, 65535, `${where}[${i}].to`);
@@ -103,7 +113,7 @@ function checkMatch(x: unknown, family: Family, where: string): Match {
       return { m: "owner", id: word(x.id, ["uid", "gid"], `${where}.id`), value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
     case "ctstate": {
       if (!isArr(x.states) || x.states.length === 0) fail(`${where}.states`, "not a list of states");
-      return { m: "ctstate", states: x.states.map((s, i) => word<"INVALID" | "RELATED" | "ESTABLISHED">(s, CT_STATES, `${where}.states[${i}]`)) };
+      return { m: "ctstate", states: each(x.states, (s, i) => word<"INVALID" | "RELATED" | "ESTABLISHED">(s, CT_STATES, `${where}.states[${i}]`)) };
     }
     case "mark":
       return { m: "mark", value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
@@ -150,7 +160,7 @@ function checkRule(x: unknown, family: Family, declared: ReadonlySet<string>, wh
   const stage = word<Stage>(x.stage, STAGES, `${where}.stage`);
   const rule: PlanRule = {
     stage, chain: ruleChain(x.chain, stage, declared, `${where}.chain`),
-    match: x.match.map((m, i) => checkMatch(m, family, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
+    match: each(x.match, (m, i) => checkMatch(m, family, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
   };
   if (x.insertAt !== undefined) rule.insertAt = uint(x.insertAt, 1000, `${where}.insertAt`);
   return rule;
@@ -161,23 +171,31 @@ function checkFamily(x: unknown, where: string): FamilyPlan {
   const family = x.family === 4 || x.family === 6 ? (x.family as Family) : fail(`${where}.family`, "not 4 or 6");
   if (!isArr(x.chains) || x.chains.length > 64) fail(`${where}.chains`, "not a list of at most 64 chains");
   if (!isArr(x.rules) || x.rules.length > 1000) fail(`${where}.rules`, "not a list of at most 1000 rules");
-  const chains = x.chains.map((c, i) => {
+  const chains = each(x.chains, (c, i) => {
     if (!isObj(c)) fail(`${where}.chains[${i}]`, "not a chain");
     const name = text(c.name, CHAIN_NAME, `${where}.chains[${i}].name`);
     if (BUILTIN.has(name)) fail(`${where}.chains[${i}].name`, `${name} is a built-in chain, not one a plan may own`);
     return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name };
   });
-  const declared = new Set(chains.map((c) => `${c.stage} ${c.name}`));
-  return { family, chains, rules: x.rules.map((r, i) => checkRule(r, family, declared, `${where}.rules[${i}]`)) };
+  const declared = new Set<string>();
+  for (const c of chains) declared.add(`${c.stage} ${c.name}`);
+  return { family, chains, rules: each(x.rules, (r, i) => checkRule(r, family, declared, `${where}.rules[${i}]`)) };
 }
 
 function checkIpCommand(x: unknown, where: string): IpCommand {
   if (!isObj(x)) fail(where, "not an ip command");
   const family = x.family === 4 || x.family === 6 ? (x.family as Family) : fail(`${where}.family`, "not 4 or 6");
   const argv = x.argv;
-  if (!isArr(argv) || !argv.every((a) => typeof a === "string")) fail(`${where}.argv`, "not a list of words");
-  const fits = (t: readonly string[]) => t.length === argv.length && t.every((w, i) => (w === "NUM" ? IP_NUM.test(argv[i] as string) : w === argv[i]));
-  if (!IP_COMMANDS.some(fits)) fail(`${where}.argv`, `ip ${JSON.stringify(argv).slice(0, 200)} is not one of the commands a plan may run`);
+  if (!isArr(argv)) fail(`${where}.argv`, "not a list of words");
+  for (const a of argv) if (typeof a !== "string") fail(`${where}.argv`, "not a list of words");
+  const fits = (t: readonly string[]) => {
+    if (t.length !== argv.length) return false;
+    for (let i = 0; i < t.length; i++) if (t[i] === "NUM" ? !IP_NUM.test(argv[i] as string) : t[i] !== argv[i]) return false;
+    return true;
+  };
+  let known = false;
+  for (const t of IP_COMMANDS) if (fits(t)) known = true;
+  if (!known) fail(`${where}.argv`, `ip ${JSON.stringify(argv).slice(0, 200)} is not one of the commands a plan may run`);
   return { family, argv: [...(argv as string[])] };
 }
 
@@ -186,7 +204,7 @@ export function checkPlan(x: unknown): Plan {
   if (!isObj(x) || !isArr(x.families) || !isArr(x.ipCommands)) fail("plan", "not a plan (families, ipCommands)");
   if (x.families.length === 0) fail("plan", "no address family: a plan to apply has rules for IPv4, IPv6 or both");
   if (x.families.length > 2 || x.ipCommands.length > 16) fail("plan", "too many families or ip commands");
-  const families = x.families.map((f, i) => checkFamily(f, `families[${i}]`));
-  if (new Set(families.map((f) => f.family)).size !== families.length) fail("plan", "a family appears twice");
-  return { families, ipCommands: x.ipCommands.map((c, i) => checkIpCommand(c, `ipCommands[${i}]`)) };
+  const families = each(x.families, (f, i) => checkFamily(f, `families[${i}]`));
+  if (families.length === 2 && families[0]!.family === families[1]!.family) fail("plan", "a family appears twice");
+  return { families, ipCommands: each(x.ipCommands, (c, i) => checkIpCommand(c, `ipCommands[${i}]`)) };
 }

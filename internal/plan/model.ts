@@ -154,7 +154,9 @@ export const A = {
 
 /** How many rules the plan holds. */
 export function countRules(plan: Plan): number {
-  return plan.families.reduce((n, f) => n + f.rules.length, 0);
+  let n = 0;
+  for (const f of plan.families) n += f.rules.length;
+  return n;
 }
 
 /**

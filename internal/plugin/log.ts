@@ -32,7 +32,10 @@ export function createLogger(level: Level, sink: (line: string) => void, context
     if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;
     // Every line carries the prefix, multi-line messages (payloads) included.
     const head = `meshcni: ${l}${context ? ` ${context}` : ""}: `;
-    sink(msg.replace(/\n+$/, "").split(/\r?\n/).map((line) => head + escapeText(line) + "\n").join(""));
+    let text = "";
+    // split("\n"), not split(/\r?\n/): a RegExp split is another builtin to compile on first use.
+    for (const raw of msg.replace(/\n+$/, "").split("\n")) text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
+    sink(text);
   };
   return {
     debug: (m) => emit("debug", m),

@@ -9,9 +9,13 @@ export function buildReport(o: {
   command: Command; containerId?: string | undefined; summary: Summary; lines: string[]; started: Date; durationMs: number; version: string;
 }): Report {
   const s = o.summary;
+  // Loops, not flatMap/filter/map: on the plugin's hot path each of JSC's callback builtins is
+  // compiled on its first use, 0.05 to 0.25 ms apiece in a fresh process.
+  const lines: string[] = [];
+  for (const l of o.lines) for (const p of l.split("\n")) if (p !== "") lines.push(p.slice(0, 16_384));
   const r: Report = {
     v: 1, command: o.command, outcome: s.outcome, reason: s.reason, durationMs: Math.max(0, Math.round(o.durationMs * 1000) / 1000),
-    lines: o.lines.flatMap((l) => l.split("\n")).filter((l) => l !== "").slice(-2000).map((l) => l.slice(0, 16_384)),
+    lines: lines.length > 2000 ? lines.slice(-2000) : lines,
     time: o.started.toISOString(), version: o.version,
   };
   if (o.containerId !== undefined) r.containerId = o.containerId.slice(0, 256);

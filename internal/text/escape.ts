@@ -17,9 +17,18 @@ function escapeChar(c: string): string {
   return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
 }
 
+/** Whether `s` is printable ASCII only (the usual line): nothing to escape, no RegExp to run. */
+function printableAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e) return false;
+  }
+  return true;
+}
+
 /** Free text on one line: unsafe characters become visible escapes (\n, \x1b, \u202e, ...). */
 export function escapeText(s: string): string {
-  return s.replace(UNSAFE, escapeChar);
+  return printableAscii(s) ? s : s.replace(UNSAFE, escapeChar);
 }
 
 /** A value inside a message, always double-quoted: `"`, `\` and unsafe characters escaped. */

@@ -2,7 +2,7 @@
 // the same text is the restore payload and what CHECK compares with. Pure.
 import { renderPortRange } from "../../net/ports.ts";
 import type { Action, FamilyPlan, Match } from "../../plan/model.ts";
-import type { RuleSet } from "./model.ts";
+import type { Rule, RuleSet, Table } from "./model.ts";
 
 const hex = (n: number) => `0x${n.toString(16)}`;
 const not = (neg: boolean | undefined) => (neg ? ["!"] : []);
@@ -13,7 +13,11 @@ function matchArgs(m: Match): string[] {
       return ["-p", m.proto];
     case "port": {
       const opt = m.dir === "dst" ? "dport" : "sport";
-      if (m.list) return ["-m", "multiport", ...not(m.not), `--${opt}s`, m.ports.map(renderPortRange).join(",")];
+      if (m.list) {
+        const ranges: string[] = [];
+        for (const r of m.ports) ranges.push(renderPortRange(r));
+        return ["-m", "multiport", ...not(m.not), `--${opt}s`, ranges.join(",")];
+      }
       return ["-m", m.proto, ...not(m.not), `--${opt}`, renderPortRange(m.ports[0]!)];
     }
     case "addr":
@@ -61,16 +65,20 @@ function actionArgs(a: Action, family: 4 | 6): string[] {
   }
 }
 
-/** One family's plan as the RuleSet the restore payloads and CHECK work on. */
+/**
+ * One family's plan as the RuleSet the restore payloads and CHECK work on. Plain loops, not
+ * map/flatMap: the plugin runs this in a fresh process, where each of JSC's callback builtins is
+ * compiled on its first use (flatMap alone cost 0.23 ms there).
+ */
 export function ruleSetOf(fp: FamilyPlan): RuleSet {
-  return {
-    family: fp.family,
-    chains: fp.chains.map((c) => ({ table: c.stage, name: c.name })),
-    rules: fp.rules.map((r) => ({
-      table: r.stage,
-      chain: r.chain,
-      args: [...r.match.flatMap(matchArgs), ...actionArgs(r.action, fp.family)],
-      ...(r.insertAt !== undefined ? { insertAt: r.insertAt } : {}),
-    })),
-  };
+  const chains: { table: Table; name: string }[] = [];
+  for (const c of fp.chains) chains.push({ table: c.stage, name: c.name });
+  const rules: Rule[] = [];
+  for (const r of fp.rules) {
+    const args: string[] = [];
+    for (const m of r.match) args.push(...matchArgs(m));
+    args.push(...actionArgs(r.action, fp.family));
+    rules.push({ table: r.stage, chain: r.chain, args, ...(r.insertAt !== undefined ? { insertAt: r.insertAt } : {}) });
+  }
+  return { family: fp.family, chains, rules };
 }

@@ -5,9 +5,15 @@ import type { Backend } from "../types.ts";
 import { applyRuleSets, removeChains, verifyRuleSets } from "./apply.ts";
 import { type Backend as Variant, chooseBinaries } from "./binaries.ts";
 import { ruleSetOf } from "./from-plan.ts";
+import type { RuleSet } from "./model.ts";
 import { renderFresh } from "./restore.ts";
 
-const ruleSets = (plan: Plan) => plan.families.map(ruleSetOf);
+function ruleSets(plan: Plan): RuleSet[] {
+  // A loop, not map: the plugin's fresh process compiles each callback builtin on first use.
+  const out: RuleSet[] = [];
+  for (const f of plan.families) out.push(ruleSetOf(f));
+  return out;
+}
 
 export const iptablesBackend: Backend = {
   name: "iptables",

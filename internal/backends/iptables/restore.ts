@@ -18,7 +18,9 @@ function renderToken(token: string, quoted: boolean): string {
 
 /** The argument text of a rule, exactly as iptables-save prints it after `-A CHAIN `. */
 export function renderArgs(args: readonly string[]): string {
-  return args.map((t, i) => renderToken(t, args[i - 1] === "--comment")).join(" ");
+  let out = "";
+  for (let i = 0; i < args.length; i++) out += (i > 0 ? " " : "") + renderToken(args[i]!, args[i - 1] === "--comment");
+  return out;
 }
 
 function renderRule(r: Rule): string {
@@ -27,8 +29,12 @@ function renderRule(r: Rule): string {
 }
 
 function tablesOf(rs: RuleSet): Table[] {
-  const used = new Set<Table>([...rs.chains.map((c) => c.table), ...rs.rules.map((r) => r.table)]);
-  return TABLE_ORDER.filter((t) => used.has(t));
+  const used = new Set<Table>();
+  for (const c of rs.chains) used.add(c.table);
+  for (const r of rs.rules) used.add(r.table);
+  const out: Table[] = [];
+  for (const t of TABLE_ORDER) if (used.has(t)) out.push(t);
+  return out;
 }
 
 /**
