@@ -436,6 +436,13 @@ export class Installer {
         errors.push(new Error(`${what}: ${(e as Error).message}`, { cause: e }));
       }
     };
+    // What a kill -9 left half done first (a host file held aside, a temp file), as at start-up:
+    // --uninstall after a crash must not leave a `.meshcni-held` or `.meshcni-tmp` file behind.
+    for (const d of [dir, this.config.hostBinDir]) {
+      attempt(`recovering interrupted writes in ${d}`, () => {
+        for (const name of fs.recoverInterruptedWrites(d)) log.info(`recovered ${join(d, name)}, left by an interrupted write (temp file removed, or host file put back)`);
+      });
+    }
     this.loadState();
     for (const record of [...this.state.records]) {
       attempt(`undoing ${join(dir, record.file)}`, () => this.undoRecord(record));

@@ -216,6 +216,18 @@ describe("meshcni-installer process", () => {
     expect(dirs.file("20-calico.conflist")).toBe(hostLast);
   }, 30_000);
 
+  test("--uninstall after a kill -9 in the middle of a removal: the host file held aside goes back, nothing is left", async () => {
+    setup({ "10-flannel.conf": FLANNEL_CONF });
+    expect(await start(["--once"]).proc.exited).toBe(0);
+    expect(dirs.names()).toEqual(["10-flannel.conflist", "ZZZ-meshcni-kubeconfig", "ZZZ-meshcni-undo"]);
+    // As if the kill came between taking 10-flannel.conf aside and deleting it.
+    writeFileSync(join(dirs.net, ".10-flannel.conf.0a1b2c3d.meshcni-held"), FLANNEL_CONF);
+    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], { env: {}, stdout: "pipe", stderr: "pipe" });
+    expect(u.exitCode).toBe(0);
+    expect(dirs.names()).toEqual(["10-flannel.conf"]);
+    expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
+  }, 30_000);
+
   test("--uninstall after a kill -9 undoes everything from the record on disk", async () => {
     setup({ "10-flannel.conf": FLANNEL_CONF });
     const p = start();
