@@ -12,7 +12,8 @@ import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { Code } from "../cni/spec.ts";
 import { parseNamespace, parsePod } from "../kube/objects.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "../plugin/deps.ts";
-import { parseLevel } from "../plugin/log.ts";
+import { logContext, parseLevel } from "../plugin/log.ts";
+import { peekConf } from "../plugin/peek.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { runPlugin } from "../plugin/run.ts";
 import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord } from "./protocol.ts";
@@ -50,15 +51,6 @@ export function parseAddRequest(body: unknown): AddRequest | string {
   return { v: 1, version: body.version, env, stdin: body.stdin };
 }
 
-/** The conflist entry's state_dir as the plugin will read it (its schema checks it properly). */
-function stateDirOf(stdin: string): unknown {
-  try {
-    const c = JSON.parse(stdin) as { state_dir?: unknown } | null;
-    return c?.state_dir ?? DEFAULT_STATE_DIR;
-  } catch {
-    return undefined;
-  }
-}
 
 // The watch cache hands out the same object until the watch replaces it: each is checked against
 // the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
@@ -124,7 +116,9 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     const signal = given ?? new AbortController().signal;
     if (d.version !== undefined && req.version !== d.version) return { ok: false, why: `the plugin is ${req.version}, the agent ${d.version}: the plugin decides with its own rules` };
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
-    const stateDir = stateDirOf(req.stdin);
+    // The entry's state_dir as the plugin will read it (run.ts's schema checks it properly).
+    const conf = peekConf(req.stdin);
+    const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;
     if (stateDir !== undefined && stateDir !== d.stateDir) {
       return { ok: false, why: `the plugin's state_dir ${JSON.stringify(stateDir)} is not the agent's ${d.stateDir}` };
     }
@@ -164,23 +158,13 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
       if (signal.aborted) return { ok: false, why: "the plugin stopped waiting for this plan" };
       throw e;
     }
-    const level = parseLevel(levelOf(req.stdin));
-    const id = req.env.CNI_CONTAINERID;
+    const level = parseLevel(typeof conf?.log_level === "string" ? conf.log_level : undefined);
     const answer: AddAnswer = {
-      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: id ? `ADD ${id.slice(0, 12)}` : "ADD",
+      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: logContext("ADD", req.env.CNI_CONTAINERID),
       summary: out.summary, record: recorded,
     };
     if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;
     if (out.planned) answer.apply = { plan: out.planned.plan, settings: out.planned.settings };
     return { ok: true, answer };
   };
-}
-
-function levelOf(stdin: string): string | undefined {
-  try {
-    const l = (JSON.parse(stdin) as { log_level?: unknown } | null)?.log_level;
-    return typeof l === "string" ? l : undefined;
-  } catch {
-    return undefined;
-  }
 }

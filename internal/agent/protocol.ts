@@ -109,6 +109,14 @@ export type Outcome = "meshed" | "skipped" | "removed" | "untouched" | "failed" 
 /** Where the pod object came from for this command. */
 export type LookupSource = "agent-cache" | "agent-api" | "kubeconfig" | "none";
 
+// The values a Report may carry: agent/report.ts's schema checks reports with them, and the
+// plugin (which loads no schema library) checks the agent's answers with the same ones.
+export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
+export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
+export const LOOKUP_SOURCES = ["agent-cache", "agent-api", "kubeconfig", "none"] as const satisfies readonly LookupSource[];
+/** The longest text a report field may hold, and the largest numbers. */
+export const REPORT_LIMITS = { reason: 16_384, line: 16_384, lines: 2000, name: 253, uid: 128, code: 999, rules: 1_000_000 } as const;
+
 export interface Report {
   v: 1;
   command: Command;

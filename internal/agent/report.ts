@@ -5,12 +5,10 @@
 // no bidirectional overrides. Pure.
 import * as v from "valibot";
 import { escapeText, quoteValue } from "../text/escape.ts";
-import type { Command, LookupSource, Outcome, Report } from "./protocol.ts";
+import { COMMANDS, LOOKUP_SOURCES, OUTCOMES, type Report, REPORT_LIMITS as L } from "./protocol.ts";
 import type { LogLevel } from "../config/log-levels.ts";
 
-export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
-export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
-export const LOOKUP_SOURCES = ["agent-cache", "agent-api", "kubeconfig", "none"] as const satisfies readonly LookupSource[];
+export { COMMANDS, LOOKUP_SOURCES, OUTCOMES };
 
 /** The largest report body the agent reads (its lines included). */
 export const MAX_REPORT_BYTES = 1 << 20;
@@ -23,15 +21,15 @@ export const ReportSchema = v.looseObject({
   v: v.literal(1),
   command: v.picklist(COMMANDS),
   containerId: v.optional(text(256)),
-  pod: v.optional(v.looseObject({ namespace: text(253), name: text(253), uid: v.optional(text(128)) })),
+  pod: v.optional(v.looseObject({ namespace: text(L.name), name: text(L.name), uid: v.optional(text(L.uid)) })),
   outcome: v.picklist(OUTCOMES),
-  reason: text(16_384),
-  code: v.optional(count(999)),
-  rules: v.optional(count(1_000_000)),
+  reason: text(L.reason),
+  code: v.optional(count(L.code)),
+  rules: v.optional(count(L.rules)),
   backend: v.optional(text(64)),
   lookup: v.optional(v.picklist(LOOKUP_SOURCES)),
   durationMs: v.pipe(v.number(), v.finite(), v.minValue(0), v.maxValue(86_400_000)),
-  lines: v.pipe(v.array(text(16_384)), v.maxLength(2000, "more than 2000 lines")),
+  lines: v.pipe(v.array(text(L.line)), v.maxLength(L.lines, `more than ${L.lines} lines`)),
   time: text(64),
   version: text(128),
 });

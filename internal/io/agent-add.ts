@@ -10,8 +10,9 @@
 // plugin (agent-apply.ts, imported only when there are rules). When the agent is not there, does
 // not answer in time, or declines (409), the caller runs the whole ADD itself, exactly as without
 // an agent.
-import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
-import { createLogger } from "../plugin/log.ts";
+import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, LOOKUP_SOURCES, type Outcome, recordPath, REPORT_LIMITS as L } from "../agent/protocol.ts";
+import { LOG_LEVELS } from "../config/log-levels.ts";
+import { createLogger, logContext } from "../plugin/log.ts";
 import { escapeText } from "../text/escape.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
@@ -32,7 +33,6 @@ export type PlannedAdd =
   | { kind: "unavailable"; why: string };
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
-const LEVELS = ["debug", "info", "warn", "error"];
 const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
 /** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
 const CONTEXT = /^ADD( [A-Za-z0-9][A-Za-z0-9_.-]{0,11})?$/;
@@ -48,10 +48,10 @@ function parseAnswer(body: string): AddAnswer | string {
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
   if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
   if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
-  if (a.lines.length > MAX_LINES) return "the agent's answer has too many lines";
+  if (a.lines.length > L.lines) return "the agent's answer has too many lines";
   // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
-  for (const l of a.lines) if (typeof l !== "string" || l.length > MAX_LINE) return "the agent's answer has lines that are not text or too long";
-  if (typeof a.level !== "string" || !LEVELS.includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
+  for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
+  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
     return "the agent's answer has no log level or context";
   }
   const summary = parseSummary(a.summary);
@@ -66,32 +66,30 @@ function parseAnswer(body: string): AddAnswer | string {
   return { ...(a as unknown as AddAnswer), summary };
 }
 
-const OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"];
-const LOOKUPS: readonly string[] = ["agent-cache", "agent-api", "kubeconfig", "none"];
-const MAX_LINES = 2000;
-const MAX_LINE = 16_384;
-const str = (x: unknown, max = 16_384): x is string => typeof x === "string" && x.length <= max;
-const count = (x: unknown): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= 1_000_000;
+/** The outcomes an ADD can have. */
+const ADD_OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"] satisfies Outcome[];
+const str = (x: unknown, max: number): x is string => typeof x === "string" && x.length <= max;
+const count = (x: unknown, max: number): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
 
 /** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
 function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
-  if (!isObj(s) || typeof s.outcome !== "string" || !OUTCOMES.includes(s.outcome) || !str(s.reason)) return undefined;
+  if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason)) return undefined;
   const out: AddAnswer["summary"] = { outcome: s.outcome as AddAnswer["summary"]["outcome"], reason: s.reason };
   if (s.code !== undefined) {
-    if (!count(s.code)) return undefined;
+    if (!count(s.code, L.code)) return undefined;
     out.code = s.code;
   }
   if (s.rules !== undefined) {
-    if (!count(s.rules)) return undefined;
+    if (!count(s.rules, L.rules)) return undefined;
     out.rules = s.rules;
   }
   if (s.lookup !== undefined) {
-    if (typeof s.lookup !== "string" || !LOOKUPS.includes(s.lookup)) return undefined;
+    if (typeof s.lookup !== "string" || !(LOOKUP_SOURCES as readonly string[]).includes(s.lookup)) return undefined;
     out.lookup = s.lookup as NonNullable<AddAnswer["summary"]["lookup"]>;
   }
   if (s.pod !== undefined) {
     const p = s.pod;
-    if (!isObj(p) || !str(p.namespace, 253) || !str(p.name, 253) || (p.uid !== undefined && !str(p.uid, 64))) return undefined;
+    if (!isObj(p) || !str(p.namespace, L.name) || !str(p.name, L.name) || (p.uid !== undefined && !str(p.uid, L.uid))) return undefined;
     out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
   }
   return out;
@@ -133,8 +131,8 @@ export async function addThroughAgent(o: {
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }
-  if (res.status !== 200) res.close?.();
   if (res.status === 409) {
+    res.close?.();
     let why = "the agent declined";
     let lookupFailed = false;
     try {
@@ -147,10 +145,9 @@ export async function addThroughAgent(o: {
     return lookupFailed ? { kind: "declined", why, lookupFailed } : { kind: "declined", why };
   }
   // An answer the plugin cannot use is the agent's bug or another version's: said, then the plugin plans.
-  const id = o.env.CNI_CONTAINERID;
   const unusable = (why: string): PlannedAdd => {
     res.close?.();
-    createLogger("info", o.sink, id ? `ADD ${id.slice(0, 12)}` : "ADD").warn(`${why}; the plugin runs this ADD itself`);
+    createLogger("info", o.sink, logContext("ADD", o.env.CNI_CONTAINERID)).warn(`${why}; the plugin runs this ADD itself`);
     return { kind: "declined", why };
   };
   if (res.status !== 200) return unusable(`the agent answered ${res.status} to ${ADD_PATH}`);

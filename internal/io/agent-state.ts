@@ -6,16 +6,14 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync,
 import { basename, dirname } from "node:path";
 import { CHAINED_SINCE_FILE, FALLBACK_LOG, type PodRecord, RECORDS_SINCE_FILE, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
-
-/** A container ID that is safe in a file name (the CNI spec's form). */
-const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
+import { safeContainerId } from "./plugin-state.ts";
 
 /**
  * Writes a record for the plugin (an ADD the agent planned, plan-add.ts): a temp file in the
  * records folder, then rename(2), as the plugin writes its own (internal/io/plugin-state.ts).
  */
 export function writeRecordFor(stateDir: string, record: PodRecord): void {
-  if (!CONTAINER_ID.test(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
+  if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const dir = `${stateDir}/${RECORDS_SUBDIR}`;
   const tmp = `${dir}/.${record.containerId}.agent.${randomBytes(4).toString("hex")}.tmp`;
   const text = JSON.stringify(record) + "\n";

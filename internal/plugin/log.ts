@@ -27,6 +27,11 @@ export function parseLevel(raw: string | undefined): Level {
   return "warn";
 }
 
+/** The context of a command's lines: the command and the container ID's first 12 characters. */
+export function logContext(command: string, containerId: string | undefined): string {
+  return containerId ? `${command} ${containerId.slice(0, 12)}` : command;
+}
+
 export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
   const emit = (l: Level, msg: string) => {
     if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;

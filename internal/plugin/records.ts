@@ -35,6 +35,9 @@ export async function addRecord(ctx: RecordCtx, what: { decision: PodRecord["dec
   }
 }
 
+/** Why a DEL whose record says "skipped" runs nothing (here and in report-io.ts's fast path). */
+export const skippedReason = (record: PodRecord) => `the pod got no rules at ADD (${record.reason})`;
+
 /** "done": DEL has nothing more to do (no process runs); "rules": remove rules as before. */
 export async function delByRecord(ctx: RecordCtx): Promise<"done" | "rules"> {
   const { deps, args, conf, summary, log } = ctx;
@@ -52,7 +55,7 @@ export async function delByRecord(ctx: RecordCtx): Promise<"done" | "rules"> {
   summary.pod = { namespace: record.namespace, name: record.name, ...(record.uid ? { uid: record.uid } : {}) };
   await deps.records.remove(conf.state_dir, args.containerId);
   if (record.decision === "skipped") {
-    Object.assign(summary, { outcome: "untouched", reason: `the pod got no rules at ADD (${record.reason})` });
+    Object.assign(summary, { outcome: "untouched", reason: skippedReason(record) });
     return "done";
   }
   return "rules";

@@ -3,16 +3,15 @@
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
 // Also the DEL that needs nothing loaded: a container without a record, or whose record says its
 // pod got no rules, runs no process and loads none of the plugin's rule code.
-import { type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../agent/protocol.ts";
+import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../agent/protocol.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isSupportedVersion } from "../cni/spec.ts";
 import { type FollowUp, sendReport } from "../io/agent-client.ts";
-import { safeContainerId } from "../io/plugin-state.ts";
+import { readRecord, removeRecord, safeContainerId } from "../io/plugin-state.ts";
 import { VERSION } from "../version.ts";
 import { peekConf } from "./peek.ts";
+import { skippedReason } from "./records.ts";
 import { buildReport, fallbackText, type Summary } from "./summary.ts";
-
-const COMMANDS: readonly string[] = ["ADD", "DEL", "CHECK", "STATUS", "GC"] satisfies Command[];
 
 /** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
 export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
@@ -41,7 +40,7 @@ export async function report(o: {
   via?: FollowUp | undefined;
 }): Promise<void> {
   const command = o.env.CNI_COMMAND;
-  if (!command || !COMMANDS.includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
+  if (!command || !(COMMANDS as readonly string[]).includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
   const { socket, stateDir } = agentPaths(o.stdin);
   const summary = o.summary;
   if (!summary.reason) summary.reason = `${command} succeeded`;
@@ -78,8 +77,7 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
     if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
   }
   // A record is never empty; a missing file's size is 0 (a synchronous stat).
-  const file = Bun.file(recordPath(stateDir, id));
-  if (file.size > 0) return skippedDel(file, id);
+  if (Bun.file(recordPath(stateDir, id)).size > 0) return skippedDel(stateDir, id);
   const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
   const pod = podOf(env);
   if (pod) s.pod = pod;
@@ -90,21 +88,9 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
  * DEL of a container whose record says its pod got no rules: the record goes and nothing else
  * runs, as records.ts's delByRecord does. Any other record (meshed, unreadable) is the full path's.
  */
-async function skippedDel(file: ReturnType<typeof Bun.file>, id: string): Promise<Summary | undefined> {
-  let r: Record<string, unknown>;
-  try {
-    r = JSON.parse(await file.text());
-  } catch {
-    return undefined;
-  }
-  const str = (x: unknown) => typeof x === "string";
-  if (r?.v !== 1 || r.containerId !== id || r.decision !== "skipped" || !str(r.namespace) || !str(r.name) || !str(r.reason)) return undefined;
-  try {
-    await file.delete();
-  } catch {
-    return undefined; // the full path says why
-  }
-  const pod: NonNullable<Summary["pod"]> = { namespace: r.namespace as string, name: r.name as string };
-  if (str(r.uid)) pod.uid = r.uid as string;
-  return { outcome: "untouched", reason: `the pod got no rules at ADD (${r.reason as string})`, pod };
+async function skippedDel(stateDir: string, id: string): Promise<Summary | undefined> {
+  const r = await readRecord(stateDir, id);
+  if (typeof r !== "object" || r.decision !== "skipped") return undefined;
+  await removeRecord(stateDir, id);
+  return { outcome: "untouched", reason: skippedReason(r), pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) } };
 }

@@ -10,7 +10,7 @@ import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { loadProfile } from "../mesh/load.ts";
 import { type FirewallSettings, type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "./deps.ts";
-import { createLogger, type Logger, parseLevel } from "./log.ts";
+import { createLogger, type Logger, logContext, parseLevel } from "./log.ts";
 import { countRules } from "../plan/model.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
 import { addRecord, delByRecord, gcRecords } from "./records.ts";
@@ -319,8 +319,7 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     // The same answer as cmd/plugin.ts's fast path.
     if (args.command === "VERSION") return { stdout: renderVersionInfo() + "\n", exitCode: 0, summary };
     const conf = parsePluginConf(stdin);
-    const context = args.containerId ? `${args.command} ${args.containerId.slice(0, 12)}` : args.command;
-    log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, context);
+    log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, logContext(args.command, args.containerId));
     const profile = await loadProfile(conf.mesh);
     if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
     const deps = dryRunGate(conf, inv.deps, log);
