@@ -16,6 +16,7 @@ import { createLogger, logContext } from "../plugin/log.ts";
 import { escapeText } from "../text/escape.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
+import { safeContainerId } from "./plugin-state.ts";
 
 export type PlannedAdd =
   /**
@@ -35,7 +36,7 @@ export type PlannedAdd =
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
 /** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
-const CONTEXT = /^ADD( [A-Za-z0-9][A-Za-z0-9_.-]{0,11})?$/;
+const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith("ADD ") && safeContainerId(c.slice(4)));
 
 /** The answer in `body`, or why the plugin cannot use it. */
 function parseAnswer(body: string): AddAnswer | string {
@@ -51,7 +52,7 @@ function parseAnswer(body: string): AddAnswer | string {
   if (a.lines.length > L.lines) return "the agent's answer has too many lines";
   // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
   for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
-  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !CONTEXT.test(a.context)) {
+  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !isContext(a.context)) {
     return "the agent's answer has no log level or context";
   }
   const summary = parseSummary(a.summary);

@@ -45,6 +45,18 @@ function dechunk(body: Uint8Array): Uint8Array | undefined {
   }
 }
 
+/** The status of an HTTP/1.0 or 1.1 status line ("HTTP/1.1 200 OK"); undefined for anything else. */
+export function statusOf(line: string): number | undefined {
+  if (!line.startsWith("HTTP/1.") || (line[7] !== "0" && line[7] !== "1") || line[8] !== " ") return undefined;
+  let status = 0;
+  for (let i = 9; i < 12; i++) {
+    const d = line.charCodeAt(i) - 48;
+    if (!(d >= 0 && d <= 9)) return undefined;
+    status = status * 10 + d;
+  }
+  return status;
+}
+
 /** The answer in `buf`, or undefined while it is incomplete (`ended`: the agent closed the connection). */
 function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined {
   const head = indexOfSeq(buf, CRLFCRLF);
@@ -53,16 +65,17 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
     return undefined;
   }
   const lines = new TextDecoder().decode(buf.subarray(0, head)).split("\r\n");
-  const m = /^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? "");
-  if (!m) throw new Error("the agent's answer is not HTTP/1.1");
+  const status = statusOf(lines[0] ?? "");
+  if (status === undefined) throw new Error("the agent's answer is not HTTP/1.1");
   let length: number | undefined;
   let chunked = false;
-  for (const l of lines.slice(1)) {
+  for (let i = 1; i < lines.length; i++) {
+    const l = lines[i]!;
     const colon = l.indexOf(":");
     const name = l.slice(0, colon).trim().toLowerCase();
     const value = l.slice(colon + 1).trim();
     if (name === "content-length") length = Number(value);
-    else if (name === "transfer-encoding" && /chunked/i.test(value)) chunked = true;
+    else if (name === "transfer-encoding" && value.toLowerCase().includes("chunked")) chunked = true;
   }
   const rest = buf.subarray(head + 4);
   let body: Uint8Array | undefined;
@@ -73,7 +86,7 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
     if (ended) throw new Error("the agent closed the connection before the end of its answer");
     return undefined;
   }
-  return { status: Number(m[1]), body: new TextDecoder().decode(body) };
+  return { status, body: new TextDecoder().decode(body) };
 }
 
 /**
@@ -105,91 +118,93 @@ export function agentRequest(
   socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number,
   opts: { noAnswer?: boolean; keepOpen?: boolean } = {},
 ): Promise<AgentResponse & { followUp?: FollowUp; close?(): void }> {
-  return new Promise((resolve, reject) => {
-    let pending: Uint8Array = renderRequest(method, path, body, !opts.keepOpen);
-    let received: Uint8Array = new Uint8Array(0);
-    let done = false;
-    let sock: { end(): void; write(b: Uint8Array): number } | undefined;
-    let closed = false;
-    const end = () => {
+  // withResolvers, not `new Promise(executor)`: the constructor is a JS builtin that a fresh
+  // process compiles on its first use (0.18 ms here; withResolvers 0.06 ms).
+  const { promise, resolve, reject } = Promise.withResolvers<AgentResponse & { followUp?: FollowUp; close?(): void }>();
+  let pending: Uint8Array = renderRequest(method, path, body, !opts.keepOpen);
+  let received: Uint8Array = new Uint8Array(0);
+  let done = false;
+  let sock: { end(): void; write(b: Uint8Array): number } | undefined;
+  let closed = false;
+  const end = () => {
+    try {
+      sock?.end();
+    } catch {
+      // already closed
+    }
+  };
+  const finish = (err: Error | undefined, res?: AgentResponse) => {
+    if (done) return;
+    done = true;
+    clearTimeout(timer);
+    if (err || !opts.keepOpen || !sock) {
+      end();
+      if (err) reject(err);
+      else resolve(res!);
+      return;
+    }
+    const s = sock;
+    const followUp: FollowUp = (m, p, b) => {
+      if (closed) return false;
+      const bytes = renderRequest(m, p, b, true);
+      let n = -1;
       try {
-        sock?.end();
+        n = s.write(bytes);
       } catch {
-        // already closed
+        // closed meanwhile
       }
+      end();
+      return n === bytes.length;
     };
-    const finish = (err: Error | undefined, res?: AgentResponse) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      if (err || !opts.keepOpen || !sock) {
-        end();
-        if (err) reject(err);
-        else resolve(res!);
-        return;
-      }
-      const s = sock;
-      const followUp: FollowUp = (m, p, b) => {
-        if (closed) return false;
-        const bytes = renderRequest(m, p, b, true);
-        let n = -1;
-        try {
-          n = s.write(bytes);
-        } catch {
-          // closed meanwhile
-        }
-        end();
-        return n === bytes.length;
-      };
-      resolve({ ...res!, followUp, close: end });
-    };
-    const timer = setTimeout(() => finish(new Error(`the agent did not answer within ${timeoutMs} ms`)), timeoutMs);
-    const flush = (s: { write(b: Uint8Array): number }) => {
-      while (pending.length > 0) {
-        const n = s.write(pending);
-        if (n <= 0) return;
-        pending = pending.subarray(n);
-      }
-      // Sent whole into the agent's socket: it reads it from there even after this process exits.
-      if (opts.noAnswer) finish(undefined, { status: 0, body: "" });
-    };
-    const take = (ended: boolean) => {
-      try {
-        const res = parseAnswer(received, ended);
-        if (res) finish(undefined, res);
-      } catch (e) {
-        finish(e as Error);
-      }
-    };
-    Bun.connect({
-      unix: socketPath,
-      socket: {
-        open(s) {
-          sock = s;
-          flush(s);
-        },
-        drain(s) {
-          flush(s);
-        },
-        data(_s, chunk) {
-          received = concat(received, chunk);
-          if (received.length > MAX_ANSWER_BYTES) return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
-          take(false);
-        },
-        close() {
-          closed = true;
-          take(true);
-          finish(new Error("the agent closed the connection"));
-        },
-        error(_s, e) {
-          finish(e);
-        },
-        connectError(_s, e) {
-          finish(e);
-        },
+    resolve({ ...res!, followUp, close: end });
+  };
+  const timer = setTimeout(() => finish(new Error(`the agent did not answer within ${timeoutMs} ms`)), timeoutMs);
+  const flush = (s: { write(b: Uint8Array): number }) => {
+    while (pending.length > 0) {
+      const n = s.write(pending);
+      if (n <= 0) return;
+      pending = pending.subarray(n);
+    }
+    // Sent whole into the agent's socket: it reads it from there even after this process exits.
+    if (opts.noAnswer) finish(undefined, { status: 0, body: "" });
+  };
+  const take = (ended: boolean) => {
+    try {
+      const res = parseAnswer(received, ended);
+      if (res) finish(undefined, res);
+    } catch (e) {
+      finish(e as Error);
+    }
+  };
+  Bun.connect({
+    unix: socketPath,
+    socket: {
+      open(s) {
+        sock = s;
+        flush(s);
       },
-    }).catch((e: Error) => finish(e));
-  });
+      drain(s) {
+        flush(s);
+      },
+      data(_s, chunk) {
+        received = concat(received, chunk);
+        if (received.length > MAX_ANSWER_BYTES) return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
+        take(false);
+      },
+      close() {
+        closed = true;
+        take(true);
+        finish(new Error("the agent closed the connection"));
+      },
+      error(_s, e) {
+        finish(e);
+      },
+      connectError(_s, e) {
+        finish(e);
+      },
+    },
+  }).catch((e: Error) => finish(e));
+  return promise;
 }
 
 /** What the agent said about a pod. */

@@ -4,11 +4,21 @@
 // through internal/io/libc.ts, loaded only when they are needed.
 import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
 
-/** A container ID that is safe in a file name (the CNI spec's form; parseCmdArgs checks it too). */
-const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
+/**
+ * A container ID that is safe in a file name: the CNI spec's form (parseCmdArgs checks it too),
+ * at most 256 characters. What CONTAINER_ID matches, checked with a loop (no RegExp to compile on
+ * the plugin's hot path); plugin-state.test.ts holds the two together.
+ */
+export const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
 
 export function safeContainerId(id: string | undefined): id is string {
-  return id !== undefined && CONTAINER_ID.test(id);
+  if (id === undefined || id.length === 0 || id.length > 256) return false;
+  for (let i = 0; i < id.length; i++) {
+    const c = id.charCodeAt(i);
+    const alnum = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57);
+    if (!alnum && (i === 0 || (c !== 95 && c !== 46 && c !== 45))) return false;
+  }
+  return true;
 }
 
 const isStr = (x: unknown): x is string => typeof x === "string";

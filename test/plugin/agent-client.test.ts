@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { agentRequest, askAgent, sendReport } from "../../internal/io/agent-client.ts";
+import { agentRequest, askAgent, sendReport, statusOf } from "../../internal/io/agent-client.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { CniError } from "../../internal/cni/errors.ts";
 
@@ -93,4 +93,13 @@ describe("conflist keys", () => {
       expect(err?.code).toBe(7);
     }
   });
+});
+
+test("statusOf reads the status of an HTTP/1.0 or 1.1 status line and nothing else", () => {
+  expect(statusOf("HTTP/1.1 200 OK")).toBe(200);
+  expect(statusOf("HTTP/1.0 409 Conflict")).toBe(409);
+  expect(statusOf("HTTP/1.1 503")).toBe(503);
+  for (const bad of ["", "HTTP/2 200 OK", "HTTP/1.2 200 OK", "HTTP/1.1  200", "HTTP/1.1 20", "HTTP/1.1 2x0 OK", "http/1.1 200 OK", "XHTTP/1.1 200"]) {
+    expect([bad, statusOf(bad)]).toEqual([bad, undefined]);
+  }
 });
