@@ -94,6 +94,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   const planner = createAddPlanner({
     lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
     writeRecord: async (dir, record) => writeRecordFor(dir, record),
+    onRecordError: (record, e) => log.warn(`cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`),
   });
   const handler = createSocketHandler({
     lookup: source.lookup,

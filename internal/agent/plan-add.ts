@@ -25,6 +25,8 @@ export interface PlannerDeps {
   stateDir: string;
   /** Writes a record atomically in the agent's state folder. */
   writeRecord(stateDir: string, record: PodRecord): Promise<void>;
+  /** A skipped pod's record, written after the answer, could not be written (the agent says so). */
+  onRecordError?(record: PodRecord, e: Error): void;
   onLookup(result: LookupResult): void;
   /**
    * The agent's version: a plugin of another (a rollout, before the new agent copied its binary
@@ -141,8 +143,13 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
         read: notHere("reading a record"),
         async write(dir, record) {
           if (signal.aborted) throw new NotPlannable("the plugin stopped waiting for this plan");
-          await d.writeRecord(dir, record);
           recorded = true;
+          if (record.decision !== "skipped") return d.writeRecord(dir, record);
+          // A pod that gets no rules: its record is written just after the answer, off the
+          // plugin's wait. It only names the pod for DEL's report and tells repair the pod went
+          // through the plugin; a DEL that finds none does the same (nothing), and repair waits
+          // longer than this before it judges a pod.
+          setImmediate(() => d.writeRecord(dir, record).catch((e: Error) => d.onRecordError?.(record, e)));
         },
         remove: notHere("removing a record"),
         prune: notHere("pruning records"),

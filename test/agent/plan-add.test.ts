@@ -144,6 +144,8 @@ describe("the agent plans an ADD as the plugin would run it", () => {
         expect(a.apply).toBeUndefined();
         expect(a.lines).toEqual(own.lines);
         expect(a.summary).toMatchObject({ outcome: own.out.summary.outcome, reason: own.out.summary.reason });
+        // A skipped pod's record comes just after the answer.
+        await new Promise((r) => setImmediate(r));
         expect(written.map((w) => w.decision)).toEqual(own.records.map((w) => w.decision));
       }
     });
@@ -189,6 +191,21 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     expect(await ask(p.plan, { ...base.entry, state_dir: "/elsewhere" })).toEqual({ ok: false, why: expect.stringContaining("/elsewhere") });
     expect(await ask(p.plan, base.entry, { ...envOf(base.pod, "c3"), CNI_COMMAND: "DEL" })).toEqual({ ok: false, why: expect.stringContaining("only ADD") });
     expect(p.written).toEqual([]);
+  });
+
+  test("a pod that gets no rules has its record written just after the answer, off the plugin's wait; a meshed pod's before it", async () => {
+    const plain = structuredClone(base.pod);
+    plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
+    const p = planner({ ...base, pod: plain });
+    const r = await ask(p.plan, base.entry, envOf(plain, "c5"));
+    if (!r.ok) throw new Error(r.why);
+    expect([r.answer.summary.outcome, r.answer.record, p.written.length]).toEqual(["skipped", true, 0]);
+    await new Promise((done) => setImmediate(done));
+    expect(p.written.map((w) => [w.containerId, w.decision])).toEqual([["c5", "skipped"]]);
+    const m = planner(base);
+    const meshed = await ask(m.plan, base.entry, envOf(base.pod, "c6"));
+    if (!meshed.ok) throw new Error(meshed.why);
+    expect([meshed.answer.summary.outcome, m.written.map((w) => w.decision)]).toEqual(["meshed", ["meshed"]]);
   });
 
   test("a plugin that stopped waiting gets no plan and leaves no record: before the lookup, or during it", async () => {
