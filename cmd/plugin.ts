@@ -39,12 +39,13 @@ export async function main(): Promise<number> {
   if (target && deadline && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
     planned = await addThroughAgent({
       socket: target.socket, stateDir: agentPaths(stdin).stateDir, stdin, env: Bun.env, version: VERSION,
-      timeoutMs: target.agentTimeoutMs, deadline, sink,
+      timeoutMs: target.agentTimeoutMs, deadline, sink, started, t0,
     });
     if (planned.kind === "done") {
       await Bun.write(Bun.stdout, planned.stdout);
       await Promise.all(pending);
-      await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
+      // An answer without rules the agent reported itself as it answered.
+      if (!planned.reported) await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
       return planned.exitCode;
     }
   }

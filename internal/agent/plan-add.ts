@@ -16,7 +16,8 @@ import { logContext, parseLevel } from "../plugin/log.ts";
 import { peekConf } from "../plugin/peek.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { runPlugin } from "../plugin/run.ts";
-import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord } from "./protocol.ts";
+import { buildReport, podOfArgs, type Summary } from "../plugin/summary.ts";
+import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord, type Report } from "./protocol.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
 
 export interface PlannerDeps {
@@ -50,12 +51,40 @@ export function parseAddRequest(body: unknown): AddRequest | string {
     if (typeof v !== "string") return `env.${k} is not a string`;
     env[k] = v;
   }
-  return { v: 1, version: body.version, env, stdin: body.stdin };
+  const out: AddRequest = { v: 1, version: body.version, env, stdin: body.stdin };
+  if (body.started !== undefined || body.elapsedMs !== undefined) {
+    const ms = body.elapsedMs;
+    if (typeof body.started !== "string" || Number.isNaN(Date.parse(body.started)) || typeof ms !== "number" || !(ms >= 0 && ms < 3_600_000)) {
+      return "started and elapsedMs go together: an ISO time and the milliseconds since it";
+    }
+    out.started = body.started;
+    out.elapsedMs = ms;
+  }
+  return out;
 }
 
 
 // The watch cache hands out the same object until the watch replaces it: each is checked against
 // the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
+/**
+ * The report of an ADD the agent answered without rules, as the plugin would have sent it (the
+ * plugin only prints such an answer, so it has nothing to add): undefined when the answer has
+ * rules (the plugin reports how applying them went) or the plugin did not say when it started.
+ * `answerMs`: how long the agent took to answer, added to the plugin's own time.
+ */
+export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answerMs: number, version: string): Report | undefined {
+  if (a.apply !== undefined || req.started === undefined || req.elapsedMs === undefined) return undefined;
+  const summary: Summary = { ...a.summary };
+  if (!summary.pod) {
+    const pod = podOfArgs(req.env.CNI_ARGS);
+    if (pod) summary.pod = pod;
+  }
+  return buildReport({
+    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(req.started),
+    durationMs: req.elapsedMs + answerMs, version,
+  });
+}
+
 const parsedPods = new WeakMap<object, ReturnType<typeof parsePod>>();
 const parsedNamespaces = new WeakMap<object, ReturnType<typeof parseNamespace>>();
 

@@ -55,6 +55,13 @@ export interface AddRequest {
   version: string;
   env: Partial<Record<(typeof ADD_ENV_KEYS)[number], string>>;
   stdin: string;
+  /**
+   * When the plugin started (ISO time) and how long it had run when it sent this (ms). With them,
+   * an answer without rules is reported by the agent itself (AddAnswer.reported): the plugin has
+   * nothing left to tell. Without them (an older plugin), the plugin reports as for any command.
+   */
+  started?: string;
+  elapsedMs?: number;
 }
 
 /** 200 answer to POST /v1/add. */
@@ -76,6 +83,11 @@ export interface AddAnswer {
   apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
   /** The agent wrote the container's record (the plugin removes it when its apply fails). */
   record: boolean;
+  /**
+   * The agent has reported this ADD itself, as the plugin would have (an answer without rules to
+   * a plugin that said when it started): the plugin prints the answer and sends no report.
+   */
+  reported?: boolean;
 }
 
 /** 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields the profiles never read). */

@@ -23,7 +23,7 @@ export type PlannedAdd =
    * The command is answered: print `stdout`, exit with `exitCode`, report `summary` (through
    * `followUp`, the agent's connection kept open for it, when there is one).
    */
-  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary; followUp?: FollowUp }
+  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary; followUp?: FollowUp; reported?: true }
   /**
    * The agent does not plan this ADD (409), or sent an answer or a plan the plugin cannot use:
    * the plugin runs it, and may still ask the agent for the pod, unless the agent's own lookup
@@ -49,6 +49,7 @@ function parseAnswer(body: string): AddAnswer | string {
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
   if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
   if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
+  if (a.reported !== undefined && (a.reported !== true || a.apply !== undefined)) return "the agent's answer says it reported an ADD with rules";
   if (a.lines.length > L.lines) return "the agent's answer has too many lines";
   // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
   for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
@@ -111,11 +112,12 @@ export function agentLines(lines: readonly string[]): string[] {
   return out;
 }
 
-/** The request as the agent reads it: the CNI variables and stdin. */
-export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string): string {
+/** The request as the agent reads it: the CNI variables and stdin, and when the plugin started (`t0`: its performance.now() then). */
+export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string, started: Date, t0: number): string {
   const e: AddRequest["env"] = {};
   for (const k of ADD_ENV_KEYS) if (env[k] !== undefined) e[k] = env[k];
-  return JSON.stringify({ v: 1, version, env: e, stdin } satisfies AddRequest);
+  const elapsedMs = Math.round((performance.now() - t0) * 1000) / 1000;
+  return JSON.stringify({ v: 1, version, env: e, stdin, started: started.toISOString(), elapsedMs } satisfies AddRequest);
 }
 
 export async function addThroughAgent(o: {
@@ -124,11 +126,14 @@ export async function addThroughAgent(o: {
   deadline: AbortSignal;
   /** Where the plugin's log lines go (stderr, and the report). */
   sink(line: string): void;
+  /** When the command started (its report's time and duration). */
+  started: Date;
+  t0: number;
 }): Promise<PlannedAdd> {
   const signal = o.deadline;
   let res;
   try {
-    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version), o.timeoutMs, { keepOpen: true });
+    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version, o.started, o.t0), o.timeoutMs, { keepOpen: true });
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }
@@ -160,6 +165,11 @@ export async function addThroughAgent(o: {
   const via = res.followUp ? { followUp: res.followUp } : {};
   if (!a.apply) {
     for (const l of agentLines(a.lines)) o.sink(l);
+    // Reported by the agent as it answered: the connection has nothing more to carry.
+    if (a.reported) {
+      res.close?.();
+      return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, reported: true };
+    }
     return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
   }
   // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).

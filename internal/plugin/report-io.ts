@@ -4,14 +4,13 @@
 // Also the DEL that needs nothing loaded: a container without a record, or whose record says its
 // pod got no rules, runs no process and loads none of the plugin's rule code.
 import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../agent/protocol.ts";
-import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isSupportedVersion } from "../cni/spec.ts";
 import { type FollowUp, sendReport } from "../io/agent-client.ts";
 import { readRecord, removeRecord, safeContainerId } from "../io/plugin-state.ts";
 import { VERSION } from "../version.ts";
 import { peekConf } from "./peek.ts";
 import { skippedReason } from "./records.ts";
-import { buildReport, fallbackText, type Summary } from "./summary.ts";
+import { buildReport, fallbackText, podOfArgs, type Summary } from "./summary.ts";
 
 /** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
 export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
@@ -22,16 +21,6 @@ export function agentPaths(stdin: string): { socket: string; stateDir: string; c
   };
   if (conf) out.conf = conf;
   return out;
-}
-
-function podOf(env: Record<string, string | undefined>): Summary["pod"] {
-  try {
-    const k = parseK8sArgs(env.CNI_ARGS);
-    if (k.podName && k.podNamespace) return { namespace: k.podNamespace, name: k.podName, ...(k.podUid ? { uid: k.podUid } : {}) };
-  } catch {
-    // no pod
-  }
-  return undefined;
 }
 
 export async function report(o: {
@@ -45,7 +34,7 @@ export async function report(o: {
   const summary = o.summary;
   if (!summary.reason) summary.reason = `${command} succeeded`;
   if (!summary.pod) {
-    const pod = podOf(o.env);
+    const pod = podOfArgs(o.env.CNI_ARGS);
     if (pod) summary.pod = pod;
   }
   const r = buildReport({
@@ -79,7 +68,7 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
   // A record is never empty; a missing file's size is 0 (a synchronous stat).
   if (Bun.file(recordPath(stateDir, id)).size > 0) return skippedDel(stateDir, id);
   const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
-  const pod = podOf(env);
+  const pod = podOfArgs(env.CNI_ARGS);
   if (pod) s.pod = pod;
   return s;
 }

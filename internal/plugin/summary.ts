@@ -1,9 +1,21 @@
 // What the plugin tells the node agent about one command (protocol.ts's Report) and, when the
 // agent does not take it, the same in lines for the fallback log. Pure.
 import type { Command, Report } from "../agent/protocol.ts";
+import { parseK8sArgs } from "../cni/k8s-args.ts";
 
 /** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
 export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;
+
+/** The pod CNI_ARGS names, for a report that has none from the command itself. */
+export function podOfArgs(cniArgs: string | undefined): Summary["pod"] {
+  try {
+    const k = parseK8sArgs(cniArgs);
+    if (k.podName && k.podNamespace) return { namespace: k.podNamespace, name: k.podName, ...(k.podUid ? { uid: k.podUid } : {}) };
+  } catch {
+    // no pod
+  }
+  return undefined;
+}
 
 export function buildReport(o: {
   command: Command; containerId?: string | undefined; summary: Summary; lines: string[]; started: Date; durationMs: number; version: string;

@@ -27,7 +27,7 @@ async function ask(body: unknown, status = 200) {
   const lines: string[] = [];
   const r = await addThroughAgent({
     socket: sock, stateDir: dir, stdin: "{}", env: { CNI_COMMAND: "ADD", CNI_CONTAINERID: "abc" }, version: "t",
-    timeoutMs: 1000, deadline: AbortSignal.timeout(5000), sink: (l) => lines.push(l),
+    timeoutMs: 1000, deadline: AbortSignal.timeout(5000), sink: (l) => lines.push(l), started: new Date(), t0: performance.now(),
   });
   return { r, out: lines.join("") };
 }
@@ -47,6 +47,8 @@ describe("the agent's answer", () => {
     ["a pod with a number for a name", ok({ summary: { outcome: "skipped", reason: "x", pod: { namespace: "a", name: 7 } } })],
     ["more lines than a report carries", ok({ lines: Array.from({ length: 2001 }, () => "meshcni: info ADD abc: x\n") })],
     ["a context that is not ADD and a container ID", ok({ context: "ADD abc\nmeshcni: forged" })],
+    ["rules it says it reported already", ok({ summary: { outcome: "meshed", reason: "x" }, reported: true, apply: { plan: { families: [], ipCommands: [] }, settings: { mode: "nft", wait: true, simulate: false } } })],
+    ["reported, but not true", ok({ reported: "yes" })],
   ];
   for (const [what, body] of unusable) {
     test(`declined: ${what}`, async () => {
@@ -59,5 +61,17 @@ describe("the agent's answer", () => {
   test("409: declined; with lookup failed, the plugin knows not to ask the agent for the pod again", async () => {
     expect((await ask({ code: 11, msg: "no", details: "a Service" }, 409)).r).toEqual({ kind: "declined", why: "a Service" });
     expect((await ask({ code: 11, msg: "no", details: "not in sync", lookup: "failed" }, 409)).r).toEqual({ kind: "declined", why: "not in sync", lookupFailed: true });
+  });
+});
+
+describe("an answer the agent reported itself", () => {
+  test("is printed and not reported again; one it did not report is reported by the plugin, on the same connection", async () => {
+    const reported = await ask(ok({ reported: true }));
+    expect(reported.r).toMatchObject({ kind: "done", reported: true });
+    expect("followUp" in reported.r).toBe(false);
+    const not = await ask(ok());
+    expect(not.r).toMatchObject({ kind: "done" });
+    expect("reported" in not.r).toBe(false);
+    expect(typeof (not.r as { followUp?: unknown }).followUp).toBe("function");
   });
 });

@@ -143,6 +143,31 @@ describe("a warm agent", () => {
     expect(view(reps[0]!)).toEqual(view(reps[1]!));
   });
 
+  test("an ADD without rules is reported by the agent as it answers, as the plugin reports it when it runs the ADD itself", async () => {
+    const [planned, own] = [netns(), netns()];
+    const [a, b] = [cid(), cid()];
+    const pod = args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined);
+    const before = { planned: agent.planned, sent: agent.reportsSent };
+    expect((await add(planned, a, pod)).code).toBe(0);
+    expect(agent.planned).toBe(before.planned + 1);
+    await agent.waitReports(1);
+    // Written by the agent: the plugin sent none.
+    expect(agent.reportsSent).toBe(before.sent);
+    agent.noPlanning = true;
+    expect((await add(own, b, pod)).code).toBe(0);
+    const reps = await agent.waitReports(2);
+    expect(agent.reportsSent).toBe(before.sent + 1);
+    const view = (r: (typeof reps)[0]) => ({
+      command: r.command, outcome: r.outcome, reason: r.reason, pod: r.pod, version: r.version, lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")),
+    });
+    expect(reps.map((r) => r.containerId)).toEqual([a, b]);
+    expect(view(reps[0]!)).toEqual(view(reps[1]!));
+    expect(reps[0]!.outcome).toBe("skipped");
+    // The plugin's own time up to its request, and the agent's to its answer: a real duration.
+    expect(reps[0]!.durationMs).toBeGreaterThan(0);
+    expect(Math.abs(Date.parse(reps[0]!.time) - Date.now())).toBeLessThan(60_000);
+  });
+
   test("a plan from the agent that the model does not allow is never applied: the plugin plans the ADD itself", async () => {
     const n = netns();
     const id = cid();

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../internal/agent/handler.ts";
 import { createAddPlanner } from "../../internal/agent/plan-add.ts";
-import type { AddAnswer, Report } from "../../internal/agent/protocol.ts";
+import { type AddAnswer, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
 import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";
 import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
 import { writeRecordFor } from "../../internal/io/agent-state.ts";
@@ -31,6 +31,8 @@ export interface StandInAgent {
   tamper?: (answer: AddAnswer) => void;
   /** ADDs planned (200) and declined (409, with why). */
   planned: number;
+  /** Reports the plugin sent (POST /v1/reports); `reports` also holds those the agent wrote itself. */
+  reportsSent: number;
   declined: string[];
   /** Reports answered so far, awaited until `n` arrived (or the timeout). */
   waitReports(n: number, timeoutMs?: number): Promise<Report[]>;
@@ -76,14 +78,17 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
   });
   let served: AgentSocket | undefined;
   const agent: StandInAgent = {
-    dir, socket, reports, lookups, delayMs: 0, planned: 0, declined: [],
+    dir, socket, reports, lookups, delayMs: 0, planned: 0, reportsSent: 0, declined: [],
     async waitReports(n, timeoutMs = 3000) {
       const until = Date.now() + timeoutMs;
       while (reports.length < n && Date.now() < until) await Bun.sleep(10);
       return reports;
     },
     start() {
-      served ??= serveAgentSocket(socket, handler, () => {});
+      served ??= serveAgentSocket(socket, (req) => {
+        if (new URL(req.url).pathname === REPORTS_PATH) agent.reportsSent++;
+        return handler(req);
+      }, () => {});
     },
     stop() {
       served?.stop();
