@@ -106,7 +106,8 @@ export function renderIPv6(bytes: readonly number[]): string {
     if (j - i > bestLen && j - i >= 2) { bestStart = i; bestLen = j - i; }
     i = j;
   }
-  const hex = groups.map((g) => g.toString(16));
+  const hex: string[] = [];
+  for (const g of groups) hex.push(g.toString(16));
   // As glibc's inet_ntop (so as ip6tables-save prints them): IPv4-mapped (::ffff:a.b.c.d) and
   // IPv4-compatible (::a.b.c.d, not :: or ::1) addresses end in dotted quad.
   if (bestStart === 0 && (bestLen === 6 || (bestLen === 5 && groups[5] === 0xffff))) {
