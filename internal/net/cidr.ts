@@ -10,14 +10,29 @@ export interface Cidr {
   prefix: number;
 }
 
-const V4_OCTET = /^(0|[1-9][0-9]{0,2})$/;
+// The checks below are character loops, not the RegExps they stand for: the plugin parses the
+// address ranges of every plan the agent sends in a fresh process, which compiles each RegExp on
+// its first use. net.test.ts holds each loop to its RegExp.
+
+/** An IPv4 octet's text, and a prefix length's: 0, or 1 to 3 digits not starting with 0. */
+export const V4_OCTET = /^(0|[1-9][0-9]{0,2})$/;
+
+/** What V4_OCTET matches. */
+export function isShortDecimal(s: string): boolean {
+  if (s.length === 0 || s.length > 3 || (s.length > 1 && s.charCodeAt(0) === 48)) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
 
 export function parseIPv4(s: string): number[] | undefined {
   const parts = s.split(".");
   if (parts.length !== 4) return undefined;
   const out: number[] = [];
   for (const p of parts) {
-    if (!V4_OCTET.test(p)) return undefined;
+    if (!isShortDecimal(p)) return undefined;
     const n = Number(p);
     if (n > 255) return undefined;
     out.push(n);
@@ -25,7 +40,18 @@ export function parseIPv4(s: string): number[] | undefined {
   return out;
 }
 
-const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+/** An IPv6 group: 1 to 4 hexadecimal digits. */
+export const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/** What HEX_GROUP matches. */
+export function isHexGroup(s: string): boolean {
+  if (s.length === 0 || s.length > 4) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c < 48 || c > 57) && (c < 97 || c > 102) && (c < 65 || c > 70)) return false;
+  }
+  return true;
+}
 
 export function parseIPv6(s: string): number[] | undefined {
   if (s.length === 0 || s.length > 45) return undefined;
@@ -45,7 +71,7 @@ export function parseIPv6(s: string): number[] | undefined {
     if (part === "") return [];
     const groups: number[] = [];
     for (const g of part.split(":")) {
-      if (!HEX_GROUP.test(g)) return undefined;
+      if (!isHexGroup(g)) return undefined;
       groups.push(parseInt(g, 16));
     }
     return groups;
@@ -80,7 +106,8 @@ export function renderIPv6(bytes: readonly number[]): string {
     if (j - i > bestLen && j - i >= 2) { bestStart = i; bestLen = j - i; }
     i = j;
   }
-  const hex = groups.map((g) => g.toString(16));
+  const hex: string[] = [];
+  for (const g of groups) hex.push(g.toString(16));
   // As glibc's inet_ntop (so as ip6tables-save prints them): IPv4-mapped (::ffff:a.b.c.d) and
   // IPv4-compatible (::a.b.c.d, not :: or ::1) addresses end in dotted quad.
   if (bestStart === 0 && (bestLen === 6 || (bestLen === 5 && groups[5] === 0xffff))) {
@@ -97,7 +124,7 @@ export function parseCidr(raw: string): Cidr | undefined {
   if (slash === -1 || s.indexOf("/", slash + 1) !== -1) return undefined;
   const addr = s.slice(0, slash);
   const len = s.slice(slash + 1);
-  if (!/^(0|[1-9][0-9]{0,2})$/.test(len)) return undefined;
+  if (!isShortDecimal(len)) return undefined;
   const prefix = Number(len);
   const v4 = parseIPv4(addr);
   const bytes = v4 ?? parseIPv6(addr);

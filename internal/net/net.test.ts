@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { cidrContains, parseCidr, parseCidrList } from "./cidr.ts";
+import { disagreements } from "../../test/support/regexp-agreement.ts";
+import { cidrContains, HEX_GROUP, isHexGroup, isShortDecimal, parseCidr, parseCidrList, V4_OCTET } from "./cidr.ts";
 import { groupMultiport, parsePortList, parsePortRange } from "./ports.ts";
 
 describe("ports", () => {
@@ -69,4 +70,21 @@ test("IPv6 text as ip6tables-save prints it (inet_ntop): IPv4-mapped and -compat
   expect(text("::/0")).toBe("::/0");
   expect(text("64:ff9b::1.2.3.4/128")).toBe("64:ff9b::102:304/128");
   expect(text("fd00::ffff:0:0/96")).toBe("fd00::ffff:0:0/96");
+});
+
+test("octets, prefix lengths and IPv6 groups", () => {
+  for (const ok of ["0", "7", "10", "255", "999"]) expect(isShortDecimal(ok)).toBe(true);
+  for (const bad of ["", "00", "08", "1000", "1a", " 1", "-1", "1\n"]) expect(isShortDecimal(bad)).toBe(false);
+  for (const ok of ["0", "fd00", "FFFF", "aB9"]) expect(isHexGroup(ok)).toBe(true);
+  for (const bad of ["", "fd000", "g", "0x1", ":", "a b"]) expect(isHexGroup(bad)).toBe(false);
+});
+
+test("isShortDecimal agrees with V4_OCTET (the octet and prefix length RegExp)", () => {
+  expect(disagreements(isShortDecimal, V4_OCTET, { alphabet: ["0", "1", "9", "/", ":", ".", "a", " ", "\n"], valid: "0123456789", bounds: [1, 3], depth: 5 })).toEqual([]);
+});
+
+test("isHexGroup agrees with HEX_GROUP", () => {
+  expect(disagreements(isHexGroup, HEX_GROUP, {
+    alphabet: ["0", "9", "a", "f", "A", "F", "g", "G", "/", ":", "@", "`", " "], valid: "0123456789abcdefABCDEF", bounds: [4], depth: 5,
+  })).toEqual([]);
 });

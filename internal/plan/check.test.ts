@@ -1,7 +1,8 @@
 // checkPlan: a plan from the wire is rebuilt from values the model allows, or refused naming the
 // first one it does not; nothing outside the model (an extra field, a quote, a newline) survives.
 import { describe, expect, test } from "bun:test";
-import { checkPlan } from "./check.ts";
+import { disagreements } from "../../test/support/regexp-agreement.ts";
+import { checkPlan, IP_NUM, isIpNum } from "./check.ts";
 import { A, M, type Plan, PlanBuilder } from "./model.ts";
 
 function sample(): Plan {
@@ -69,4 +70,13 @@ describe("checkPlan", () => {
       expect(() => checkPlan(p)).toThrow(where);
     });
   }
+});
+
+test("isIpNum: the numbers of an ip command", () => {
+  for (const ok of ["1", "133", "9999999999"]) expect(isIpNum(ok)).toBe(true);
+  for (const bad of ["", "0", "01", "1a", " 1", "-1", "10000000000"]) expect(isIpNum(bad)).toBe(false);
+});
+
+test("isIpNum agrees with IP_NUM", () => {
+  expect(disagreements(isIpNum, IP_NUM, { alphabet: ["0", "1", "9", "/", ":", "a", " ", "\n"], valid: "1234567890", bounds: [10], depth: 5 })).toEqual([]);
 });

@@ -5,7 +5,9 @@
 // valibot schema: it runs on the plugin's hot path, which loads no schema library.
 import { parseCidr } from "../net/cidr.ts";
 import type { PortRange } from "../net/ports.ts";
-import { type Action, CHAIN_NAME, COMMENT_TEXT, type Family, type FamilyPlan, HOOKS, IFACE_NAME, type IpCommand, type Match, type Plan, type PlanRule, type Stage } from "./model.ts";
+import {
+  type Action, type Family, type FamilyPlan, HOOKS, type IpCommand, isChainName, isCommentText, isIfaceName, type Match, type Plan, type PlanRule, type Stage,
+} from "./model.ts";
 
 const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies Stage[];
 const CT_STATES: readonly string[] = ["INVALID", "RELATED", "ESTABLISHED"];
@@ -20,7 +22,18 @@ const IP_COMMANDS: readonly (readonly string[])[] = [
   ["rule", "add", "fwmark", "NUM", "lookup", "NUM", "pref", "NUM"],
   ["route", "replace", "local", "default", "dev", "lo", "table", "NUM"],
 ];
-const IP_NUM = /^[1-9][0-9]{0,9}$/;
+/** A number in an `ip` command: 1 to 10 digits, not starting with 0. isIpNum checks it with a loop. */
+export const IP_NUM = /^[1-9][0-9]{0,9}$/;
+
+/** What IP_NUM matches, without a RegExp to compile on the plugin's hot path (check.test.ts holds the two together). */
+export function isIpNum(s: string): boolean {
+  if (s.length === 0 || s.length > 10 || s.charCodeAt(0) === 48) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
 /** Chains a plan may not declare as its own: the hooks and netfilter's other built-in chains. */
 const BUILTIN = new Set(["PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"]);
 
@@ -55,8 +68,9 @@ function word<T extends string>(x: unknown, allowed: readonly string[], where: s
   return x as T;
 }
 
-function text(x: unknown, re: RegExp, where: string): string {
-  if (typeof x !== "string" || !re.test(x)) fail(where, `${JSON.stringify(x)} is not allowed here`);
+/** A string `ok` accepts (model.ts's isChainName, isIfaceName or isCommentText). */
+function text(x: unknown, ok: (s: string) => boolean, where: string): string {
+  if (typeof x !== "string" || !ok(x)) fail(where, `${JSON.stringify(x)} is not allowed here`);
   return x;
 }
 
@@ -108,7 +122,7 @@ function checkMatch(x: unknown, family: Family, where: string): Match {
     case "addr":
       return { m: "addr", dir: word(x.dir, ["src", "dst"], `${where}.dir`), cidr: cidrOf(x.cidr, family, `${where}.cidr`), ...neg };
     case "iface":
-      return { m: "iface", dir: word(x.dir, ["in", "out"], `${where}.dir`), name: text(x.name, IFACE_NAME, `${where}.name`) };
+      return { m: "iface", dir: word(x.dir, ["in", "out"], `${where}.dir`), name: text(x.name, isIfaceName, `${where}.name`) };
     case "owner":
       return { m: "owner", id: word(x.id, ["uid", "gid"], `${where}.id`), value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
     case "ctstate": {
@@ -120,7 +134,7 @@ function checkMatch(x: unknown, family: Family, where: string): Match {
     case "connmark":
       return { m: "connmark", value: uint(x.value, 0xffffffff, `${where}.value`) };
     case "comment":
-      return { m: "comment", text: text(x.text, COMMENT_TEXT, `${where}.text`) };
+      return { m: "comment", text: text(x.text, isCommentText, `${where}.text`) };
     default:
       return fail(where, `unknown match ${JSON.stringify(x.m)}`);
   }
@@ -137,7 +151,7 @@ function checkAction(x: unknown, stage: Stage, declared: ReadonlySet<string>, wh
       return { a: x.a };
     case "jump": {
       // Only to the plan's own chains of the same stage: never to a target such as NFQUEUE or LOG.
-      const chain = text(x.chain, CHAIN_NAME, `${where}.chain`);
+      const chain = text(x.chain, isChainName, `${where}.chain`);
       if (!declared.has(`${stage} ${chain}`)) fail(`${where}.chain`, `${chain} is not a chain the plan declares for ${stage}`);
       return { a: "jump", chain };
     }
@@ -173,7 +187,7 @@ function checkFamily(x: unknown, where: string): FamilyPlan {
   if (!isArr(x.rules) || x.rules.length > 1000) fail(`${where}.rules`, "not a list of at most 1000 rules");
   const chains = each(x.chains, (c, i) => {
     if (!isObj(c)) fail(`${where}.chains[${i}]`, "not a chain");
-    const name = text(c.name, CHAIN_NAME, `${where}.chains[${i}].name`);
+    const name = text(c.name, isChainName, `${where}.chains[${i}].name`);
     if (BUILTIN.has(name)) fail(`${where}.chains[${i}].name`, `${name} is a built-in chain, not one a plan may own`);
     return { stage: word<Stage>(c.stage, STAGES, `${where}.chains[${i}].stage`), name };
   });
@@ -190,7 +204,7 @@ function checkIpCommand(x: unknown, where: string): IpCommand {
   for (const a of argv) if (typeof a !== "string") fail(`${where}.argv`, "not a list of words");
   const fits = (t: readonly string[]) => {
     if (t.length !== argv.length) return false;
-    for (let i = 0; i < t.length; i++) if (t[i] === "NUM" ? !IP_NUM.test(argv[i] as string) : t[i] !== argv[i]) return false;
+    for (let i = 0; i < t.length; i++) if (t[i] === "NUM" ? !isIpNum(argv[i] as string) : t[i] !== argv[i]) return false;
     return true;
   };
   let known = false;

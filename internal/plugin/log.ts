@@ -32,6 +32,16 @@ export function logContext(command: string, containerId: string | undefined): st
   return containerId ? `${command} ${containerId.slice(0, 12)}` : command;
 }
 
+/**
+ * `s` without the line feeds it ends with: what s.replace(/\n+$/, "") returns, without a RegExp
+ * to compile in the plugin's fresh process (log.test.ts holds the two together).
+ */
+export function trimNewlines(s: string): string {
+  let end = s.length;
+  while (end > 0 && s.charCodeAt(end - 1) === 10) end--;
+  return end === s.length ? s : s.slice(0, end);
+}
+
 export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
   const emit = (l: Level, msg: string) => {
     if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;
@@ -39,7 +49,7 @@ export function createLogger(level: Level, sink: (line: string) => void, context
     const head = `meshcni: ${l}${context ? ` ${context}` : ""}: `;
     let text = "";
     // split("\n"), not split(/\r?\n/): a RegExp split is another builtin to compile on first use.
-    for (const raw of msg.replace(/\n+$/, "").split("\n")) text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
+    for (const raw of trimNewlines(msg).split("\n")) text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
     sink(text);
   };
   return {

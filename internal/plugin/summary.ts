@@ -2,6 +2,7 @@
 // agent does not take it, the same in lines for the fallback log. Pure.
 import type { Command, Report } from "../agent/protocol.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
+import { isPlainValue } from "../text/escape.ts";
 
 /** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
 export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;
@@ -40,8 +41,8 @@ export function buildReport(o: {
   return r;
 }
 
-/** A value safe between spaces on one line. */
-const field = (s: string) => (/^[A-Za-z0-9._:/@+-]+$/.test(s) ? s : JSON.stringify(s));
+/** A value safe between spaces on one line: bare when escape.ts's isPlainValue allows, else as JSON. */
+const field = (s: string) => (isPlainValue(s) ? s : JSON.stringify(s));
 
 /** The report as fallback-log lines: the plugin's own lines, then one summary line, each "meshcni: ...". */
 export function fallbackText(r: Report): string {

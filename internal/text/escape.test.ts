@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { escapeText, quote, quoteValue } from "./escape.ts";
+import { disagreements } from "../../test/support/regexp-agreement.ts";
+import { escapeText, isPlainValue, PLAIN_VALUE, quote, quoteValue } from "./escape.ts";
 
 describe("escaping pod-controlled text for log lines", () => {
   test("line breaks, terminal escapes, bidi and zero-width characters become visible escapes", () => {
@@ -20,4 +21,10 @@ describe("escaping pod-controlled text for log lines", () => {
     expect(quoteValue("emojivoto/web-1")).toBe("emojivoto/web-1");
     expect(quoteValue("a b")).toBe('"a b"');
   });
+});
+
+test("isPlainValue agrees with PLAIN_VALUE", () => {
+  expect(disagreements(isPlainValue, PLAIN_VALUE, {
+    alphabet: ["a", "Z", "0", "9", ".", "_", ":", "/", "@", "+", "-", ",", ";", "*", "?", "[", "`", "{", " ", '"', "\n"], valid: "azAZ09._:/@+-", bounds: [1, 64], depth: 4,
+  })).toEqual([]);
 });

@@ -36,8 +36,22 @@ export function quote(s: string): string {
   return `"${escapeText(s.replace(/[\\"]/g, "\\$&"))}"`;
 }
 
+/** A value that is plainly safe bare in a key=value field: letters, digits and `._:/@+-`. */
+export const PLAIN_VALUE = /^[A-Za-z0-9._:/@+-]+$/;
+
+/** What PLAIN_VALUE matches, checked with a loop: no RegExp to compile in the plugin's fresh process (escape.test.ts holds the two together). */
+export function isPlainValue(s: string): boolean {
+  if (s.length === 0) return false;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 58) || (c >= 45 && c <= 47)) continue; // letters, digits, `:`, `-./`
+    if (c !== 95 && c !== 64 && c !== 43) return false; // `_@+`
+  }
+  return true;
+}
+
 /** A value of a key=value field: bare when plainly safe, else as quote() writes it. */
 export function quoteValue(s: string): string {
-  if (/^[A-Za-z0-9._:/@+-]+$/.test(s)) return s;
+  if (isPlainValue(s)) return s;
   return quote(s);
 }

@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { chooseBinaries } from "./binaries.ts";
 import { RuleSetBuilder } from "./model.ts";
-import { renderArgs, renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
+import { disagreements } from "../../../test/support/regexp-agreement.ts";
+import { LINE_BREAK, PLAIN_TOKEN, renderArgs, renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
 import { diffRuleSet, parseSave } from "./save.ts";
 
 const rs = new RuleSetBuilder(4)
@@ -37,6 +38,61 @@ describe("restore payloads", () => {
   test("a token with a line break can never reach a payload", () => {
     expect(() => renderArgs(["-s", "10.0.0.0/8\n-A OUTPUT -j ACCEPT"])).toThrow(/line break/);
     expect(renderArgs(["--comment", 'say "hi"'])).toBe('--comment "say \\"hi\\""');
+  });
+});
+
+describe("tokens: renderArgs agrees with the RegExps and replace() calls it stands for", () => {
+  const alphabet = ["a", "Z", "0", "_", ",", "/", "!", "%", "^", "-", "@", "=", "+", ":", " ", '"', "\\", "\n", "\r", "\0", "[", "`", "{", "~", "é"];
+  const refused = (args: string[]) => {
+    try {
+      renderArgs(args);
+      return false;
+    } catch (e) {
+      if (!(e as Error).message.includes("line break")) throw e;
+      return true;
+    }
+  };
+  test("a token is printed bare exactly when PLAIN_TOKEN matches it", () => {
+    // quoting always adds two characters, so a token printed as itself was printed bare
+    const bare = (s: string) => !refused([s]) && renderArgs([s]) === s;
+    expect(disagreements(bare, PLAIN_TOKEN, { alphabet, valid: "azAZ09_.,:/!+=@%^-", bounds: [1, 40], depth: 3 })).toEqual([]);
+  });
+  test("a token is refused exactly when LINE_BREAK matches it, a comment too", () => {
+    expect(disagreements((s) => refused([s]), LINE_BREAK, { alphabet, valid: "a0 -\"", bounds: [1, 40], depth: 3 })).toEqual([]);
+    expect(disagreements((s) => refused(["--comment", s]), LINE_BREAK, { alphabet, valid: "a0 -\"", bounds: [1, 40], depth: 3 })).toEqual([]);
+  });
+  test("rendered tokens are what the RegExps and replace() made of them, quoted or not, byte for byte", () => {
+    // The renderer as it was, with RegExps.
+    const was = (token: string, quoted: boolean) => {
+      if (LINE_BREAK.test(token)) return "refused";
+      if (!quoted && PLAIN_TOKEN.test(token)) return token;
+      return `"${token.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+    };
+    const now = (args: string[]) => (refused(args) ? "refused" : renderArgs(args));
+    const bad: string[] = [];
+    const agree = (s: string) => {
+      if (bad.length >= 20) return;
+      const bare = was(s, false);
+      const comment = was(s, true);
+      if (now([s]) !== bare || now(["--comment", s]) !== (comment === "refused" ? "refused" : `--comment ${comment}`)) bad.push(s);
+      if (now(["-j", s, "x"]) !== (bare === "refused" ? "refused" : `-j ${bare} x`)) bad.push(s);
+    };
+    // Every string of up to 3 of the alphabet's characters, and of up to 7 around the two that quote.
+    const every = (chars: string[], depth: number) => {
+      let level = [""];
+      for (let d = 0; d < depth; d++) {
+        const next: string[] = [];
+        for (const p of level) for (const c of chars) next.push(p + c);
+        for (const s of next) agree(s);
+        level = next;
+      }
+    };
+    agree("");
+    every(alphabet, 3);
+    every(["a", '"', "\\", "-"], 7);
+    for (const s of ['say "hi"', "a\\b", '\\"', '""\\\\', "meshcni: inbound", "10.0.0.0/8"]) agree(s);
+    expect(bad).toEqual([]);
+    expect(renderArgs(["--comment", 'a\\"b'])).toBe('--comment "a\\\\\\"b"');
   });
 });
 

@@ -3,23 +3,49 @@
 import { type Rule, type RuleSet, TABLE_ORDER, type Table } from "./model.ts";
 import type { SavedState } from "./save.ts";
 
-const PLAIN_TOKEN = /^[A-Za-z0-9_.,:/!+=@%^-]+$/;
+/** A token iptables-save prints bare: letters, digits and `_.,:/!+=@%^-` only. */
+export const PLAIN_TOKEN = /^[A-Za-z0-9_.,:/!+=@%^-]+$/;
+/** What no token may hold: a line break (or NUL) would start a new restore command. */
+export const LINE_BREAK = /[\r\n\0]/;
 
-/**
- * Quotes a token as iptables-save does. Comments are always quoted; tokens with anything but
- * plain characters are quoted too. A line break can never be part of a token: it would start a
- * new restore command, so it is refused outright (defence in depth behind the parsers).
- */
-function renderToken(token: string, quoted: boolean): string {
-  if (/[\r\n\0]/.test(token)) throw new Error(`refusing an iptables token with a line break: ${JSON.stringify(token)}`);
-  if (!quoted && PLAIN_TOKEN.test(token)) return token;
-  return `"${token.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"`;
+/** `"token"` with `\` and `"` escaped by a backslash, as iptables-save quotes. */
+function quoteToken(token: string): string {
+  if (token.indexOf('"') === -1 && token.indexOf("\\") === -1) return `"${token}"`;
+  let out = '"';
+  let from = 0;
+  for (let i = 0; i < token.length; i++) {
+    const c = token.charCodeAt(i);
+    if (c === 92 || c === 34) {
+      out += `${token.slice(from, i)}\\`;
+      from = i;
+    }
+  }
+  return `${out}${token.slice(from)}"`;
 }
 
-/** The argument text of a rule, exactly as iptables-save prints it after `-A CHAIN `. */
+/**
+ * The argument text of a rule, exactly as iptables-save prints it after `-A CHAIN `: comments
+ * are always quoted, other tokens when they hold anything but PLAIN_TOKEN's characters. A line
+ * break can never be part of a token: it would start a new restore command, so it is refused
+ * outright (defence in depth behind the parsers).
+ *
+ * The plugin renders every meshed pod's rules in a fresh process, which compiles each RegExp on
+ * its first use: line breaks are found with indexOf, and quoting needs no replace(). PLAIN_TOKEN
+ * stays a RegExp: it is tested on every token of the plan, and on Istio's plans a character loop
+ * over their hundreds of characters cost more than compiling the RegExp once (measured).
+ * iptables.test.ts holds this to LINE_BREAK and the replace() calls it stands for, byte for byte.
+ */
 export function renderArgs(args: readonly string[]): string {
   let out = "";
-  for (let i = 0; i < args.length; i++) out += (i > 0 ? " " : "") + renderToken(args[i]!, args[i - 1] === "--comment");
+  for (let i = 0; i < args.length; i++) {
+    const token = args[i]!;
+    if (token.indexOf("\n") !== -1 || token.indexOf("\r") !== -1 || token.indexOf("\0") !== -1) {
+      throw new Error(`refusing an iptables token with a line break: ${JSON.stringify(token)}`);
+    }
+    const bare = args[i - 1] !== "--comment" && PLAIN_TOKEN.test(token);
+    if (i > 0) out += " ";
+    out += bare ? token : quoteToken(token);
+  }
   return out;
 }
 

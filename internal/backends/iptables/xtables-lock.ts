@@ -13,11 +13,37 @@ export const XTABLES_WAIT_SECONDS = 5;
 
 export type IptablesVersion = readonly [number, number, number];
 
-/** "iptables-restore v1.8.9 (legacy)" → [1, 8, 9] and whether it is nf_tables; undefined if unreadable. */
+/** The version in `iptables-restore --version`'s output; parseIptablesVersion finds what it matches with a loop. */
+export const IPTABLES_VERSION = /\bv(\d+)\.(\d+)(?:\.(\d+))?/;
+
+const digit = (c: number) => c >= 48 && c <= 57;
+const wordChar = (c: number) => digit(c) || (c >= 65 && c <= 90) || (c >= 97 && c <= 122) || c === 95;
+/** Where the run of digits from `i` ends. */
+function digitsTo(s: string, i: number): number {
+  while (i < s.length && digit(s.charCodeAt(i))) i++;
+  return i;
+}
+
+/**
+ * "iptables-restore v1.8.9 (legacy)" → [1, 8, 9] and whether it is nf_tables; undefined if
+ * unreadable. The first match of IPTABLES_VERSION, found with a loop: legacy iptables' meshed ADD
+ * runs this in the plugin's fresh process, which compiles each RegExp on its first use
+ * (xtables-lock.test.ts holds the two together).
+ */
 export function parseIptablesVersion(text: string): { version: IptablesVersion; nft: boolean } | undefined {
-  const m = /\bv(\d+)\.(\d+)(?:\.(\d+))?/.exec(text);
-  if (!m) return undefined;
-  return { version: [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)], nft: /nf_tables/.test(text) };
+  for (let v = text.indexOf("v"); v !== -1; v = text.indexOf("v", v + 1)) {
+    if (v > 0 && wordChar(text.charCodeAt(v - 1))) continue; // \b before the v
+    const major = digitsTo(text, v + 1);
+    if (major === v + 1 || text.charCodeAt(major) !== 46) continue;
+    const minor = digitsTo(text, major + 1);
+    if (minor === major + 1) continue;
+    const patch = text.charCodeAt(minor) === 46 ? digitsTo(text, minor + 1) : minor;
+    const version: IptablesVersion = [
+      Number(text.slice(v + 1, major)), Number(text.slice(major + 1, minor)), patch > minor + 1 ? Number(text.slice(minor + 1, patch)) : 0,
+    ];
+    return { version, nft: text.includes("nf_tables") };
+  }
+  return undefined;
 }
 
 function atLeast(v: IptablesVersion, min: IptablesVersion): boolean {

@@ -6,7 +6,7 @@
 // annotations say can add a statement to the script. Pure.
 import type { PortRange } from "../../net/ports.ts";
 import {
-  type Action, CHAIN_NAME, COMMENT_TEXT, type FamilyPlan, type Family, HOOKS, IFACE_NAME, type Match, orderedRules,
+  type Action, type FamilyPlan, type Family, HOOKS, isChainName, isCommentText, isIfaceName, type Match, orderedRules,
   type Plan, type Stage,
 } from "../../plan/model.ts";
 
@@ -44,7 +44,7 @@ function hex32(n: number): string {
 }
 
 function chainRef(stage: Stage, name: string): string {
-  if (!CHAIN_NAME.test(name) && !HOOKS.has(name)) refuse("chain", name);
+  if (!isChainName(name) && !HOOKS.has(name)) refuse("chain", name);
   return chainName(stage, name);
 }
 
@@ -86,7 +86,7 @@ function matchText(m: Match, family: Family, next: readonly Match[]): string | u
     case "addr":
       return `${tableFamily(family)} ${m.dir === "src" ? "saddr" : "daddr"} ${op(m.not)}${addr(m.cidr, family)}`;
     case "iface":
-      if (!IFACE_NAME.test(m.name)) refuse("interface", m.name);
+      if (!isIfaceName(m.name)) refuse("interface", m.name);
       return `${m.dir === "in" ? "iifname" : "oifname"} "${m.name}"`;
     case "owner":
       return `meta sk${m.id} ${op(m.not)}${id(m.value)}`;
@@ -135,7 +135,7 @@ export function ruleText(match: readonly Match[], action: Action, stage: Stage, 
   const comments = match.filter((m) => m.m === "comment").map((m) => (m as { text: string }).text);
   if (comments.length > 0) {
     const text = comments.join(" ");
-    if (!COMMENT_TEXT.test(text)) refuse("comment", text);
+    if (!isCommentText(text)) refuse("comment", text);
     parts.push(`comment "${text}"`);
   }
   return parts.join(" ");
