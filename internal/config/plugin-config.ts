@@ -92,6 +92,8 @@ export const KubernetesSectionSchema = jsonObject({
   allow_insecure_http: v.optional(v.boolean(), false),
 });
 
+const PrevResultSchema = v.optional(jsonObject({ cniVersion: v.optional(v.string()) }));
+
 export const PluginConfSchema = v.looseObject({
   cniVersion: v.string(),
   name: v.pipe(v.string(), v.regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/, "the network name must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")),
@@ -109,7 +111,7 @@ export const PluginConfSchema = v.looseObject({
   kubernetes: v.optional(KubernetesSectionSchema, {}),
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),
-  prevResult: v.optional(jsonObject({ cniVersion: v.optional(v.string()) })),
+  prevResult: PrevResultSchema,
   /** The node agent's Unix socket (the installer writes it; protocol.ts). */
   agent_socket: v.optional(AbsolutePath, DEFAULT_AGENT_SOCKET),
   /** Where the plugin keeps its records and, while the agent is down, its log. */
@@ -120,6 +122,39 @@ export type PluginConf = v.InferOutput<typeof PluginConfSchema> & { cniVersion: 
 function describePath(issue: v.BaseIssue<unknown>): string {
   const path = issue.path?.map((p) => String(p.key)).join(".") ?? "";
   return path ? `${path}: ${issue.message}` : issue.message;
+}
+
+function deepFreeze<T>(x: T): T {
+  if (typeof x === "object" && x !== null && !Object.isFrozen(x)) {
+    Object.freeze(x);
+    for (const k in x) deepFreeze((x as Record<string, unknown>)[k]);
+  }
+  return x;
+}
+
+/**
+ * The configs parsed last, by their JSON without prevResult, frozen. The node agent plans every
+ * pod of its node with the same conflist entry, only prevResult differs, and the schema was half
+ * of its time per pod. A plugin process parses once and never hits it.
+ */
+const recent = new Map<string, PluginConf>();
+const RECENT_MAX = 8;
+
+/** `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it does not validate (the whole parse says why). */
+function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
+  const { prevResult, ...rest } = obj;
+  const key = JSON.stringify(rest);
+  let conf = recent.get(key);
+  if (!conf) {
+    const parsed = v.safeParse(PluginConfSchema, rest);
+    if (!parsed.success) return undefined;
+    conf = deepFreeze(parsed.output as PluginConf);
+    if (recent.size >= RECENT_MAX) recent.delete(recent.keys().next().value!);
+    recent.set(key, conf);
+  }
+  if (prevResult === undefined) return conf;
+  const pr = v.safeParse(PrevResultSchema, prevResult);
+  return pr.success ? { ...conf, prevResult: pr.output } : undefined;
 }
 
 /**
@@ -150,6 +185,8 @@ export function parsePluginConf(stdin: string): PluginConf {
   if (typeof obj.name !== "string" || obj.name === "") {
     throw new CniError(Code.InvalidConfig, "missing network name", "the conflist must have a \"name\"");
   }
+  const known = parseRecent(obj);
+  if (known) return known;
   const parsed = v.safeParse(PluginConfSchema, obj);
   if (!parsed.success) {
     throw new CniError(Code.InvalidConfig, "invalid meshcni configuration",
