@@ -5,6 +5,9 @@
 //   from memory), one report on the same connection, the result on stdout;
 // - DEL: look for the container's record (a stat), one report on a new connection.
 // No validation, no decision, no rules, no log line: a floor, not a plugin.
+// With LEAST_PAYLOAD (iptables-restore text) in its environment, an ADD also applies it in
+// CNI_NETNS as the plugin must (Bun.spawn of nsenter + iptables-nft-restore) before it answers:
+// what a meshed pod's ADD costs any Bun plugin, the process start included.
 const stdin = await Bun.file(0).text();
 const conf = JSON.parse(stdin) as { agent_socket: string; state_dir: string };
 const env = Bun.env;
@@ -32,6 +35,11 @@ if (env.CNI_COMMAND === "DEL") {
           const at = got.indexOf("Content-Length: ");
           if (head < 0 || at < 0) return;
           if (got.length - head - 4 < Number(got.slice(at + 16, got.indexOf("\r\n", at)))) return;
+          if (env.LEAST_PAYLOAD) {
+            const p = Bun.spawn(["nsenter", `--net=${env.CNI_NETNS}`, "--", "iptables-nft-restore", "--noflush"], { stdin: new Blob([env.LEAST_PAYLOAD]), stdout: "pipe", stderr: "pipe" });
+            void Promise.all([p.stdout.text(), p.stderr.text(), p.exited]).then(() => { s.end(post); done(); });
+            return;
+          }
           s.end(post);
           done();
         },
