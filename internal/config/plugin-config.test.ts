@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import * as v from "valibot";
-import { parsePluginConf, PluginConfSchema } from "./plugin-config.ts";
+import { parsePluginConf, type PluginConf, PluginConfSchema } from "./plugin-config.ts";
 
 const entry = {
   cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", mesh: "istio", log_level: "debug",
@@ -9,7 +9,7 @@ const entry = {
 };
 const prev = (ip: string) => ({ cniVersion: "1.0.0", ips: [{ address: `${ip}/24` }], interfaces: [{ name: "eth0", sandbox: "/var/run/netns/x" }] });
 /** What the schema alone makes of `x`, as parsePluginConf did before it remembered configs. */
-const whole = (x: unknown) => v.parse(PluginConfSchema, x);
+const whole = (x: unknown) => v.parse(PluginConfSchema, x) as PluginConf;
 
 test("the same entry with another prevResult parses as the whole schema parses it, from the configs it remembers", () => {
   const first = parsePluginConf(JSON.stringify({ ...entry, prevResult: prev("10.0.0.1") }));
