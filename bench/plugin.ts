@@ -182,7 +182,7 @@ export async function benchPlugin(): Promise<string> {
       `| DEL of a container never touched / meshcni VERSION | ${ratio(aDel.median, aVersion.median)} | ${verdict(aDel.median / aVersion.median, 1.2)} |`,
       `| peak RSS: ADD meshed pod through the agent (max of 3) | ${rssAgentAdd.toFixed(1)} MB | ${rssAgentAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
-      "Where those targets sit: the least agent client (bench/support/least-client.ts, compiled as the plugin is) reads stdin, asks the agent once and reports once, and does nothing else: no validation, no decision, no rules, no log line. Each target measured on it instead of the plugin. For a meshed pod, first with the floor's own restore added (started by the bench, as the floor's is), then with the least client applying the same payload itself, as a plugin must: a Bun program starting a process pays for it (about 1 ms here).",
+      "Where those targets sit: the least agent client (bench/support/least-client.ts, compiled as the plugin is) reads stdin, asks the agent once and reports once, and does nothing else: no validation, no decision, no rules, no log line. Each target measured on it instead of the plugin. For a meshed pod, first with the floor's own restore added (started by the bench, as the floor's is), then with the least client applying the same payload itself, as a plugin must (Bun.spawn of nsenter + iptables-restore).",
       "",
       "| the same figure for the least agent client | value | meshcni | target |",
       "|---|---|---|---|",
