@@ -1,7 +1,7 @@
 // The agent's answers on its Unix socket (protocol.ts), as a fetch handler: Request in, Response
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/io/agent-socket.ts.
-import { buildAnsweredReport, type PlanAnswer, parseAddRequest } from "./plan-add.ts";
+import { buildAnsweredReport, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
 import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
 import { Code } from "../cni/spec.ts";
 import { MAX_REPORT_BYTES, parseReport } from "./report.ts";
@@ -112,14 +112,15 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         return decline(`planning failed: ${(e as Error).message}`);
       }
       if (!planned.ok) return decline(planned.why, planned.lookupFailed === true);
-      // An answer without rules is the whole ADD: reported here, after the answer is out, as the
-      // plugin would have (the plugin version's report, for the same lines).
-      const report = buildAnsweredReport(parsed, planned.answer, performance.now() - t0, parsed.version);
-      if (report) {
-        planned.answer.reported = true;
-        setImmediate(() => deps.onReport(report));
+      // An answer without rules is the whole ADD: reported here, as the plugin would have (the
+      // plugin version's report, for the same lines), built and printed once the answer is out.
+      const answer = planned.answer;
+      if (reportsItself(parsed, answer)) {
+        answer.reported = true;
+        const answerMs = performance.now() - t0;
+        setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answerMs, parsed.version)));
       }
-      return json(200, planned.answer);
+      return json(200, answer);
     }
     if (path === REPORTS_PATH) {
       if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);

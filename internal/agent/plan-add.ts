@@ -67,21 +67,27 @@ export function parseAddRequest(body: unknown): AddRequest | string {
 // The watch cache hands out the same object until the watch replaces it: each is checked against
 // the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
 /**
- * The report of an ADD the agent answered without rules, as the plugin would have sent it (the
- * plugin only prints such an answer, so it has nothing to add): undefined when the answer has
- * rules (the plugin reports how applying them went) or the plugin did not say when it started.
- * `answerMs`: how long the agent took to answer, added to the plugin's own time.
+ * Whether the agent reports this ADD itself: its answer has no rules (the plugin only prints it,
+ * so it has nothing to add) and the plugin said when it started. An answer with rules is the
+ * plugin's to report, once it knows how applying them went.
  */
-export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answerMs: number, version: string): Report | undefined {
-  if (a.apply !== undefined || req.started === undefined || req.elapsedMs === undefined) return undefined;
+export function reportsItself(req: AddRequest, a: AddAnswer): boolean {
+  return a.apply === undefined && req.started !== undefined && req.elapsedMs !== undefined;
+}
+
+/**
+ * The report of an ADD the agent answered itself (reportsItself), as the plugin would have sent
+ * it. `answerMs`: how long the agent took to answer, added to the plugin's own time.
+ */
+export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answerMs: number, version: string): Report {
   const summary: Summary = { ...a.summary };
   if (!summary.pod) {
     const pod = podOfArgs(req.env.CNI_ARGS);
     if (pod) summary.pod = pod;
   }
   return buildReport({
-    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(req.started),
-    durationMs: req.elapsedMs + answerMs, version,
+    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(req.started ?? Date.now()),
+    durationMs: (req.elapsedMs ?? 0) + answerMs, version,
   });
 }
 

@@ -4,7 +4,7 @@
 // plan alone (a Service, the pod's own addresses, a pod it cannot look up) it declines, and a
 // plan that reaches the plugin always passes the model's check (plan/check.ts) unchanged.
 import { describe, expect, test } from "bun:test";
-import { createAddPlanner } from "../../internal/agent/plan-add.ts";
+import { buildAnsweredReport, createAddPlanner, parseAddRequest, reportsItself } from "../../internal/agent/plan-add.ts";
 import type { AddRequest, PodRecord } from "../../internal/agent/protocol.ts";
 import type { Backend } from "../../internal/backends/types.ts";
 import { Code } from "../../internal/cni/spec.ts";
@@ -206,6 +206,29 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const meshed = await ask(m.plan, base.entry, envOf(base.pod, "c6"));
     if (!meshed.ok) throw new Error(meshed.why);
     expect([meshed.answer.summary.outcome, m.written.map((w) => w.decision)]).toEqual(["meshed", ["meshed"]]);
+  });
+
+  test("the agent reports an answer without rules itself, when the plugin said when it started; one with rules is the plugin's", async () => {
+    const plain = structuredClone(base.pod);
+    plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
+    const started = "2026-11-26T10:00:00.000Z";
+    const req = (pod: typeof base.pod, id: string) => ({ v: 1 as const, version: "test", env: envOf(pod, id), stdin: JSON.stringify(base.entry), started, elapsedMs: 2.5 });
+    const skipped = await planner({ ...base, pod: plain }).plan(req(plain, "c7"));
+    const meshed = await planner(base).plan(req(base.pod, "c8"));
+    if (!skipped.ok || !meshed.ok) throw new Error("declined");
+    expect(reportsItself(req(plain, "c7"), skipped.answer)).toBe(true);
+    expect(reportsItself(req(base.pod, "c8"), meshed.answer)).toBe(false);
+    const { started: _s, elapsedMs: _e, ...older } = req(plain, "c7");
+    expect(reportsItself(older, skipped.answer)).toBe(false);
+    const r = buildAnsweredReport(req(plain, "c7"), skipped.answer, 0.5, "test");
+    expect(r).toMatchObject({ command: "ADD", containerId: "c7", outcome: "skipped", durationMs: 3, time: started, version: "test", lines: skipped.answer.lines.map((l) => l.replace(/\n$/, "")) });
+    expect(r.pod).toMatchObject({ namespace: plain.metadata.namespace, name: plain.metadata.name });
+    // The request's start: an ISO time and the milliseconds since, together or not at all.
+    const body = { v: 1, version: "test", env: {}, stdin: "{}" };
+    expect(parseAddRequest({ ...body, started, elapsedMs: 2.5 })).toMatchObject({ started, elapsedMs: 2.5 });
+    for (const bad of [{ started }, { elapsedMs: 1 }, { started: "yesterday", elapsedMs: 1 }, { started, elapsedMs: -1 }, { started, elapsedMs: "1" }]) {
+      expect(typeof parseAddRequest({ ...body, ...bad })).toBe("string");
+    }
   });
 
   test("a plugin that stopped waiting gets no plan and leaves no record: before the lookup, or during it", async () => {
