@@ -45,6 +45,35 @@ describe("agentRequest", () => {
     expect(await agentRequest(c, "GET", "/x", undefined, 2000)).toEqual({ status: 503, body: "{\"code\":11,\"msg\":\"m\"}" });
   });
 
+  test("a request larger than the socket takes at once arrives whole, its Content-Length in UTF-8 bytes", async () => {
+    // 3 MB of two-byte characters: the first write takes part of it, the rest goes on drain.
+    const body = JSON.stringify({ stdin: "é→".repeat(600_000) });
+    const got: Promise<{ head: string; body: Buffer }> = new Promise((done) => {
+      const path = join(dir, "big.sock");
+      const srv: Server = createServer((c) => {
+        const chunks: Buffer[] = [];
+        c.on("data", (d: Buffer) => {
+          chunks.push(d);
+          const all = Buffer.concat(chunks);
+          const at = all.indexOf("\r\n\r\n");
+          if (at < 0) return;
+          const head = all.subarray(0, at).toString();
+          const length = Number(/Content-Length: (\d+)/.exec(head)?.[1]);
+          if (all.length - at - 4 < length) return;
+          c.end("HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n");
+          done({ head, body: all.subarray(at + 4) });
+        });
+      });
+      srv.listen(path);
+      servers.push({ stop: () => srv.close() });
+    });
+    const res = await agentRequest(join(dir, "big.sock"), "POST", "/v1/add", body, 5000);
+    expect(res.status).toBe(204);
+    const { head, body: sent } = await got;
+    expect(head).toContain(`Content-Length: ${Buffer.byteLength(body)}`);
+    expect(sent.toString()).toBe(body);
+  });
+
   test("a truncated answer, no socket and a silent server are errors", async () => {
     const t = raw("trunc.sock", "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nhel");
     await expect(agentRequest(t, "GET", "/x", undefined, 2000)).rejects.toThrow();
