@@ -14,9 +14,9 @@ import { renderScript } from "../internal/backends/nftables/render.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
 import { repoPath } from "../test/support/golden.ts";
-import { buildEmptyProgram, type Cmd, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
+import { buildEmptyProgram, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
-const PLUGIN = repoPath("dist/meshcni");
+const BUILT = repoPath("dist/meshcni");
 const RUNS = Number(Bun.env.BENCH_RUNS ?? 100);
 
 function must(argv: string[], stdin?: string): string {
@@ -27,6 +27,8 @@ function must(argv: string[], stdin?: string): string {
 
 export async function benchBackends(): Promise<string> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-backends-"));
+  // The plugin, written now beside the floor compiled below (lib.ts's freshCopy says why).
+  const PLUGIN = freshCopy(BUILT, dir);
   const { proc: api, info } = await startApiProcess();
   const netns = `mcbb${process.pid}`;
   must(["ip", "netns", "add", netns]);

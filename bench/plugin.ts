@@ -20,9 +20,9 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
 import { renderFresh, renderCleanup } from "../internal/backends/iptables/restore.ts";
 import { parseSave } from "../internal/backends/iptables/save.ts";
-import { buildEmptyProgram, buildLikePlugin, type Cmd, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
+import { buildEmptyProgram, buildLikePlugin, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
-const PLUGIN = repoPath("dist/meshcni");
+const BUILT = repoPath("dist/meshcni");
 const BRIDGE = "/usr/lib/cni/bridge";
 const RUNS = Number(Bun.env.BENCH_RUNS ?? 200);
 
@@ -48,6 +48,8 @@ export async function benchPlugin(): Promise<string> {
   must(["ip", "netns", "add", netns]);
   const netnsPath = `/var/run/netns/${netns}`;
   try {
+    // The plugin, written now beside the floors below (lib.ts's freshCopy says why).
+    const PLUGIN = freshCopy(BUILT, dir);
     // The empty program, compiled exactly as the plugin is.
     const empty = await buildEmptyProgram(dir);
     // The least any plugin with an agent can do (bench/support/least-client.ts), built the same way.
