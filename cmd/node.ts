@@ -16,6 +16,9 @@ const AGENT_ARG = "installer";
 const self = process.argv0.slice(process.argv0.lastIndexOf("/") + 1);
 const args = Bun.argv.slice(2);
 if (self === AGENT_NAME || args[0] === AGENT_ARG) {
+  // The binary starts with the plugin's JIT policy (scripts/build.ts's JIT_POLICY); the agent
+  // runs for days and gets the normal one.
+  Bun.unsafe.setJITPolicy(1);
   const { main } = await import("./installer.ts");
   process.exit(await main(self === AGENT_NAME ? args : args.slice(1)));
 }

@@ -46,6 +46,15 @@ export function imageDigestOf(args: readonly string[], env: Record<string, strin
   return d;
 }
 
+/**
+ * The JIT policy the binaries start with: JavaScriptCore's tier-up thresholds × 10. The plugin
+ * runs for a few milliseconds, in which compiling a function it calls a few hundred times costs
+ * more than it saves (an Istio plan's check compiled about ten, 0.5 ms of a meshed ADD). The
+ * node agent, a long-lived process of the same binary, goes back to the normal policy as it
+ * starts (cmd/node.ts).
+ */
+export const JIT_POLICY = 10;
+
 export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string; imageDigest?: string }) {
   const result = await Bun.build({
     entrypoints: [PROGRAMS[name]],
@@ -67,6 +76,7 @@ export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.
       autoloadBunfig: false,
       autoloadTsconfig: false,
       autoloadPackageJson: false,
+      jitPolicy: JIT_POLICY,
     },
   });
   if (!result.success) {
