@@ -12,15 +12,15 @@ import { createLogger } from "../plugin/log.ts";
 import type { Summary } from "../plugin/summary.ts";
 import type { FollowUp } from "./agent-client.ts";
 import { agentLines, type PlannedAdd } from "./agent-add.ts";
+import { openFirewall } from "./firewall.ts";
+import { applyPlan } from "../backends/apply-plan.ts";
+import { pathExists } from "./which.ts";
 
 export async function applyPlanned(o: {
   answer: AddAnswer; apply: NonNullable<AddAnswer["apply"]>; env: Record<string, string | undefined>; sink(line: string): void;
   signal: AbortSignal; via: { followUp?: FollowUp }; unusable(why: string): PlannedAdd; dropRecord(): Promise<void>;
 }): Promise<PlannedAdd> {
   const { answer: a, via } = o;
-  // Load the backend while the plan is checked.
-  const loading = Promise.all([import("./firewall.ts"), import("../backends/apply-plan.ts"), import("./which.ts")]);
-  loading.catch(() => {});
   let plan: Plan;
   try {
     plan = checkPlan(o.apply.plan);
@@ -35,7 +35,6 @@ export async function applyPlanned(o: {
   const netns = o.env.CNI_NETNS ?? "";
   try {
     const settings = o.apply.settings as FirewallSettings;
-    const [{ openFirewall }, { applyPlan }, { pathExists }] = await loading;
     if (!(await pathExists(netns))) {
       throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
     }
