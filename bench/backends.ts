@@ -13,6 +13,7 @@ import { renderFresh } from "../internal/backends/iptables/restore.ts";
 import { renderScript } from "../internal/backends/nftables/render.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
+import { writeRecordFor } from "../internal/io/agent-state.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { buildEmptyProgram, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
@@ -36,8 +37,10 @@ export async function benchBackends(): Promise<string> {
   try {
     const empty = await buildEmptyProgram(dir);
 
+    // The plugin's records in the run's own folder, not the host's /var/run/meshcni.
+    const stateDir = join(dir, "state");
     const confFor = (mode: string) => ({
-      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info",
+      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info", state_dir: stateDir,
       kubernetes: { kubeconfig: info.kubeconfig }, linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": mode, ipv6: true },
       prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }, { address: "fd00:10:244:1::c/64", gateway: "fd00:10:244:1::1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: netnsPath }] },
     });
@@ -55,14 +58,22 @@ export async function benchBackends(): Promise<string> {
     const enter = ["nsenter", `--net=${netnsPath}`, "--"];
     // `nft flush ruleset` empties iptables-nft's tables too: one reset for both backends.
     const reset = () => must(["ip", "netns", "exec", netns, "nft", "flush", "ruleset"]);
+    // Each DEL finds the pod's rules and the record an ADD leaves: without the record, DEL
+    // would take the path of a container meshcni never touched and remove nothing.
+    const recorded = (backend: string) => writeRecordFor(stateDir, {
+      v: 1, containerId: "bench", namespace: "emojivoto", name: "web-5b8b6f7c9d-x2x7q", decision: "meshed",
+      reason: "the pod runs linkerd-proxy", backend, families: [4, 6], time: new Date().toISOString(),
+    });
     const withIptables = () => {
       reset();
       must(["ip", "netns", "exec", netns, "iptables-nft-restore", "--noflush"], v4);
       must(["ip", "netns", "exec", netns, "ip6tables-nft-restore", "--noflush"], v6);
+      recorded("nft");
     };
     const withNft = () => {
       reset();
       must(["ip", "netns", "exec", netns, "nft", "-f", "-"], script);
+      recorded("nftables");
     };
     const podUrl = `${info.url}/api/v1/namespaces/emojivoto/pods/web-5b8b6f7c9d-x2x7q`;
     const versionEnv = { PATH: Bun.env.PATH!, CNI_COMMAND: "VERSION" };
