@@ -59,8 +59,11 @@ export async function benchPlugin(): Promise<string> {
 
     const versionEnv = { PATH: Bun.env.PATH!, CNI_COMMAND: "VERSION" };
     const vstdin = '{"cniVersion":"1.0.0"}';
+    // Without an agent (the kubeconfig rows), the plugin's records and fallback log go to the
+    // run's own folder, not the host's /var/run/meshcni.
     const conf = {
-      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info",
+      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info", state_dir: join(dir, "state"),
+      agent_socket: join(dir, "no-agent.sock"),
       kubernetes: { kubeconfig: info.kubeconfig }, linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": "nft" },
       prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: netnsPath }] },
     };

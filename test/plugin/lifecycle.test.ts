@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Netns, uniq } from "../support/netns.ts";
 import { type Pod, PodLab, readFixture, withAnnotations } from "../support/pod-lab.ts";
-import { cniEnv, PLUGIN, runPlugin } from "../support/plugin-run.ts";
+import { cniEnv, PLUGIN, runPlugin, withTestState } from "../support/plugin-run.ts";
 
 describe("lifecycle through the spec's call sequence (bridge + host-local + meshcni)", () => {
   let lab: PodLab;
@@ -131,7 +131,7 @@ describe("dry run: the environment variable, never silent", () => {
  */
 async function hidden(dir: string, env: Record<string, string>, stdin: string) {
   const proc = Bun.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", `mount -t tmpfs none ${dir} && exec "$0"`, PLUGIN], {
-    stdin: new Blob([stdin]), stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
+    stdin: new Blob([withTestState(stdin)]), stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { stdout, stderr, code };

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Netns, uniq } from "../support/netns.ts";
 import { PodLab, readFixture, withAnnotations } from "../support/pod-lab.ts";
-import { cniEnv, PLUGIN } from "../support/plugin-run.ts";
+import { cniEnv, PLUGIN, withTestState } from "../support/plugin-run.ts";
 
 let dir: string;
 
@@ -17,7 +17,7 @@ async function withoutNft(env: Record<string, string>, stdin: string) {
   const blank = join(dir, "not-executable");
   const script = `mount --bind ${blank} /usr/sbin/xtables-nft-multi && exec "$0"`;
   const proc = Bun.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", script, PLUGIN], {
-    stdin: new Blob([stdin]), stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
+    stdin: new Blob([withTestState(stdin)]), stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
   });
   const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
   return { stdout, stderr, code };

@@ -7,6 +7,27 @@ import { repoPath } from "./golden.ts";
 
 export const PLUGIN = repoPath("dist/meshcni");
 
+/**
+ * The state folder and agent socket the plugin gets when the entry names none: one folder for
+ * the whole test process (an ADD's record is still there for a later DEL), never the host's
+ * /var/run/meshcni, where a node's real agent and records would be.
+ */
+const STATE = mkdtempSync(join(tmpdir(), "meshcni-test-state-"));
+process.on("exit", () => rmSync(STATE, { recursive: true, force: true }));
+
+/**
+ * `stdin` with `"state_dir"` and `"agent_socket"` as its first keys, pointing into STATE; a key
+ * the entry has itself comes later and wins (JSON's last duplicate). Other text unchanged, as
+ * withDryRun does.
+ */
+export function withTestState(stdin: string): string {
+  const m = /^(\uFEFF?\s*)\{(\s*)(\}?)/.exec(stdin);
+  if (!m) return stdin;
+  const [whole, lead = "", space = "", close = ""] = m;
+  const keys = `"state_dir":${JSON.stringify(STATE)},"agent_socket":${JSON.stringify(join(STATE, "no-agent.sock"))}`;
+  return `${lead}{${space}${keys}${close ? "" : ","}${stdin.slice(whole.length - close.length)}`;
+}
+
 export interface PluginResult {
   code: number;
   stdout: string;
@@ -27,7 +48,7 @@ export async function runPlugin(env: Record<string, string>, stdin: string, opts
     const fullEnv: Record<string, string> = { PATH: Bun.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...env };
     if (opts.dryRun) fullEnv.MESHCNI_DRY_RUN_FILE = dry;
     const t0 = performance.now();
-    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([opts.dryRun ? withDryRun(stdin) : stdin]), stdout: "pipe", stderr: "pipe", env: fullEnv, cwd: dir });
+    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([withTestState(opts.dryRun ? withDryRun(stdin) : stdin)]), stdout: "pipe", stderr: "pipe", env: fullEnv, cwd: dir });
     const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
     const ms = performance.now() - t0;
     let payload: string | undefined;
