@@ -42,8 +42,10 @@ export function disagreements(loop: (s: string) => boolean, re: RegExp, o: Agree
   // Seeded random strings, short and one either side of each bound, mostly of valid characters.
   let seed = o.seed ?? 7;
   const rnd = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed % n;
+    // 32-bit arithmetic (Math.imul) and the high bits: a float product past 2^53 loses the low
+    // bits, and an LCG's low bits cycle, so the "random" strings collapsed to a few dozen.
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 16) % n;
   };
   for (let i = 0; i < 6000; i++) {
     const b = o.bounds[rnd(o.bounds.length)]!;

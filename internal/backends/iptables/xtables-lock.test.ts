@@ -52,8 +52,10 @@ test("parseIptablesVersion's loop finds what IPTABLES_VERSION (and /nf_tables/) 
   }
   let seed = 5;
   const rnd = (n: number) => {
-    seed = (seed * 1103515245 + 12345) % 2 ** 31;
-    return seed % n;
+    // 32-bit arithmetic (Math.imul) and the high bits: a float product past 2^53 loses the low
+    // bits, and an LCG's low bits cycle, so the "random" strings collapsed to a few dozen.
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return (seed >>> 16) % n;
   };
   const pieces = ["v", "1", "8", "10", "0", ".", " ", "iptables-restore ", "(legacy)", "(nf_tables)", "nf_tables", "nf_table", "nf_", "tables", "s", "_", "x", "\n", "123456789012345678901234"];
   for (let i = 0; i < 50000; i++) {
