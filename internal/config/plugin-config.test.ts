@@ -44,3 +44,10 @@ test("an entry or prevResult the schema refuses gets the whole parse's error, re
   expect(err({ ...entry, prevResult: { cniVersion: 1 } })).toEqual({ code: 7, msg: expect.stringContaining("prevResult.cniVersion") });
   expect(err({ ...entry, timeout_seconds: 600, prevResult: prev("10.0.0.3") })).toEqual({ code: 7, msg: expect.stringContaining("timeout_seconds") });
 });
+
+test("an entry with a number JSON cannot write back (1e400, -0) is never remembered, so it never stands for another", () => {
+  const inf = parsePluginConf(`{"cniVersion":"1.0.0","name":"n","type":"meshcni","foo":1e400}`) as unknown as { foo: unknown };
+  expect(inf.foo).toBe(Number.POSITIVE_INFINITY);
+  const nul = parsePluginConf(`{"cniVersion":"1.0.0","name":"n","type":"meshcni","foo":null}`) as unknown as { foo: unknown };
+  expect(nul.foo).toBeNull();
+});

@@ -143,7 +143,16 @@ const RECENT_MAX = 8;
 /** `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it does not validate (the whole parse says why). */
 function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
   const { prevResult, ...rest } = obj;
-  const key = JSON.stringify(rest);
+  // JSON writes 1e400 as null and -0 as 0: such an entry gets no key, so it never stands for another.
+  let exact = true;
+  const key = JSON.stringify(rest, (_k, x: unknown) => {
+    if (typeof x === "number" && (!Number.isFinite(x) || Object.is(x, -0))) exact = false;
+    return x;
+  });
+  if (!exact) {
+    const parsed = v.safeParse(PluginConfSchema, obj);
+    return parsed.success ? (parsed.output as PluginConf) : undefined;
+  }
   let conf = recent.get(key);
   if (!conf) {
     const parsed = v.safeParse(PluginConfSchema, rest);
