@@ -39,7 +39,7 @@ export async function main(): Promise<number> {
   if (target && deadline && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
     planned = await addThroughAgent({
       socket: target.socket, stateDir: agentPaths(stdin).stateDir, stdin, env: Bun.env, version: VERSION,
-      timeoutMs: target.agentTimeoutMs, deadline, sink, started, t0,
+      timeoutMs: target.agentTimeoutMs, deadline, sink, t0,
     });
     if (planned.kind === "done") {
       await Bun.write(Bun.stdout, planned.stdout);

@@ -2,7 +2,8 @@
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/io/agent-socket.ts.
 import { buildAnsweredReport, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
-import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
+import { checkAddAnswer } from "./answer.ts";
+import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, MAX_ANSWER_BYTES, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
 import { Code } from "../cni/spec.ts";
 import { MAX_REPORT_BYTES, parseReport } from "./report.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
@@ -102,7 +103,6 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         return json(409, { code: Code.TryAgainLater, msg: "the agent does not plan this ADD", details: why, ...(lookupFailed ? { lookup: "failed" } : {}) });
       };
       if (!deps.planAdd) return decline("this agent does not plan ADDs");
-      const t0 = performance.now();
       let planned: PlanAnswer;
       try {
         // Bounded like a lookup, and given up with the plugin: a plugin that went on without this
@@ -114,11 +114,16 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       if (!planned.ok) return decline(planned.why, planned.lookupFailed === true);
       // An answer without rules is the whole ADD: reported here, as the plugin would have (the
       // plugin version's report, for the same lines), built and printed once the answer is out.
+      // Only an answer the plugin's own check takes, to a plugin still waiting: one it refuses,
+      // or gives up on, it runs and reports itself, so no ADD is reported twice.
       const answer = planned.answer;
-      if (reportsItself(parsed, answer)) {
-        answer.reported = true;
-        const answerMs = performance.now() - t0;
-        setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answerMs, parsed.version)));
+      if (reportsItself(parsed, answer) && !req.signal.aborted) {
+        const text = JSON.stringify({ ...answer, reported: true });
+        if (Buffer.byteLength(text) <= MAX_ANSWER_BYTES && typeof checkAddAnswer(JSON.parse(text)) !== "string") {
+          const answeredMs = performance.timeOrigin + performance.now();
+          setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answeredMs, parsed.version)));
+          return new Response(text, { status: 200, headers: { "Content-Type": "application/json" } });
+        }
       }
       return json(200, answer);
     }

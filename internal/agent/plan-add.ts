@@ -52,13 +52,12 @@ export function parseAddRequest(body: unknown): AddRequest | string {
     env[k] = v;
   }
   const out: AddRequest = { v: 1, version: body.version, env, stdin: body.stdin };
-  if (body.started !== undefined || body.elapsedMs !== undefined) {
-    const ms = body.elapsedMs;
-    if (typeof body.started !== "string" || Number.isNaN(Date.parse(body.started)) || typeof ms !== "number" || !(ms >= 0 && ms < 3_600_000)) {
-      return "started and elapsedMs go together: an ISO time and the milliseconds since it";
-    }
-    out.started = body.started;
-    out.elapsedMs = ms;
+  if (body.startedMs !== undefined) {
+    // The plugin's start on this node's clock: not in the future, not an hour ago.
+    const ms = body.startedMs;
+    const now = performance.timeOrigin + performance.now();
+    if (typeof ms !== "number" || !(ms <= now + 1000 && ms > now - 3_600_000)) return "startedMs is not the time the command started (ms since the epoch, this node's clock)";
+    out.startedMs = ms;
   }
   return out;
 }
@@ -67,27 +66,29 @@ export function parseAddRequest(body: unknown): AddRequest | string {
 // The watch cache hands out the same object until the watch replaces it: each is checked against
 // the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
 /**
- * Whether the agent reports this ADD itself: its answer has no rules (the plugin only prints it,
- * so it has nothing to add) and the plugin said when it started. An answer with rules is the
- * plugin's to report, once it knows how applying them went.
+ * Whether the agent may report this ADD itself: its answer has no rules (the plugin only prints
+ * it, so it has nothing to add) and the plugin said when it started. An answer with rules is the
+ * plugin's to report, once it knows how applying them went. (The handler also makes sure the
+ * plugin will take the answer and is still waiting for it.)
  */
 export function reportsItself(req: AddRequest, a: AddAnswer): boolean {
-  return a.apply === undefined && req.started !== undefined && req.elapsedMs !== undefined;
+  return a.apply === undefined && req.startedMs !== undefined;
 }
 
 /**
  * The report of an ADD the agent answered itself (reportsItself), as the plugin would have sent
- * it. `answerMs`: how long the agent took to answer, added to the plugin's own time.
+ * it, its duration from the plugin's start to `answeredMs` (ms since the epoch).
  */
-export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answerMs: number, version: string): Report {
+export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: number, version: string): Report {
+  const startedMs = req.startedMs ?? answeredMs;
   const summary: Summary = { ...a.summary };
   if (!summary.pod) {
     const pod = podOfArgs(req.env.CNI_ARGS);
     if (pod) summary.pod = pod;
   }
   return buildReport({
-    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(req.started ?? Date.now()),
-    durationMs: (req.elapsedMs ?? 0) + answerMs, version,
+    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(startedMs),
+    durationMs: Math.max(0, answeredMs - startedMs), version,
   });
 }
 
@@ -178,8 +179,12 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
         read: notHere("reading a record"),
         async write(dir, record) {
           if (signal.aborted) throw new NotPlannable("the plugin stopped waiting for this plan");
+          if (record.decision !== "skipped") {
+            await d.writeRecord(dir, record);
+            recorded = true;
+            return;
+          }
           recorded = true;
-          if (record.decision !== "skipped") return d.writeRecord(dir, record);
           // A pod that gets no rules: its record is written just after the answer, off the
           // plugin's wait. It only names the pod for DEL's report and tells repair the pod went
           // through the plugin; a DEL that finds none does the same (nothing), and repair waits

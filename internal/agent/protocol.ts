@@ -56,13 +56,16 @@ export interface AddRequest {
   env: Partial<Record<(typeof ADD_ENV_KEYS)[number], string>>;
   stdin: string;
   /**
-   * When the plugin started (ISO time) and how long it had run when it sent this (ms). With them,
-   * an answer without rules is reported by the agent itself (AddAnswer.reported): the plugin has
-   * nothing left to tell. Without them (an older plugin), the plugin reports as for any command.
+   * When the command started, in milliseconds since the epoch (the plugin's performance.timeOrigin
+   * plus its start: the same clock as the agent's, on the same node). With it, an answer without
+   * rules is reported by the agent itself (AddAnswer.reported), its duration counted to the
+   * answer. Without it (an older plugin), the plugin reports as for any command.
    */
-  started?: string;
-  elapsedMs?: number;
+  startedMs?: number;
 }
+
+/** The most the plugin reads of one answer (a plan and its log lines are a few KB). */
+export const MAX_ANSWER_BYTES = 4 << 20;
 
 /** 200 answer to POST /v1/add. */
 export interface AddAnswer {
@@ -81,11 +84,15 @@ export interface AddAnswer {
   summary: { outcome: Outcome; reason: string; code?: number; rules?: number; lookup?: LookupSource; pod?: { namespace: string; name: string; uid?: string } };
   /** For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin checks and applies them. */
   apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
-  /** The agent wrote the container's record (the plugin removes it when its apply fails). */
+  /**
+   * The agent wrote the container's record (a meshed pod's, before this answer: the plugin removes
+   * it when its apply fails), or writes it just after this answer (a pod without rules).
+   */
   record: boolean;
   /**
-   * The agent has reported this ADD itself, as the plugin would have (an answer without rules to
-   * a plugin that said when it started): the plugin prints the answer and sends no report.
+   * The agent has reported this ADD itself, as the plugin would have (an answer without rules that
+   * the plugin's check takes, to a plugin that said when it started and was still waiting): the
+   * plugin prints the answer and sends no report.
    */
   reported?: boolean;
 }

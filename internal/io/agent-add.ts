@@ -10,13 +10,12 @@
 // plugin (agent-apply.ts, imported only when there are rules). When the agent is not there, does
 // not answer in time, or declines (409), the caller runs the whole ADD itself, exactly as without
 // an agent.
-import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, LOOKUP_SOURCES, type Outcome, recordPath, REPORT_LIMITS as L } from "../agent/protocol.ts";
-import { LOG_LEVELS } from "../config/log-levels.ts";
+import { checkAddAnswer } from "../agent/answer.ts";
+import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
 import { createLogger, logContext } from "../plugin/log.ts";
 import { escapeText } from "../text/escape.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
-import { safeContainerId } from "./plugin-state.ts";
 
 export type PlannedAdd =
   /**
@@ -33,12 +32,7 @@ export type PlannedAdd =
   /** No agent, no answer in time, or one the plugin cannot use: the plugin runs the ADD through its kubeconfig. */
   | { kind: "unavailable"; why: string };
 
-const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
-const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
-/** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
-const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith("ADD ") && safeContainerId(c.slice(4)));
-
-/** The answer in `body`, or why the plugin cannot use it. */
+/** The answer in `body`, or why the plugin cannot use it (agent/answer.ts). */
 function parseAnswer(body: string): AddAnswer | string {
   let a: unknown;
   try {
@@ -46,55 +40,7 @@ function parseAnswer(body: string): AddAnswer | string {
   } catch {
     return "the agent's answer is not JSON";
   }
-  if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
-  if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
-  if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
-  if (a.reported !== undefined && (a.reported !== true || a.apply !== undefined)) return "the agent's answer says it reported an ADD with rules";
-  if (a.lines.length > L.lines) return "the agent's answer has too many lines";
-  // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
-  for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
-  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !isContext(a.context)) {
-    return "the agent's answer has no log level or context";
-  }
-  const summary = parseSummary(a.summary);
-  if (!summary) return "the agent's answer has no summary a report can carry";
-  if (a.apply !== undefined) {
-    if (a.exitCode !== 0 || summary.outcome !== "meshed") return "the agent's answer has rules but is not a meshed success";
-    const st = isObj(a.apply) ? a.apply.settings : undefined;
-    if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
-      return "the agent's plan has no firewall settings";
-    }
-  }
-  return { ...(a as unknown as AddAnswer), summary };
-}
-
-/** The outcomes an ADD can have. */
-const ADD_OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"] satisfies Outcome[];
-const str = (x: unknown, max: number): x is string => typeof x === "string" && x.length <= max;
-const count = (x: unknown, max: number): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
-
-/** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
-function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
-  if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason)) return undefined;
-  const out: AddAnswer["summary"] = { outcome: s.outcome as AddAnswer["summary"]["outcome"], reason: s.reason };
-  if (s.code !== undefined) {
-    if (!count(s.code, L.code)) return undefined;
-    out.code = s.code;
-  }
-  if (s.rules !== undefined) {
-    if (!count(s.rules, L.rules)) return undefined;
-    out.rules = s.rules;
-  }
-  if (s.lookup !== undefined) {
-    if (typeof s.lookup !== "string" || !(LOOKUP_SOURCES as readonly string[]).includes(s.lookup)) return undefined;
-    out.lookup = s.lookup as NonNullable<AddAnswer["summary"]["lookup"]>;
-  }
-  if (s.pod !== undefined) {
-    const p = s.pod;
-    if (!isObj(p) || !str(p.namespace, L.name) || !str(p.name, L.name) || (p.uid !== undefined && !str(p.uid, L.uid))) return undefined;
-    out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
-  }
-  return out;
+  return checkAddAnswer(a);
 }
 
 /**
@@ -112,12 +58,12 @@ export function agentLines(lines: readonly string[]): string[] {
   return out;
 }
 
-/** The request as the agent reads it: the CNI variables and stdin, and when the plugin started (`t0`: its performance.now() then). */
-export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string, started: Date, t0: number): string {
+/** The request as the agent reads it: the CNI variables and stdin, and when the command started (`t0`: its performance.now() then). */
+export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string, t0: number): string {
   const e: AddRequest["env"] = {};
   for (const k of ADD_ENV_KEYS) if (env[k] !== undefined) e[k] = env[k];
-  const elapsedMs = Math.round((performance.now() - t0) * 1000) / 1000;
-  return JSON.stringify({ v: 1, version, env: e, stdin, started: started.toISOString(), elapsedMs } satisfies AddRequest);
+  const startedMs = Math.round((performance.timeOrigin + t0) * 1000) / 1000;
+  return JSON.stringify({ v: 1, version, env: e, stdin, startedMs } satisfies AddRequest);
 }
 
 export async function addThroughAgent(o: {
@@ -126,14 +72,13 @@ export async function addThroughAgent(o: {
   deadline: AbortSignal;
   /** Where the plugin's log lines go (stderr, and the report). */
   sink(line: string): void;
-  /** When the command started (its report's time and duration). */
-  started: Date;
+  /** When the command started (performance.now()): the agent's report of an answer without rules counts from it. */
   t0: number;
 }): Promise<PlannedAdd> {
   const signal = o.deadline;
   let res;
   try {
-    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version, o.started, o.t0), o.timeoutMs, { keepOpen: true });
+    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version, o.t0), o.timeoutMs, { keepOpen: true });
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }

@@ -3,7 +3,7 @@
 // plugin's hot path, and a warm ADD loads nothing else to reach the agent (no fetch, no TLS).
 // One request per connection (`Connection: close`); the answer ends at its Content-Length, at the
 // last chunk, or when the agent closes the connection.
-import { AGENT_TIMEOUT_MS, type AgentError, podLookupPath, REPORTS_PATH, type Report } from "../agent/protocol.ts";
+import { AGENT_TIMEOUT_MS, type AgentError, MAX_ANSWER_BYTES, podLookupPath, REPORTS_PATH, type Report } from "../agent/protocol.ts";
 
 export interface AgentResponse {
   status: number;
@@ -110,8 +110,6 @@ function writeRequest(s: { write(b: string | Uint8Array): number }, req: { text:
   return new TextEncoder().encode(req.text).subarray(Math.max(0, n));
 }
 
-/** The most the plugin reads of one answer (a plan and its log lines are a few KB). */
-const MAX_ANSWER_BYTES = 4 << 20;
 
 /**
  * Sends one more request on a connection kept open after its answer, and closes it without

@@ -211,23 +211,27 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
   test("the agent reports an answer without rules itself, when the plugin said when it started; one with rules is the plugin's", async () => {
     const plain = structuredClone(base.pod);
     plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
-    const started = "2026-11-26T10:00:00.000Z";
-    const req = (pod: typeof base.pod, id: string) => ({ v: 1 as const, version: "test", env: envOf(pod, id), stdin: JSON.stringify(base.entry), started, elapsedMs: 2.5 });
+    const startedMs = performance.timeOrigin + performance.now() - 3;
+    const req = (pod: typeof base.pod, id: string) => ({ v: 1 as const, version: "test", env: envOf(pod, id), stdin: JSON.stringify(base.entry), startedMs });
     const skipped = await planner({ ...base, pod: plain }).plan(req(plain, "c7"));
     const meshed = await planner(base).plan(req(base.pod, "c8"));
     if (!skipped.ok || !meshed.ok) throw new Error("declined");
     expect(reportsItself(req(plain, "c7"), skipped.answer)).toBe(true);
     expect(reportsItself(req(base.pod, "c8"), meshed.answer)).toBe(false);
-    const { started: _s, elapsedMs: _e, ...older } = req(plain, "c7");
+    const { startedMs: _s, ...older } = req(plain, "c7");
     expect(reportsItself(older, skipped.answer)).toBe(false);
-    const r = buildAnsweredReport(req(plain, "c7"), skipped.answer, 0.5, "test");
-    expect(r).toMatchObject({ command: "ADD", containerId: "c7", outcome: "skipped", durationMs: 3, time: started, version: "test", lines: skipped.answer.lines.map((l) => l.replace(/\n$/, "")) });
+    // Its duration runs from the plugin's start to the agent's answer.
+    const r = buildAnsweredReport(req(plain, "c7"), skipped.answer, startedMs + 3.5, "test");
+    expect(r).toMatchObject({
+      command: "ADD", containerId: "c7", outcome: "skipped", durationMs: 3.5, time: new Date(startedMs).toISOString(), version: "test",
+      lines: skipped.answer.lines.map((l) => l.replace(/\n$/, "")),
+    });
     expect(r.pod).toMatchObject({ namespace: plain.metadata.namespace, name: plain.metadata.name });
-    // The request's start: an ISO time and the milliseconds since, together or not at all.
+    // The request's start: a time on this node's clock, not in the future, not an hour old.
     const body = { v: 1, version: "test", env: {}, stdin: "{}" };
-    expect(parseAddRequest({ ...body, started, elapsedMs: 2.5 })).toMatchObject({ started, elapsedMs: 2.5 });
-    for (const bad of [{ started }, { elapsedMs: 1 }, { started: "yesterday", elapsedMs: 1 }, { started, elapsedMs: -1 }, { started, elapsedMs: "1" }]) {
-      expect(typeof parseAddRequest({ ...body, ...bad })).toBe("string");
+    expect(parseAddRequest({ ...body, startedMs })).toMatchObject({ startedMs });
+    for (const bad of [Date.now() + 60_000, Date.now() - 7_200_000, "1", Number.NaN, null]) {
+      expect(typeof parseAddRequest({ ...body, startedMs: bad })).toBe("string");
     }
   });
 

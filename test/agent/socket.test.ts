@@ -6,8 +6,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSocketHandler } from "../../internal/agent/handler.ts";
-import { podLookupPath, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
+import { createSocketHandler, type SocketDeps } from "../../internal/agent/handler.ts";
+import { ADD_PATH, type AddAnswer, podLookupPath, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
 import type { LookupResult } from "../../internal/agent/types.ts";
 import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
 import { MemoryPodLookup } from "../support/pod-lookup.ts";
@@ -20,7 +20,7 @@ afterEach(() => {
   if (root) rmSync(root, { recursive: true, force: true });
 });
 
-function serve(opts: { timeoutMs?: number } = {}) {
+function serve(opts: { timeoutMs?: number; planAdd?: SocketDeps["planAdd"] } = {}) {
   root = mkdtempSync(join(tmpdir(), "meshcni-sock-"));
   const lookup = new MemoryPodLookup();
   lookup.addPod({ metadata: { namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" } });
@@ -34,6 +34,7 @@ function serve(opts: { timeoutMs?: number } = {}) {
     onLookup: (r) => lookups.push(r),
     onBadRequest: (why) => bad.push(why),
     ...(opts.timeoutMs ? { timeoutMs: opts.timeoutMs } : {}),
+    ...(opts.planAdd ? { planAdd: opts.planAdd } : {}),
   }), (e) => {
     throw e;
   });
@@ -182,5 +183,40 @@ describe("the agent's socket", () => {
     expect(lookup.questions).toEqual([]);
     expect(reports).toEqual([]);
     expect(bad.length).toBeGreaterThanOrEqual(cases.length - 1);
+  });
+
+  test("an ADD answered without rules is reported by the agent only when the plugin will take the answer and said when it started", async () => {
+    const answer = (over: Partial<AddAnswer> = {}): AddAnswer => ({
+      v: 1, stdout: "{}\n", exitCode: 0, lines: ["meshcni: info ADD abc: no rules\n"], level: "info", context: "ADD abc",
+      summary: { outcome: "skipped", reason: "no proxy" }, record: true, ...over,
+    });
+    let next = answer();
+    const { ask, reports } = serve({ planAdd: async () => ({ ok: true, answer: next }) });
+    const env = { CNI_COMMAND: "ADD", CNI_CONTAINERID: "abc", CNI_ARGS: "K8S_POD_NAMESPACE=default;K8S_POD_NAME=x" };
+    const add = async (startedMs?: number) => {
+      const r = await ask(ADD_PATH, { method: "POST", body: JSON.stringify({ v: 1, version: "t", env, stdin: "{}", ...(startedMs !== undefined ? { startedMs } : {}) }) });
+      return (await r.json()) as AddAnswer;
+    };
+    const settle = () => new Promise((done) => setTimeout(done, 20));
+    const startedMs = performance.timeOrigin + performance.now() - 5;
+    expect((await add(startedMs)).reported).toBe(true);
+    await settle();
+    expect(reports.map((r) => [r.command, r.containerId, r.outcome, r.pod?.name])).toEqual([["ADD", "abc", "skipped", "x"]]);
+    expect(reports[0]!.durationMs).toBeGreaterThanOrEqual(5);
+    expect(Date.parse(reports[0]!.time)).toBe(Math.floor(startedMs));
+    // An older plugin (no startedMs), an answer with rules, an answer the plugin refuses (a
+    // context it would not take, too many lines): the plugin reports, the agent does not.
+    expect((await add()).reported).toBeUndefined();
+    next = answer({ summary: { outcome: "meshed", reason: "proxy" }, apply: { plan: {}, settings: { mode: "nft", wait: true, simulate: false } } });
+    expect((await add(startedMs)).reported).toBeUndefined();
+    next = answer({ context: "ADD bad/id" });
+    expect((await add(startedMs)).reported).toBeUndefined();
+    next = answer({ lines: Array.from({ length: 2001 }, () => "meshcni: info ADD abc: x\n") });
+    expect((await add(startedMs)).reported).toBeUndefined();
+    await settle();
+    expect(reports.length).toBe(1);
+    // A start the agent cannot believe is a bad request.
+    const r = await ask(ADD_PATH, { method: "POST", body: JSON.stringify({ v: 1, version: "t", env, stdin: "{}", startedMs: Date.now() + 60_000 }) });
+    expect(r.status).toBe(400);
   });
 });

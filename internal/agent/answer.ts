@@ -1,0 +1,70 @@
+// What the plugin accepts as the agent's answer to POST /v1/add (protocol.ts's AddAnswer), checked
+// field by field with bounds a report can carry. Pure, and light enough for the plugin's hot path
+// (internal/io/agent-add.ts); the agent's socket handler asks the same before it reports an
+// answer itself. Loops, not every/some/map: each callback builtin costs the plugin its
+// first-use compile.
+import { LOG_LEVELS } from "../config/log-levels.ts";
+import { safeContainerId } from "../io/plugin-state.ts";
+import { type AddAnswer, LOOKUP_SOURCES, type Outcome, REPORT_LIMITS as L } from "./protocol.ts";
+
+const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
+const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
+/** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
+const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith("ADD ") && safeContainerId(c.slice(4)));
+
+/**
+ * The parsed answer `a` as an AddAnswer, or why the plugin cannot use it. The agent asks too,
+ * before it reports an answer itself: an answer the plugin refuses, the plugin runs and reports.
+ */
+export function checkAddAnswer(a: unknown): AddAnswer | string {
+  if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
+  if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
+  if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
+  if (a.reported !== undefined && (a.reported !== true || a.apply !== undefined)) return "the agent's answer says it reported an ADD with rules";
+  if (a.lines.length > L.lines) return "the agent's answer has too many lines";
+  // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
+  for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
+  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !isContext(a.context)) {
+    return "the agent's answer has no log level or context";
+  }
+  const summary = parseSummary(a.summary);
+  if (!summary) return "the agent's answer has no summary a report can carry";
+  if (a.apply !== undefined) {
+    if (a.exitCode !== 0 || summary.outcome !== "meshed") return "the agent's answer has rules but is not a meshed success";
+    const st = isObj(a.apply) ? a.apply.settings : undefined;
+    if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
+      return "the agent's plan has no firewall settings";
+    }
+  }
+  return { ...(a as unknown as AddAnswer), summary };
+}
+
+/** The outcomes an ADD can have. */
+const ADD_OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"] satisfies Outcome[];
+const str = (x: unknown, max: number): x is string => typeof x === "string" && x.length <= max;
+const count = (x: unknown, max: number): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
+
+/** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
+function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
+  if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason)) return undefined;
+  const out: AddAnswer["summary"] = { outcome: s.outcome as AddAnswer["summary"]["outcome"], reason: s.reason };
+  if (s.code !== undefined) {
+    if (!count(s.code, L.code)) return undefined;
+    out.code = s.code;
+  }
+  if (s.rules !== undefined) {
+    if (!count(s.rules, L.rules)) return undefined;
+    out.rules = s.rules;
+  }
+  if (s.lookup !== undefined) {
+    if (typeof s.lookup !== "string" || !(LOOKUP_SOURCES as readonly string[]).includes(s.lookup)) return undefined;
+    out.lookup = s.lookup as NonNullable<AddAnswer["summary"]["lookup"]>;
+  }
+  if (s.pod !== undefined) {
+    const p = s.pod;
+    if (!isObj(p) || !str(p.namespace, L.name) || !str(p.name, L.name) || (p.uid !== undefined && !str(p.uid, L.uid))) return undefined;
+    out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
+  }
+  return out;
+}
+
