@@ -1,7 +1,7 @@
 // The agent's answers on its Unix socket (protocol.ts), as a fetch handler: Request in, Response
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/io/agent-socket.ts.
-import { buildAnsweredReport, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
+import { buildAnsweredReport, epochNow, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
 import { checkAddAnswer } from "./answer.ts";
 import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, MAX_ANSWER_BYTES, type PodAnswer, REPORTS_PATH, type Report } from "./protocol.ts";
 import { Code } from "../cni/spec.ts";
@@ -120,7 +120,7 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       if (reportsItself(parsed, answer) && !req.signal.aborted) {
         const text = JSON.stringify({ ...answer, reported: true });
         if (Buffer.byteLength(text) <= MAX_ANSWER_BYTES && typeof checkAddAnswer(JSON.parse(text)) !== "string") {
-          const answeredMs = performance.timeOrigin + performance.now();
+          const answeredMs = epochNow();
           setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answeredMs, parsed.version)));
           return new Response(text, { status: 200, headers: { "Content-Type": "application/json" } });
         }

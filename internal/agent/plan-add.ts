@@ -53,13 +53,25 @@ export function parseAddRequest(body: unknown): AddRequest | string {
   }
   const out: AddRequest = { v: 1, version: body.version, env, stdin: body.stdin };
   if (body.startedMs !== undefined) {
-    // The plugin's start on this node's clock: not in the future, not an hour ago.
+    // The plugin's start on this node's clock: within a minute ahead (a clock stepped back
+    // meanwhile) and an hour behind.
     const ms = body.startedMs;
-    const now = performance.timeOrigin + performance.now();
-    if (typeof ms !== "number" || !(ms <= now + 1000 && ms > now - 3_600_000)) return "startedMs is not the time the command started (ms since the epoch, this node's clock)";
+    const now = epochNow();
+    if (typeof ms !== "number" || !(ms <= now + 60_000 && ms > now - 3_600_000)) return "startedMs is not the time the command started (ms since the epoch, this node's clock)";
     out.startedMs = ms;
   }
   return out;
+}
+
+/**
+ * Now in ms since the epoch, to the plugin's precision: the process's start plus the monotonic
+ * clock, unless the wall clock has been stepped since the agent started (NTP, by more than a
+ * few ms; the agent runs for days), then the wall clock itself.
+ */
+export function epochNow(): number {
+  const precise = performance.timeOrigin + performance.now();
+  const wall = Date.now();
+  return Math.abs(precise - wall) < 5 ? precise : wall;
 }
 
 

@@ -57,7 +57,7 @@ export interface AddRequest {
   stdin: string;
   /**
    * When the command started, in milliseconds since the epoch (the plugin's performance.timeOrigin
-   * plus its start: the same clock as the agent's, on the same node). With it, an answer without
+   * plus its start: the node's wall clock, as the agent reads it, plan-add.ts's epochNow). With it, an answer without
    * rules is reported by the agent itself (AddAnswer.reported), its duration counted to the
    * answer. Without it (an older plugin), the plugin reports as for any command.
    */

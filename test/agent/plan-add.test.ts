@@ -3,8 +3,8 @@
 // record) is what the plugin would have done itself, up to the rules; where the agent cannot
 // plan alone (a Service, the pod's own addresses, a pod it cannot look up) it declines, and a
 // plan that reaches the plugin always passes the model's check (plan/check.ts) unchanged.
-import { describe, expect, test } from "bun:test";
-import { buildAnsweredReport, createAddPlanner, parseAddRequest, reportsItself } from "../../internal/agent/plan-add.ts";
+import { describe, expect, setSystemTime, test } from "bun:test";
+import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, reportsItself } from "../../internal/agent/plan-add.ts";
 import type { AddRequest, PodRecord } from "../../internal/agent/protocol.ts";
 import type { Backend } from "../../internal/backends/types.ts";
 import { Code } from "../../internal/cni/spec.ts";
@@ -230,8 +230,23 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     // The request's start: a time on this node's clock, not in the future, not an hour old.
     const body = { v: 1, version: "test", env: {}, stdin: "{}" };
     expect(parseAddRequest({ ...body, startedMs })).toMatchObject({ startedMs });
-    for (const bad of [Date.now() + 60_000, Date.now() - 7_200_000, "1", Number.NaN, null]) {
+    for (const bad of [Date.now() + 120_000, Date.now() - 7_200_000, "1", Number.NaN, null]) {
       expect(typeof parseAddRequest({ ...body, startedMs: bad })).toBe("string");
+    }
+  });
+
+  test("the agent's clock for a plugin's start follows the wall clock once it was stepped (NTP), so a stepped node still takes requests", () => {
+    const before = epochNow();
+    expect(Math.abs(before - Date.now())).toBeLessThan(5);
+    const body = { v: 1, version: "test", env: {}, stdin: "{}" };
+    // The wall clock ten minutes ahead of what the agent's monotonic clock says since its start.
+    setSystemTime(new Date(Date.now() + 600_000));
+    try {
+      expect(Math.abs(epochNow() - Date.now())).toBeLessThan(5);
+      expect(epochNow() - before).toBeGreaterThan(590_000);
+      expect(parseAddRequest({ ...body, startedMs: Date.now() - 2 })).toMatchObject({ v: 1 });
+    } finally {
+      setSystemTime();
     }
   });
 

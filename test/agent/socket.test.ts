@@ -216,7 +216,7 @@ describe("the agent's socket", () => {
     await settle();
     expect(reports.length).toBe(1);
     // A start the agent cannot believe is a bad request.
-    const r = await ask(ADD_PATH, { method: "POST", body: JSON.stringify({ v: 1, version: "t", env, stdin: "{}", startedMs: Date.now() + 60_000 }) });
+    const r = await ask(ADD_PATH, { method: "POST", body: JSON.stringify({ v: 1, version: "t", env, stdin: "{}", startedMs: Date.now() + 120_000 }) });
     expect(r.status).toBe(400);
   });
 });
