@@ -1,4 +1,5 @@
 import { expect, test } from "bun:test";
+import { everyString, seededRandom } from "../../test/support/regexp-agreement.ts";
 import { DNS_LABEL, DNS_SUBDOMAIN, isDnsLabel, isDnsSubdomain } from "./names.ts";
 
 test("DNS-1123 labels and subdomains", () => {
@@ -15,21 +16,9 @@ test("the character loops agree with the DNS-1123 RegExps on every short string 
     expect([s, isDnsSubdomain(s)]).toEqual([s, s.length <= 253 && DNS_SUBDOMAIN.test(s)]);
   };
   // Every string of up to 4 characters over the alphabet (15,000 strings).
-  let level = [""];
-  for (let n = 0; n < 4; n++) {
-    const next: string[] = [];
-    for (const p of level) for (const c of alphabet) next.push(p + c);
-    for (const s of next) agree(s);
-    level = next;
-  }
+  everyString(alphabet, 4, agree);
   // Longer ones, seeded, around the length bounds too.
-  let seed = 9;
-  const rnd = (n: number) => {
-    // 32-bit arithmetic (Math.imul) and the high bits: a float product past 2^53 loses the low
-    // bits, and an LCG's low bits cycle, so the "random" strings collapsed to a few dozen.
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 16) % n;
-  };
+  const rnd = seededRandom(9);
   for (let i = 0; i < 5000; i++) {
     const len = [rnd(20), 62 + rnd(3), 252 + rnd(3)][rnd(3)]!;
     let s = "";

@@ -1,20 +1,15 @@
 import { expect, test } from "bun:test";
+import { everyString } from "../../test/support/regexp-agreement.ts";
 import { createLogger, trimNewlines } from "./log.ts";
 
 test("trimNewlines is what replace(/\\n+$/, \"\") returns, on every short string over a small alphabet", () => {
   const alphabet = ["a", "\n", "\r", " ", "\0", "é"];
   const bad: string[] = [];
-  let level = [""];
   const agree = (s: string) => {
     if (trimNewlines(s) !== s.replace(/\n+$/, "") && bad.length < 20) bad.push(s);
   };
   agree("");
-  for (let n = 0; n < 7; n++) {
-    const next: string[] = [];
-    for (const p of level) for (const c of alphabet) next.push(p + c);
-    for (const s of next) agree(s);
-    level = next;
-  }
+  everyString(alphabet, 7, agree);
   for (const s of ["\n".repeat(1000), `x${"\n".repeat(1000)}`, `${"\n".repeat(1000)}x`]) agree(s);
   expect(bad).toEqual([]);
 });

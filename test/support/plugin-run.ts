@@ -2,7 +2,7 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { withDryRun } from "./dry-run.ts";
+import { withDryRun, withFirstKeys } from "./dry-run.ts";
 import { repoPath } from "./golden.ts";
 
 export const PLUGIN = repoPath("dist/meshcni");
@@ -15,18 +15,9 @@ export const PLUGIN = repoPath("dist/meshcni");
 const STATE = mkdtempSync(join(tmpdir(), "meshcni-test-state-"));
 process.on("exit", () => rmSync(STATE, { recursive: true, force: true }));
 
-/**
- * `stdin` with `"state_dir"` and `"agent_socket"` as its first keys, pointing into STATE; a key
- * the entry has itself comes later and wins (JSON's last duplicate). Other text unchanged, as
- * withDryRun does.
- */
-export function withTestState(stdin: string): string {
-  const m = /^(\uFEFF?\s*)\{(\s*)(\}?)/.exec(stdin);
-  if (!m) return stdin;
-  const [whole, lead = "", space = "", close = ""] = m;
-  const keys = `"state_dir":${JSON.stringify(STATE)},"agent_socket":${JSON.stringify(join(STATE, "no-agent.sock"))}`;
-  return `${lead}{${space}${keys}${close ? "" : ","}${stdin.slice(whole.length - close.length)}`;
-}
+/** `stdin` with `"state_dir"` and `"agent_socket"` first, pointing into STATE (an entry's own win). */
+export const withTestState = (stdin: string): string =>
+  withFirstKeys(stdin, `"state_dir":${JSON.stringify(STATE)},"agent_socket":${JSON.stringify(join(STATE, "no-agent.sock"))}`);
 
 export interface PluginResult {
   code: number;

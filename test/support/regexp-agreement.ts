@@ -14,6 +14,30 @@ export interface Agreement {
   seed?: number;
 }
 
+/** Calls `visit` with every string of 1 to `depth` characters over `alphabet` (not the empty one). */
+export function everyString(alphabet: readonly string[], depth: number, visit: (s: string) => void): void {
+  let level = [""];
+  for (let n = 0; n < depth; n++) {
+    const next: string[] = [];
+    for (const p of level) for (const c of alphabet) next.push(p + c);
+    for (const s of next) visit(s);
+    level = next;
+  }
+}
+
+/**
+ * A seeded generator: `rnd(n)` is 0 to n-1. 32-bit arithmetic (Math.imul) and the high bits: a
+ * float product past 2^53 loses the low bits, and an LCG's low bits cycle, so the "random"
+ * strings once collapsed to a few dozen.
+ */
+export function seededRandom(seed: number): (n: number) => number {
+  let x = seed;
+  return (n) => {
+    x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+    return (x >>> 16) % n;
+  };
+}
+
 /** The strings (at most 20) on which `loop(s)` and `re.test(s)` differ. */
 export function disagreements(loop: (s: string) => boolean, re: RegExp, o: Agreement): string[] {
   if (re.global || re.sticky) throw new Error("a global or sticky RegExp keeps state between tests");
@@ -23,13 +47,7 @@ export function disagreements(loop: (s: string) => boolean, re: RegExp, o: Agree
   };
   // Every string of up to `depth` characters over the alphabet.
   agree("");
-  let level = [""];
-  for (let n = 0; n < (o.depth ?? 4); n++) {
-    const next: string[] = [];
-    for (const p of level) for (const c of o.alphabet) next.push(p + c);
-    for (const s of next) agree(s);
-    level = next;
-  }
+  everyString(o.alphabet, o.depth ?? 4, agree);
   // Every UTF-16 code unit alone, first, last and in the middle of valid text.
   const v = o.valid[0]!;
   for (let code = 0; code <= 0xffff; code++) {
@@ -40,13 +58,7 @@ export function disagreements(loop: (s: string) => boolean, re: RegExp, o: Agree
     agree(v + c + v);
   }
   // Seeded random strings, short and one either side of each bound, mostly of valid characters.
-  let seed = o.seed ?? 7;
-  const rnd = (n: number) => {
-    // 32-bit arithmetic (Math.imul) and the high bits: a float product past 2^53 loses the low
-    // bits, and an LCG's low bits cycle, so the "random" strings collapsed to a few dozen.
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 16) % n;
-  };
+  const rnd = seededRandom(o.seed ?? 7);
   for (let i = 0; i < 6000; i++) {
     const b = o.bounds[rnd(o.bounds.length)]!;
     const len = rnd(3) === 0 ? rnd(12) : Math.max(0, b - 1 + rnd(3));

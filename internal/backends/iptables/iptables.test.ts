@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chooseBinaries } from "./binaries.ts";
 import { RuleSetBuilder } from "./model.ts";
-import { disagreements } from "../../../test/support/regexp-agreement.ts";
+import { disagreements, everyString } from "../../../test/support/regexp-agreement.ts";
 import { LINE_BREAK, PLAIN_TOKEN, renderArgs, renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
 import { diffRuleSet, parseSave } from "./save.ts";
 
@@ -78,18 +78,9 @@ describe("tokens: renderArgs agrees with the RegExps and replace() calls it stan
       if (now(["-j", s, "x"]) !== (bare === "refused" ? "refused" : `-j ${bare} x`)) bad.push(s);
     };
     // Every string of up to 3 of the alphabet's characters, and of up to 7 around the two that quote.
-    const every = (chars: string[], depth: number) => {
-      let level = [""];
-      for (let d = 0; d < depth; d++) {
-        const next: string[] = [];
-        for (const p of level) for (const c of chars) next.push(p + c);
-        for (const s of next) agree(s);
-        level = next;
-      }
-    };
     agree("");
-    every(alphabet, 3);
-    every(["a", '"', "\\", "-"], 7);
+    everyString(alphabet, 3, agree);
+    everyString(["a", '"', "\\", "-"], 7, agree);
     for (const s of ['say "hi"', "a\\b", '\\"', '""\\\\', "meshcni: inbound", "10.0.0.0/8"]) agree(s);
     expect(bad).toEqual([]);
     expect(renderArgs(["--comment", 'a\\"b'])).toBe('--comment "a\\\\\\"b"');

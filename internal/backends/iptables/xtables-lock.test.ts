@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test";
+import { everyString, seededRandom } from "../../../test/support/regexp-agreement.ts";
 import { IPTABLES_VERSION, parseIptablesVersion, planXtablesLock, XTABLES_WAIT_SECONDS } from "./xtables-lock.ts";
 
 describe("the xtables lock in a pod's namespace", () => {
@@ -43,20 +44,8 @@ test("parseIptablesVersion's loop finds what IPTABLES_VERSION (and /nf_tables/) 
   };
   const alphabet = ["v", "1", "0", ".", " ", "a", "_", "V", "-", "é"];
   agree("");
-  let level = [""];
-  for (let n = 0; n < 6; n++) {
-    const next: string[] = [];
-    for (const p of level) for (const c of alphabet) next.push(p + c);
-    for (const s of next) agree(s);
-    level = next;
-  }
-  let seed = 5;
-  const rnd = (n: number) => {
-    // 32-bit arithmetic (Math.imul) and the high bits: a float product past 2^53 loses the low
-    // bits, and an LCG's low bits cycle, so the "random" strings collapsed to a few dozen.
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return (seed >>> 16) % n;
-  };
+  everyString(alphabet, 6, agree);
+  const rnd = seededRandom(5);
   const pieces = ["v", "1", "8", "10", "0", ".", " ", "iptables-restore ", "(legacy)", "(nf_tables)", "nf_tables", "nf_table", "nf_", "tables", "s", "_", "x", "\n", "123456789012345678901234"];
   for (let i = 0; i < 50000; i++) {
     // Random pieces around, half the time, a version as iptables prints one.
