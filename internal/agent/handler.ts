@@ -28,7 +28,8 @@ const SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 /** Kubernetes UIDs are UUIDs; allow any short token of that alphabet. */
 const UID = /^[A-Za-z0-9-]{1,64}$/;
 
-const json = (status: number, body: unknown) => new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+const jsonText = (status: number, text: string) => new Response(text, { status, headers: { "Content-Type": "application/json" } });
+const json = (status: number, body: unknown) => jsonText(status, JSON.stringify(body));
 const agentError = (status: number, code: number, msg: string, details: string) => json(status, { code, msg, details } satisfies AgentError);
 
 export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise<Response> {
@@ -122,7 +123,7 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         if (Buffer.byteLength(text) <= MAX_ANSWER_BYTES && typeof checkAddAnswer(JSON.parse(text)) !== "string") {
           const answeredMs = epochNow();
           setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answeredMs, parsed.version)));
-          return new Response(text, { status: 200, headers: { "Content-Type": "application/json" } });
+          return jsonText(200, text);
         }
       }
       return json(200, answer);

@@ -16,7 +16,7 @@ import { logContext, parseLevel } from "../plugin/log.ts";
 import { peekConf } from "../plugin/peek.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { runPlugin } from "../plugin/run.ts";
-import { buildReport, podOfArgs, type Summary } from "../plugin/summary.ts";
+import { buildReport, completeSummary, type Summary } from "../plugin/summary.ts";
 import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord, type Report } from "./protocol.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
 
@@ -75,8 +75,6 @@ export function epochNow(): number {
 }
 
 
-// The watch cache hands out the same object until the watch replaces it: each is checked against
-// the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
 /**
  * Whether the agent may report this ADD itself: its answer has no rules (the plugin only prints
  * it, so it has nothing to add) and the plugin said when it started. An answer with rules is the
@@ -93,17 +91,15 @@ export function reportsItself(req: AddRequest, a: AddAnswer): boolean {
  */
 export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: number, version: string): Report {
   const startedMs = req.startedMs ?? answeredMs;
-  const summary: Summary = { ...a.summary };
-  if (!summary.pod) {
-    const pod = podOfArgs(req.env.CNI_ARGS);
-    if (pod) summary.pod = pod;
-  }
+  const summary = completeSummary({ ...a.summary } as Summary, "ADD", req.env.CNI_ARGS);
   return buildReport({
     command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(startedMs),
     durationMs: Math.max(0, answeredMs - startedMs), version,
   });
 }
 
+// The watch cache hands out the same object until the watch replaces it: each is checked against
+// the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
 const parsedPods = new WeakMap<object, ReturnType<typeof parsePod>>();
 const parsedNamespaces = new WeakMap<object, ReturnType<typeof parseNamespace>>();
 

@@ -140,7 +140,7 @@ function deepFreeze<T>(x: T): T {
 const recent = new Map<string, PluginConf>();
 const RECENT_MAX = 8;
 
-/** `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it does not validate (the whole parse says why). */
+/** `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it does not validate or has no key (the whole parse then runs). */
 function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
   const { prevResult, ...rest } = obj;
   // JSON writes 1e400 as null and -0 as 0: such an entry gets no key, so it never stands for another.
@@ -149,10 +149,7 @@ function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
     if (typeof x === "number" && (!Number.isFinite(x) || Object.is(x, -0))) exact = false;
     return x;
   });
-  if (!exact) {
-    const parsed = v.safeParse(PluginConfSchema, obj);
-    return parsed.success ? (parsed.output as PluginConf) : undefined;
-  }
+  if (!exact) return undefined;
   let conf = recent.get(key);
   if (!conf) {
     const parsed = v.safeParse(PluginConfSchema, rest);

@@ -10,7 +10,7 @@ import { readRecord, removeRecord, safeContainerId } from "../io/plugin-state.ts
 import { VERSION } from "../version.ts";
 import { peekConf } from "./peek.ts";
 import { skippedReason } from "./records.ts";
-import { buildReport, fallbackText, podOfArgs, type Summary } from "./summary.ts";
+import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "./summary.ts";
 
 /** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
 export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
@@ -31,12 +31,7 @@ export async function report(o: {
   const command = o.env.CNI_COMMAND;
   if (!command || !(COMMANDS as readonly string[]).includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
   const { socket, stateDir } = agentPaths(o.stdin);
-  const summary = o.summary;
-  if (!summary.reason) summary.reason = `${command} succeeded`;
-  if (!summary.pod) {
-    const pod = podOfArgs(o.env.CNI_ARGS);
-    if (pod) summary.pod = pod;
-  }
+  const summary = completeSummary(o.summary, command, o.env.CNI_ARGS);
   const r = buildReport({
     command: command as Command, containerId: o.env.CNI_CONTAINERID, summary, lines: o.lines, started: o.started,
     durationMs: performance.now() - o.t0, version: VERSION,

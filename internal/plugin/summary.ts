@@ -7,6 +7,16 @@ import { isPlainValue } from "../text/escape.ts";
 /** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
 export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;
 
+/** `s` as a report carries it: a reason, and the pod CNI_ARGS names when the command found none. */
+export function completeSummary(s: Summary, command: string, cniArgs: string | undefined): Summary {
+  if (!s.reason) s.reason = `${command} succeeded`;
+  if (!s.pod) {
+    const pod = podOfArgs(cniArgs);
+    if (pod) s.pod = pod;
+  }
+  return s;
+}
+
 /** The pod CNI_ARGS names, for a report that has none from the command itself. */
 export function podOfArgs(cniArgs: string | undefined): Summary["pod"] {
   try {
