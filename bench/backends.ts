@@ -10,7 +10,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
 import { renderFresh } from "../internal/backends/iptables/restore.ts";
-import { renderScript } from "../internal/backends/nftables/render.ts";
+import { renderCreateScript } from "../internal/backends/nftables/render.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd.ts";
 import { writeRecordFor } from "../internal/io/agent-state.ts";
@@ -54,7 +54,8 @@ export async function benchBackends(): Promise<string> {
     const nsObj = await Bun.file(repoPath("testdata/pods/namespace-emojivoto.json")).json();
     const plan = linkerdProfile.plan({ conf: parsePluginConf(JSON.stringify(confFor("nft"))), pod, namespace: nsObj, podAddresses: [] });
     const [v4, v6] = plan.families.map(ruleSetOf).map(renderFresh) as [string, string];
-    const script = renderScript(plan);
+    // What the plugin sends to a namespace without meshcni's tables (the first try of every ADD).
+    const script = renderCreateScript(plan);
     const enter = ["nsenter", `--net=${netnsPath}`, "--"];
     // `nft flush ruleset` empties iptables-nft's tables too: one reset for both backends.
     const reset = () => must(["ip", "netns", "exec", netns, "nft", "flush", "ruleset"]);

@@ -56,6 +56,48 @@ for (const path of ["in process", "nft through nsenter"] as const) describe.skip
     });
   }
 
+  test("a new namespace gets its tables created, deleting nothing; an ADD over them replaces them", async () => {
+    const c = allCases().find((x) => x.plan.families.length === 2)!;
+    const fresh = Netns.create(`mcn-${uniq()}`);
+    try {
+      const fw = await openFirewall(fresh.path, settings, [4, 6], Bun.env.PATH);
+      const sent: { script: string; code: number }[] = [];
+      const recording = { ...fw, run: async (key: string, argv: readonly string[], stdin: string | undefined, signal: AbortSignal) => {
+        const r = await fw.run(key, argv, stdin, signal);
+        sent.push({ script: stdin ?? "", code: r.code });
+        return r;
+      } };
+      const lines: string[] = [];
+      const info = createLogger("info", (l) => lines.push(l));
+      await fw.driver.apply(recording, c.plan, info, t());
+      expect(sent.length).toBe(1);
+      expect(sent[0]!.code).toBe(0);
+      expect(sent[0]!.script).toStartWith("create table ip meshcni\n");
+      expect(sent[0]!.script).not.toContain("delete");
+      expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+      expect(lines).toEqual([]);
+
+      // Again over the tables: the create fails as a whole, the replacing transaction follows.
+      await fw.driver.apply(recording, c.plan, info, t());
+      expect(sent.map((s) => s.code === 0)).toEqual([true, false, true]);
+      expect(sent[2]!.script).toContain("delete table ip meshcni\n");
+      expect(lines.join("")).toContain("nft tables not created fresh");
+      expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+      expect(fresh.exec(["nft", "list", "tables"]).stdout.match(/meshcni/g)?.length).toBe(2);
+
+      // A script the kernel refuses fails both ways, and the ADD fails with nothing applied.
+      await fw.driver.remove(fw, { families: [4, 6], ownedChains: [] }, t());
+      const refusing = { ...recording, run: (key: string, argv: readonly string[], stdin: string | undefined, signal: AbortSignal) =>
+        recording.run(key, argv, `${stdin}add rule ip6 meshcni nat_OUTPUT tcp dport 70000 return\n`, signal) };
+      sent.length = 0;
+      await expect(fw.driver.apply(refusing, c.plan, info, t())).rejects.toThrow(/nft -f failed/);
+      expect(sent.map((s) => s.code === 0)).toEqual([false, false]);
+      expect(fresh.exec(["nft", "list", "tables"]).stdout).not.toContain("meshcni");
+    } finally {
+      fresh.delete();
+    }
+  });
+
   test("a transaction that fails part-way applies nothing, even over an earlier ADD", async () => {
     const c = allCases().find((x) => x.plan.families.length === 2)!;
     const fw = await openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
