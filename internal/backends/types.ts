@@ -45,6 +45,11 @@ export interface Firewall {
   readonly waitArgs?: readonly string[];
   /** Set when the configured iptables-mode's binaries are missing and another backend is used. */
   readonly warning?: string;
+  /**
+   * The families' transactions may run at the same time: the binaries take no lock that they
+   * would share (iptables-nft; legacy iptables serialises IPv4 and IPv6 on one lock file).
+   */
+  readonly concurrent?: boolean;
   /** Runs the tool the backend chose under `key` with `argv` (stdin when given). */
   run(key: string, argv: readonly string[], stdin: string | undefined, signal: AbortSignal): Promise<ExecResult>;
   ip(family: Family, argv: readonly string[], signal: AbortSignal): Promise<ExecResult>;

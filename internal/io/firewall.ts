@@ -94,6 +94,7 @@ export async function openFirewall(
     backend: tools.label,
     wait: settings.wait,
     waitArgs: lock.waitArgs,
+    concurrent: !tools.lockAtNetns,
     ...(tools.warning ? { warning: tools.warning } : {}),
     run: async (key, argv, stdin, signal) => {
       const bin = tools.bins[key];

@@ -1,0 +1,64 @@
+// A dual-stack pod's two iptables transactions: at the same time where the binaries share no
+// lock (iptables-nft), one after the other where they do (legacy iptables, one lock file for
+// IPv4 and IPv6); either way a pod gets both families or neither. Real namespaces, real
+// iptables. Needs root.
+import { afterEach, describe, expect, test } from "bun:test";
+import type { Firewall } from "../../internal/backends/types.ts";
+import { openFirewall } from "../../internal/io/firewall.ts";
+import { createLogger } from "../../internal/plugin/log.ts";
+import { allCases } from "../nftables/cases.ts";
+import { isRoot, Netns, uniq } from "../support/netns.ts";
+
+const log = createLogger("error", () => {});
+const t = () => AbortSignal.timeout(10000);
+const dualStack = () => allCases().find((c) => c.name === "linkerd-ipv6")!;
+
+/** The firewall with its runs timed, and the restore of `failing` (if any) refused as the kernel would. */
+function timed(fw: Firewall, failing?: string) {
+  const runs: { key: string; start: number; end: number; code: number }[] = [];
+  const run: Firewall["run"] = async (key, argv, stdin, signal) => {
+    const start = performance.now();
+    const r = key === failing
+      ? { code: 2, stdout: "", stderr: "iptables-restore: line 3 failed" }
+      : await fw.run(key, argv, stdin, signal);
+    runs.push({ key, start, end: performance.now(), code: r.code });
+    return r;
+  };
+  return { fw: { ...fw, run }, runs };
+}
+
+describe.skipIf(!isRoot())("a dual-stack pod's iptables families", () => {
+  let ns: Netns | undefined;
+  afterEach(() => ns?.delete());
+
+  for (const variant of ["nft", "legacy"] as const) {
+    test(`iptables-${variant}: ${variant === "nft" ? "both restores at once" : "one restore after the other"}, and both families in place`, async () => {
+      ns = Netns.create(`mcf-${uniq()}`);
+      const c = dualStack();
+      expect(c.plan.families.map((f) => f.family)).toEqual([4, 6]);
+      const fw = await openFirewall(ns.path, { mode: variant, wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+      expect(fw.concurrent).toBe(variant === "nft");
+      const { fw: watched, runs } = timed(fw);
+      await fw.driver.apply({ ...watched, driver: fw.driver } as typeof fw, c.plan, log, t());
+      const [a, b] = [runs.find((r) => r.key === "restore4")!, runs.find((r) => r.key === "restore6")!];
+      expect(runs.length).toBe(2);
+      const overlap = Math.min(a.end, b.end) > Math.max(a.start, b.start);
+      expect(overlap).toBe(variant === "nft");
+      expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+    });
+  }
+
+  test("iptables-nft: when one family fails, the other is rolled back and the ADD fails", async () => {
+    ns = Netns.create(`mcf-${uniq()}`);
+    const c = dualStack();
+    const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+    const { fw: failing6 } = timed(fw, "restore6");
+    await expect(fw.driver.apply({ ...failing6, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip6tables-restore failed/);
+    // IPv4 went in at the same time and came out again: nothing of meshcni's in either family.
+    expect(ns.save("nft", 4)).not.toContain("PROXY_INIT");
+    expect(ns.save("nft", 6)).not.toContain("PROXY_INIT");
+    // And the same plan applies cleanly afterwards.
+    await fw.driver.apply(fw, c.plan, log, t());
+    expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+  });
+});
