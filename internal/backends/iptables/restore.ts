@@ -127,7 +127,10 @@ export function renderCleanup(owned: readonly { table: Table; name: string }[], 
   for (const table of TABLE_ORDER) {
     const t = saved.tables.get(table);
     if (!t) continue;
-    const present = owned.filter((c) => c.table === table && t.chains.has(c.name)).map((c) => c.name);
+    // Each chain once: a dual-stack plan names its chains once per family, and a second -X of
+    // the same chain fails the whole transaction.
+    const present: string[] = [];
+    for (const c of owned) if (c.table === table && t.chains.has(c.name) && !present.includes(c.name)) present.push(c.name);
     if (present.length === 0) continue;
     out.push(`*${table}`);
     for (const r of t.rules) {

@@ -1,19 +1,24 @@
-// A dual-stack pod's two iptables transactions: at the same time where the binaries share no
-// lock (iptables-nft), one after the other where they do (legacy iptables, one lock file for
-// IPv4 and IPv6); either way a pod gets both families or neither. Real namespaces, real
-// iptables. Needs root.
+// What an ADD starts at the same time. A dual-stack pod's two iptables transactions: at once
+// where the binaries share no lock (iptables-nft), one after the other where they do (legacy
+// iptables, one lock file for IPv4 and IPv6); either way a pod gets both families or neither.
+// When one of the plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6) fails, the
+// rules go again. Real namespaces, real iptables and ip. Needs root.
 import { afterEach, describe, expect, test } from "bun:test";
+import { applyPlan } from "../../internal/backends/apply-plan.ts";
 import type { Firewall } from "../../internal/backends/types.ts";
 import { openFirewall } from "../../internal/io/firewall.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
 import { allCases } from "../nftables/cases.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 
-const log = createLogger("error", () => {});
+const log = createLogger("error", (l) => { if (Bun.env.SHOWLOG) console.error(l); });
 const t = () => AbortSignal.timeout(10000);
 const dualStack = () => allCases().find((c) => c.name === "linkerd-ipv6")!;
 
-/** The firewall with its runs timed, and the restore of `failing` (if any) refused as the kernel would. */
+/**
+ * The firewall with its runs and `ip` commands timed; the restore of `failing` (a key such as
+ * "restore6"), or the `ip` command whose words start with it (such as "route"), refused.
+ */
 function timed(fw: Firewall, failing?: string) {
   const runs: { key: string; start: number; end: number; code: number }[] = [];
   const run: Firewall["run"] = async (key, argv, stdin, signal) => {
@@ -24,10 +29,20 @@ function timed(fw: Firewall, failing?: string) {
     runs.push({ key, start, end: performance.now(), code: r.code });
     return r;
   };
-  return { fw: { ...fw, run }, runs };
+  const ip: Firewall["ip"] = async (family, argv, signal) => {
+    const start = performance.now();
+    const r = argv[0] === failing
+      ? { code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }
+      : await fw.ip(family, argv, signal);
+    runs.push({ key: `ip -${family} ${argv.join(" ")}`, start, end: performance.now(), code: r.code });
+    return r;
+  };
+  return { fw: { ...fw, run, ip }, runs };
 }
 
-describe.skipIf(!isRoot())("a dual-stack pod's iptables families", () => {
+const overlaps = (a: { start: number; end: number }, b: { start: number; end: number }) => Math.min(a.end, b.end) > Math.max(a.start, b.start);
+
+describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands", () => {
   let ns: Netns | undefined;
   afterEach(() => ns?.delete());
 
@@ -42,8 +57,7 @@ describe.skipIf(!isRoot())("a dual-stack pod's iptables families", () => {
       await fw.driver.apply({ ...watched, driver: fw.driver } as typeof fw, c.plan, log, t());
       const [a, b] = [runs.find((r) => r.key === "restore4")!, runs.find((r) => r.key === "restore6")!];
       expect(runs.length).toBe(2);
-      const overlap = Math.min(a.end, b.end) > Math.max(a.start, b.start);
-      expect(overlap).toBe(variant === "nft");
+      expect(overlaps(a, b)).toBe(variant === "nft");
       expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
     });
   }
@@ -60,5 +74,15 @@ describe.skipIf(!isRoot())("a dual-stack pod's iptables families", () => {
     // And the same plan applies cleanly afterwards.
     await fw.driver.apply(fw, c.plan, log, t());
     expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+  });
+
+  test("Istio TPROXY, dual-stack: a failing ip command fails the ADD and takes the rules back out", async () => {
+    ns = Netns.create(`mcf-${uniq()}`);
+    const c = allCases().find((x) => x.name === "istio-ipv6-tproxy-dns")!;
+    const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+    const { fw: failingRoute } = timed(fw, "route");
+    await expect(applyPlan({ ...failingRoute, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip route replace local default dev lo table 133 failed/);
+    expect(ns.save("nft", 4)).not.toContain("ISTIO");
+    expect(ns.save("nft", 6)).not.toContain("ISTIO");
   });
 });
