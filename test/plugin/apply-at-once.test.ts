@@ -1,8 +1,8 @@
 // What an ADD starts at the same time. A dual-stack pod's two iptables transactions: at once
 // where the binaries share no lock (iptables-nft), one after the other where they do (legacy
 // iptables, one lock file for IPv4 and IPv6); either way a pod gets both families or neither.
-// When one of the plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6) fails, the
-// rules go again. Real namespaces, real iptables and ip. Needs root.
+// The plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6): all at once, after the
+// rules; when one fails, the rules go again. Real namespaces, real iptables and ip. Needs root.
 import { afterEach, describe, expect, test } from "bun:test";
 import { applyPlan } from "../../internal/backends/apply-plan.ts";
 import type { Firewall } from "../../internal/backends/types.ts";
@@ -73,6 +73,32 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     expect(ns.save("nft", 6)).not.toContain("PROXY_INIT");
     // And the same plan applies cleanly afterwards.
     await fw.driver.apply(fw, c.plan, log, t());
+    expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+  });
+
+  test("Istio TPROXY, dual-stack: the five ip commands run at once, after the rules, and all take effect", async () => {
+    ns = Netns.create(`mcf-${uniq()}`);
+    const c = allCases().find((x) => x.name === "istio-ipv6-tproxy-dns")!;
+    expect(c.plan.ipCommands.length).toBe(5);
+    const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+    const { fw: watched, runs } = timed(fw);
+    await applyPlan({ ...watched, driver: fw.driver } as typeof fw, c.plan, log, t());
+    const ips = runs.filter((r) => r.key.startsWith("ip "));
+    const restores = runs.filter((r) => !r.key.startsWith("ip "));
+    expect(ips.length).toBe(5);
+    for (const r of ips) expect(r.code).toBe(0);
+    // Every ip command started after every restore ended, and before any other ip command ended.
+    const lastRestore = Math.max(...restores.map((r) => r.end));
+    const firstIpEnd = Math.min(...ips.map((r) => r.end));
+    for (const r of ips) expect(r.start).toBeGreaterThanOrEqual(lastRestore);
+    for (const r of ips) expect(r.start).toBeLessThan(firstIpEnd);
+    expect(ns.exec(["ip", "-4", "rule"]).stdout).toContain("fwmark 0x539 lookup 133");
+    expect(ns.exec(["ip", "-6", "rule"]).stdout).toContain("fwmark 0x539 lookup 133");
+    expect(ns.exec(["ip", "-4", "route", "show", "table", "133"]).stdout).toContain("local default dev lo");
+    expect(ns.exec(["ip", "-6", "route", "show", "table", "133"]).stdout).toContain("local default dev lo");
+    expect(ns.exec(["ip", "-6", "addr", "show", "dev", "lo"]).stdout).toContain("::6/128");
+    // ADD again: the rule and route are there already ("File exists" is fine).
+    await applyPlan(fw, c.plan, log, t());
     expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
   });
 
