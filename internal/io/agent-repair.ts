@@ -233,12 +233,28 @@ export function startRepair(d: RepairDeps): RepairLoop {
     });
   };
   const unsubscribe = d.view.onChange(kick);
-  // Rounds every intervalMs while something is pending (the chain's grace period, a pod seen
-  // bypassing, the taint); once settled, the watch's changes kick rounds and the timer only
-  // looks every SETTLED_INTERVAL_MS, so an idle node costs next to no CPU.
+  // Rounds every intervalMs while something is pending (a pod seen bypassing, the taint, the
+  // chain or the cache not there yet); once settled, the watch's changes kick rounds and the
+  // timer only looks every SETTLED_INTERVAL_MS, so an idle node costs next to no CPU.
+  // While only the grace period is pending, nothing but the clock and the chain can change the
+  // plan (the watch kicks a round on any change of the node's pods, and with no pod bypassing
+  // the records change nothing): the timer looks at the chain every intervalMs, as a round
+  // would, and plans again when it broke or the grace period is over. Before, each of those
+  // ticks judged every pod and read every record (110 pods: about 4 ms of CPU a second).
   let timer: ReturnType<typeof setTimeout> | undefined;
   const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor && plan.bypassing.length === 0;
+  /** ms until the grace period ends, while it is all that is pending; undefined otherwise. */
+  const graceLeft = (): number | undefined => {
+    if (chainSince === undefined || !untainted || running || plan === undefined || plan.active || plan.bypassing.length > 0 || !d.view.synced()) return undefined;
+    const left = chainSince + cfg.graceMs - Date.now();
+    return left > 0 ? left : undefined;
+  };
   const tick = () => {
+    const left = graceLeft();
+    if (left !== undefined && d.chained()) {
+      timer = setTimeout(tick, Math.min(d.intervalMs, left + 1));
+      return;
+    }
     kick();
     timer = setTimeout(tick, settled() ? Math.max(d.intervalMs, SETTLED_INTERVAL_MS) : d.intervalMs);
   };

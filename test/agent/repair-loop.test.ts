@@ -1,0 +1,116 @@
+// Repair's shell (internal/io/agent-repair.ts startRepair) on a fake node view, on real timers
+// with short periods: how often it plans while it waits out the grace period. Each round judges
+// every pod of the node and reads the plugin's records; while only the grace period is pending
+// nothing but the clock and the chain can change the plan (a change of the node's pods kicks a
+// round through the watch), so the timer looks at the chain alone until the grace period ends.
+import { afterEach, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { RepairConfig } from "../../internal/agent/repair.ts";
+import { parsePluginConf } from "../../internal/config/plugin-config.ts";
+import { type RepairLoop, startRepair } from "../../internal/io/agent-repair.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+
+const conf = parsePluginConf(JSON.stringify({
+  cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", mesh: "linkerd",
+  kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
+}));
+
+const INTERVAL_MS = 20;
+
+interface Fake {
+  loop: RepairLoop;
+  /** Rounds planned so far (each asks the view for the node's pods). */
+  rounds(): number;
+  chainChecks(): number;
+  lines: string[];
+  setChained(on: boolean): void;
+  /** A change delivered by the watch. */
+  change(): void;
+}
+
+const dirs: string[] = [];
+const loops: RepairLoop[] = [];
+afterEach(() => {
+  for (const l of loops.splice(0)) l.stop();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+function start(graceMs: number): Fake {
+  const stateDir = mkdtempSync(join(tmpdir(), "meshcni-repair-loop-"));
+  dirs.push(stateDir);
+  let rounds = 0;
+  let checks = 0;
+  let chained = true;
+  const listeners = new Set<() => void>();
+  const lines: string[] = [];
+  const say = (m: string) => void lines.push(m);
+  const log = { debug: say, info: say, warn: say, error: say };
+  const cfg: RepairConfig = { mode: "delete", node: "node-a", conf, profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs, ratePerMinute: 10 };
+  const loop = startRepair({
+    cfg, log, stateDir, recordsSince: 0, intervalMs: INTERVAL_MS,
+    view: {
+      synced: () => true,
+      pods: () => {
+        rounds++;
+        return [];
+      },
+      namespace: () => undefined,
+      onChange(fn) {
+        listeners.add(fn);
+        return () => listeners.delete(fn);
+      },
+    },
+    api: { server: "https://127.0.0.1:9", get: async () => ({ kind: "unreachable", reason: "not in this test" }) },
+    writer: { send: async () => ({ ok: false, reason: "not in this test" }) },
+    chained: () => {
+      checks++;
+      return chained;
+    },
+    ready: () => true,
+  });
+  loops.push(loop);
+  return {
+    loop, lines, rounds: () => rounds, chainChecks: () => checks,
+    setChained: (on) => void (chained = on),
+    change: () => {
+      for (const fn of listeners) fn();
+    },
+  };
+}
+
+describe("the repair loop while it waits out the grace period", () => {
+  test("plans once at the start and once when the grace period ends, not every interval; then it is active", async () => {
+    const f = start(600);
+    await Bun.sleep(300);
+    // Before: a round every 20 ms, about 15 by now.
+    expect(f.rounds()).toBe(1);
+    expect(f.loop.status().active).toBe(false);
+    await Bun.sleep(500);
+    expect(f.loop.status().active).toBe(true);
+    expect(f.rounds()).toBeLessThanOrEqual(3);
+    expect(f.lines.filter((l) => l.startsWith("repair waits: the chain has been in place for less than the grace period")).length).toBe(1);
+    expect(f.lines.filter((l) => l.startsWith("repair is active")).length).toBe(1);
+  });
+
+  test("a change from the watch still plans at once", async () => {
+    const f = start(10_000);
+    await Bun.sleep(100);
+    const before = f.rounds();
+    f.change();
+    await Bun.sleep(10);
+    expect(f.rounds()).toBe(before + 1);
+  });
+
+  test("the chain is still looked at every interval: a break is noticed as soon as before", async () => {
+    const f = start(10_000);
+    await Bun.sleep(200);
+    expect(f.chainChecks()).toBeGreaterThanOrEqual(5);
+    const before = f.rounds();
+    f.setChained(false);
+    await Bun.sleep(INTERVAL_MS * 3);
+    expect(f.rounds()).toBeGreaterThan(before);
+    expect(f.lines).toContain("repair waits: meshcni is not chained");
+  });
+});
