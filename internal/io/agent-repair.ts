@@ -121,10 +121,11 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let untainted = d.startupTaint === undefined;
   let taintTries = 0;
 
-  /** Says each kind of thing once until it changes. */
+  /** Says each kind of thing once until it changes (a countdown's seconds are no change). */
   const say = (kind: "repair" | "taint", level: "info" | "warn", text: string) => {
-    if (said.get(kind) !== text) log[level](text);
-    said.set(kind, text);
+    const key = text.replace(/\(\d+ s left\)/, "");
+    if (said.get(kind) !== key) log[level](text);
+    said.set(kind, key);
   };
 
   async function repairOne(ref: RepairPlan["delete"][number]): Promise<boolean> {

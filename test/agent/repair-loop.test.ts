@@ -103,6 +103,15 @@ describe("the repair loop while it waits out the grace period", () => {
     expect(f.rounds()).toBe(before + 1);
   });
 
+  test("the wait is said once, not again for each round a change kicks as the seconds run down", async () => {
+    const f = start(3000);
+    await Bun.sleep(1100);
+    f.change();
+    await Bun.sleep(10);
+    expect(f.rounds()).toBe(2);
+    expect(f.lines.filter((l) => l.startsWith("repair waits:"))).toEqual(["repair waits: the chain has been in place for less than the grace period (3 s left)"]);
+  });
+
   test("the chain is still looked at every interval: a break is noticed as soon as before", async () => {
     const f = start(10_000);
     await Bun.sleep(200);
