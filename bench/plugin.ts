@@ -126,7 +126,7 @@ export async function benchPlugin(): Promise<string> {
       { name: "meshcni ADD, pod without a proxy, warm agent", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
       { name: "meshcni DEL, container never touched (no record)", argv: [PLUGIN], env: delEnv, stdin: agentConf },
       { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
-      { name: "the least agent client, ADD: stdin, one request and answer, one report", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
+      { name: "the least agent client, ADD: stdin, one request and answer (the agent reports)", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
       { name: "the least agent client, DEL: stdin, a stat, one report", argv: [least], env: delEnv, stdin: agentConf },
       {
         name: "the least agent client, meshed ADD: one request and answer, then nsenter + iptables-restore of the payload by Bun.spawn, one report",
@@ -135,9 +135,15 @@ export async function benchPlugin(): Promise<string> {
     ], Math.max(50, Math.floor(RUNS / 2)));
     const [aAdd, aEmpty, aRestore, aPerRule, aSkip, aDel, aVersion, lAdd, lDel, lApply] = viaAgent as [Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats];
     const agentFloor = aEmpty.median + aRestore.median;
-    // What no design with an agent can skip: the least client's ADD, plus the restore for a meshed pod.
-    const leastMeshed = lAdd.median + aRestore.median;
+    // What no design with an agent can skip for a meshed pod: the least client's ADD applying
+    // the payload itself (one process started, as a plugin must) and reporting.
+    const leastMeshed = lApply.median;
     const rssLeast = Math.max(...[0, 1, 2].map(() => peakRss({ name: "", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf })));
+    // The same, applying a meshed pod's payload itself: what starting one process adds.
+    const rssLeastApply = Math.max(...[0, 1, 2].map(() => {
+      reset();
+      return peakRss({ name: "", argv: [least], env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload }, stdin: agentConf });
+    }));
 
     reset();
     const rssAdd = peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: JSON.stringify(conf) });
@@ -187,16 +193,16 @@ export async function benchPlugin(): Promise<string> {
       `| DEL of a container never touched / meshcni VERSION | ${ratio(aDel.median, aVersion.median)} | ${verdict(aDel.median / aVersion.median, 1.2)} |`,
       `| peak RSS: ADD meshed pod through the agent (max of 3) | ${rssAgentAdd.toFixed(1)} MB | ${rssAgentAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
-      "Where those targets sit: the least agent client (bench/support/least-client.ts, compiled as the plugin is) reads stdin, asks the agent once and reports once, and does nothing else: no validation, no decision, no rules, no log line. Each target measured on it instead of the plugin. For a meshed pod, first with the floor's own restore added (started by the bench, as the floor's is), then with the least client applying the same payload itself, as a plugin must (Bun.spawn of nsenter + iptables-restore).",
+      "Where those targets sit: the least agent client (bench/support/least-client.ts, compiled as the plugin is) reads stdin, asks the agent once and, for a meshed pod or a DEL, reports once, and does nothing else: no validation, no decision, no rules, no log line. Each target measured on it instead of the plugin; for a meshed pod, the least client applies the same payload itself, as a plugin must (Bun.spawn of nsenter + iptables-restore).",
       "",
       "| the same figure for the least agent client | value | meshcni | target |",
       "|---|---|---|---|",
-      `| ADD meshed pod: (least ADD + nsenter + iptables-restore) / (empty Bun program + nsenter + iptables-restore) | ${ratio(leastMeshed, agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(leastMeshed / agentFloor, 1.3)} |`,
-      `| ADD meshed pod: least meshed ADD, applying the payload itself (Bun.spawn of nsenter + iptables-restore) / (empty Bun program + nsenter + iptables-restore) | ${ratio(lApply.median, agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(lApply.median / agentFloor, 1.3)} |`,
-      `| ADD meshed pod: (least ADD + nsenter + iptables-restore) / Linkerd's exec per rule | ${ratio(leastMeshed, aPerRule.median)} | ${ratio(aAdd.median, aPerRule.median)} | ${verdict(leastMeshed / aPerRule.median, 0.3)} |`,
+      `| ADD meshed pod: least meshed ADD, applying the payload itself (Bun.spawn of nsenter + iptables-restore) / (empty Bun program + nsenter + iptables-restore) | ${ratio(leastMeshed, agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(leastMeshed / agentFloor, 1.3)} |`,
+      `| ADD meshed pod: least meshed ADD / Linkerd's exec per rule | ${ratio(leastMeshed, aPerRule.median)} | ${ratio(aAdd.median, aPerRule.median)} | ${verdict(leastMeshed / aPerRule.median, 0.3)} |`,
       `| ADD pod without proxy: least ADD / meshcni VERSION | ${ratio(lAdd.median, aVersion.median)} | ${ratio(aSkip.median, aVersion.median)} | ${verdict(lAdd.median / aVersion.median, 1.5)} |`,
       `| DEL never touched: least DEL / meshcni VERSION | ${ratio(lDel.median, aVersion.median)} | ${ratio(aDel.median, aVersion.median)} | ${verdict(lDel.median / aVersion.median, 1.2)} |`,
       `| peak RSS (max of 3): least ADD, without the restore's process | ${rssLeast.toFixed(1)} MB | ${rssAgentAdd.toFixed(1)} MB | ${rssLeast <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
+      `| peak RSS (max of 3): least meshed ADD, applying the payload itself (Bun.spawn) | ${rssLeastApply.toFixed(1)} MB | ${rssAgentAdd.toFixed(1)} MB | ${rssLeastApply <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
     ];
     return lines.join("\n");

@@ -2,12 +2,14 @@
 // same rounds, to show where the warm agent's targets sit against the steps no design can skip:
 // read stdin, parse it, and then
 // - ADD: one request and its whole answer on the agent's socket (GET /v1/pods/NS/NAME, answered
-//   from memory), one report on the same connection, the result on stdout;
+//   from memory), the result on stdout; no report, since the agent reports an answer without
+//   rules itself (as it does for the plugin's planned ADD);
 // - DEL: look for the container's record (a stat), one report on a new connection.
 // No validation, no decision, no rules, no log line: a floor, not a plugin.
 // With LEAST_PAYLOAD (iptables-restore text) in its environment, an ADD also applies it in
-// CNI_NETNS as the plugin must (Bun.spawn of nsenter + iptables-nft-restore) before it answers:
-// what a meshed pod's ADD costs any Bun plugin, the process start included.
+// CNI_NETNS as the plugin must (Bun.spawn of nsenter + iptables-nft-restore) and then reports
+// on the same connection: what a meshed pod's ADD costs any Bun plugin, the process start
+// included.
 const stdin = await Bun.file(0).text();
 const conf = JSON.parse(stdin) as { agent_socket: string; state_dir: string };
 const env = Bun.env;
@@ -40,7 +42,7 @@ if (env.CNI_COMMAND === "DEL") {
             void Promise.all([p.stdout.text(), p.stderr.text(), p.exited]).then(() => { s.end(post); done(); });
             return;
           }
-          s.end(post);
+          s.end();
           done();
         },
         error() { done(); },
