@@ -10,13 +10,13 @@
 import { CniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { Code } from "../cni/spec.ts";
-import { parseNamespace, parsePod } from "../kube/objects.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "../plugin/deps.ts";
 import { logContext, parseLevel } from "../plugin/log.ts";
 import { peekConf } from "../plugin/peek.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { runPlugin } from "../plugin/run.ts";
 import { buildReport, completeSummary, type Summary } from "../plugin/summary.ts";
+import { cachedNamespace, cachedPod } from "./parsed.ts";
 import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord, type Report } from "./protocol.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
 
@@ -98,19 +98,6 @@ export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: n
   });
 }
 
-// The watch cache hands out the same object until the watch replaces it: each is checked against
-// the schema once, not at every ADD (the agent's profile showed the pod schema as its top cost).
-const parsedPods = new WeakMap<object, ReturnType<typeof parsePod>>();
-const parsedNamespaces = new WeakMap<object, ReturnType<typeof parseNamespace>>();
-
-function once<T>(memo: WeakMap<object, T>, raw: unknown, parse: (x: unknown) => T): T {
-  if (typeof raw !== "object" || raw === null) return parse(raw);
-  if (memo.has(raw)) return memo.get(raw) as T;
-  const out = parse(raw);
-  memo.set(raw, out);
-  return out;
-}
-
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
 function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void, plugin: AbortSignal): KubeClient {
   let found: Extract<LookupResult, { ok: true }> | undefined;
@@ -130,14 +117,14 @@ function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupRe
         throw new NotPlannable(`${r.error.msg}${r.error.details ? `: ${r.error.details}` : ""}`, true);
       }
       checkUid(r.pod, uid, namespace, name, "in the agent's cache");
-      const pod = once(parsedPods, r.pod, parsePod);
+      const pod = cachedPod(r.pod);
       if (!pod) throw new NotPlannable(`the agent holds something that is not a Pod for ${namespace}/${name}`);
       found = r;
       podKey = namespace;
       return pod;
     },
     async getNamespace(name) {
-      const ns = found && name === podKey ? once(parsedNamespaces, found.namespace, parseNamespace) : undefined;
+      const ns = found && name === podKey ? cachedNamespace(found.namespace) : undefined;
       if (!ns) throw new NotPlannable(`the agent does not hold namespace ${name}`);
       return ns;
     },

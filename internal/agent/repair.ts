@@ -2,7 +2,8 @@
 // Pure: the node's pods (as the watch cache holds them), the plugin's records, the plugin's own
 // decision (internal/plugin/pre-api.ts, then the mesh profile's decide), the clock and the
 // agent's memory of earlier rounds go in; the bypassing pods, the deletions to make and the next
-// memory come out. The shell (internal/io/agent-repair.ts) deletes, posts Events and logs.
+// memory come out. The shell (internal/io/agent-repair.ts) deletes, posts Events and logs. A
+// pod's parse is kept per cached object (parsed.ts): the same object, the same parse, any round.
 //
 // A pod bypasses the mesh when the profile redirects it, its sandbox exists, and the plugin never
 // ran an ADD for it (no record with its UID, or with its name when the record has no UID): it
@@ -10,9 +11,10 @@
 // (the validator found no redirect). A false repair deletes a healthy pod, so every doubt keeps
 // the pod: see judgePod's "never" list, the grace period, the start-time rules and the rate limit.
 import type { PluginConf } from "../config/plugin-config.ts";
-import { parsePod, type Pod } from "../kube/objects.ts";
+import type { Pod } from "../kube/objects.ts";
 import type { MeshProfile } from "../mesh/profile.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
+import { cachedPod } from "./parsed.ts";
 import type { PodRecord } from "./protocol.ts";
 import type { BypassingPod, RepairStatus } from "./types.ts";
 
@@ -177,7 +179,8 @@ export function judgePod(cfg: RepairConfig, raw: unknown, input: Omit<RepairInpu
   const init = arr(spec.initContainers).map((c) => str(obj(c).name));
   const meshInit = MESH_INIT_CONTAINERS.find((n) => init.includes(n));
   if (meshInit) return { kind: "ignore", why: `carries ${meshInit}, which sets up its own rules` };
-  const pod: Pod | undefined = parsePod(raw);
+  // Parsed once per cached object (parsed.ts): a round parses only the pods that changed.
+  const pod: Pod | undefined = cachedPod(raw);
   if (!pod) return { kind: "ignore", why: "a pod object the plugin could not read" };
   const decision = cfg.profile.decide(pod, cfg.conf);
   if (!decision.redirect) return { kind: "ignore", why: decision.reason };

@@ -264,3 +264,41 @@ describe("when the agent acts", () => {
     expect(plan.memory.repaired).toBe(1);
   });
 });
+
+describe("each cached pod is parsed once", () => {
+  // The watch cache stores a new object for each change (test/agent/store.test.ts), so repair
+  // parses a pod once per object (internal/agent/parsed.ts), not once per round. The profile sees
+  // the parsed pod: the same Pod for an unchanged object, a new one for a changed pod.
+  test("a second round hands the profile the same Pod for the pods that did not change, a new one for the one that did; the plan is the same", () => {
+    const seen = new Map<string, unknown[]>();
+    const cfg: RepairConfig = {
+      ...CFG,
+      profile: { ...linkerdProfile, decide: (p, c) => {
+        seen.set(p.metadata.name, [...(seen.get(p.metadata.name) ?? []), p]);
+        return linkerdProfile.decide(p, c);
+      } },
+    };
+    const pods = ["web-p1", "web-p2", "web-p3"].map((n) => meshedPod(n));
+    const first = planRepair(cfg, newRepairMemory(), input(pods));
+    // web-p2 changes: the cache holds a new object (a status update), the others stay as they were.
+    const changed = { ...pods[1]!, metadata: { ...(pods[1]!.metadata as object), resourceVersion: "4712" } };
+    const second = planRepair(cfg, first.memory, input([pods[0]!, changed, pods[2]!], { now: NOW + 1000 }));
+    for (const name of ["web-p1", "web-p3"]) {
+      const [a, b] = seen.get(name)!;
+      expect(b).toBe(a);
+    }
+    const [a, b] = seen.get("web-p2")!;
+    expect(b).not.toBe(a);
+    expect(b).toEqual(expect.objectContaining({ metadata: expect.objectContaining({ name: "web-p2", resourceVersion: "4712" }) }));
+    expect(second.bypassing.map((p) => [p.name, p.action, p.since])).toEqual(first.bypassing.map((p) => [p.name, p.action, p.since]));
+    expect(second.bypassing.length).toBe(3);
+  });
+
+  test("a pod the schema refuses is ignored at every round, its parse kept too", () => {
+    const bad = meshedPod("web-bad-spec", { spec: { containers: "not a list" } });
+    const first = judge(bad);
+    expect(first).toEqual({ kind: "ignore", why: "a pod object the plugin could not read" });
+    expect(judge(bad)).toEqual(first);
+    expect(planRepair(CFG, newRepairMemory(), input([bad])).bypassing).toEqual([]);
+  });
+});

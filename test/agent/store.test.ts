@@ -53,3 +53,18 @@ describe("Store", () => {
       .toEqual({ apiVersion: "v1", kind: "Namespace", metadata: { name: "ns", annotations: { a: "1" } }, status: { phase: "Terminating" } });
   });
 });
+
+test("a change stores a new object and leaves the old one as it was (internal/agent/parsed.ts keys each parse on the object)", () => {
+  for (const trim of [trimPod, (o: unknown) => o]) {
+    const s = new Store(trim);
+    s.replace([pod("a", "5"), pod("b", "6")], "10");
+    const [a0, b0] = [s.get("ns/a"), s.get("ns/b")];
+    const copy = structuredClone(a0);
+    s.apply({ type: "MODIFIED", object: pod("a", "11", { status: { phase: "Running" } }) });
+    expect(s.get("ns/a")).not.toBe(a0);
+    expect(a0).toEqual(copy);
+    expect(s.get("ns/b")).toBe(b0);
+    s.replace([pod("a", "11"), pod("b", "6")], "12");
+    expect(s.get("ns/b")).not.toBe(b0);
+  }
+});
