@@ -5,38 +5,14 @@
 // target is none).
 //
 //   node_modules/.bin/bun bench/agent-cache.ts [idle-seconds]
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../test/installer/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
+import { procSampler } from "./lib.ts";
 
 const PODS = 110;
 const NAMESPACES = 1000;
-
-// The CPU of every thread seen so far: JavaScriptCore's helper threads (GC, JIT) exit after a
-// while idle and new ones start, so a sum over the threads alive at each end of a window loses
-// what the exited ones ran (it could go negative). Polled every 100 ms while measuring.
-const seen = new Map<number, Map<string, number>>();
-function poll(pid: number): number {
-  let threads = seen.get(pid);
-  if (!threads) seen.set(pid, (threads = new Map()));
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    try {
-      threads.set(tid, Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]));
-    } catch {
-      // a thread that ended meanwhile: its last value stays
-    }
-  }
-  let cpuNs = 0;
-  for (const ns of threads.values()) cpuNs += ns;
-  return cpuNs;
-}
-
-function sample(pid: number): { cpuNs: number; rssKb: number } {
-  const cpuNs = poll(pid);
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
-  return { cpuNs, rssKb };
-}
 
 interface Agent {
   cluster: Cluster;
@@ -75,7 +51,9 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
 
   const empty = await startAgent(async () => {});
   await Bun.sleep(2000);
-  const floor = sample(empty.inst.proc.pid);
+  const emptySampler = procSampler(empty.inst.proc.pid);
+  const floor = emptySampler.sample();
+  emptySampler.stop();
   await stopAgent(empty);
 
   const full = await startAgent(async (c) => {
@@ -86,43 +64,42 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
       c.api.addPod({ ...base, metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` }, spec: { ...base.spec, nodeName: "node-a" } });
     }
   });
-  let poller: ReturnType<typeof setInterval> | undefined;
+  // Polled every 100 ms from here: each thread's CPU is kept once seen (bench/lib.ts).
+  const sampler = procSampler(full.inst.proc.pid);
   try {
-    const pid = full.inst.proc.pid;
-    poller = setInterval(() => poll(pid), 100);
     await Bun.sleep(2000); // start-up settles (the binary copy, the first GC)
-    const synced = sample(pid);
+    const synced = sampler.sample();
     // Repair waits out its grace period (30 s from the chain) before it is active; the idle
     // window starts once it is, and after the round that ends the wait.
-    const g0 = sample(pid);
+    const g0 = sampler.sample();
     const t0Grace = performance.now();
     await full.inst.waitForLog(/repair is active/, 60_000); // its log, not /status: no work for the agent
     await Bun.sleep(2000);
-    const g1 = sample(pid);
+    const g1 = sampler.sample();
     const graceS = (performance.now() - t0Grace) / 1000;
-    const i0 = sample(pid);
+    const i0 = sampler.sample();
     await Bun.sleep((seconds * 1000) / 2);
-    const ih = sample(pid);
+    const ih = sampler.sample();
     await Bun.sleep((seconds * 1000) / 2);
-    const i1 = sample(pid);
+    const i1 = sampler.sample();
     const api = full.cluster.api;
     const gets = () => api.requests.filter((r) => r.path.includes("/pods/") || /^\/api\/v1\/namespaces\/[^/]+$/.test(r.path)).length;
     const before = gets();
     const ask = (path: string) => fetch(`http://localhost${path}`, { unix: full.dirs.socket } as RequestInit);
-    const l0 = sample(pid);
+    const l0 = sampler.sample();
     const t0 = performance.now();
     const answers = await Promise.all(Array.from({ length: PODS }, (_, i) => ask(`/v1/pods/emojivoto/web-${i}?uid=pod-uid-${i}`).then(async (r) => ((await r.json()) as { source?: string }).source)));
     const lookupMs = performance.now() - t0;
-    const l1 = sample(pid);
+    const l1 = sampler.sample();
     const fromCache = answers.filter((s) => s === "cache").length;
     const getsPerLookup = (gets() - before) / PODS;
     // Churn: every pod changes once (status updates as kubelet would send them).
-    const c0 = sample(pid);
+    const c0 = sampler.sample();
     for (let i = 0; i < PODS; i++) {
       api.updatePod({ ...base, metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` }, spec: { ...base.spec, nodeName: "node-a" }, status: { phase: "Running" } });
     }
     await Bun.sleep(1000);
-    const c1 = sample(pid);
+    const c1 = sampler.sample();
     if (full.inst.proc.exitCode !== null) throw new Error(`the agent died:\n${full.inst.log()}`);
     const mb = (kb: number) => (kb / 1024).toFixed(1);
     const rss = synced.rssKb / 1024;
@@ -148,7 +125,7 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
       "",
     ].join("\n");
   } finally {
-    clearInterval(poller);
+    sampler.stop();
     await stopAgent(full);
   }
 }

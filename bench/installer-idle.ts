@@ -4,28 +4,11 @@
 // folder (what any inotify-driven Bun daemon costs).
 //
 //   node_modules/.bin/bun bench/installer-idle.ts [seconds]
-import { readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/installer/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
-
-interface Sample {
-  cpuNs: number;
-  wakeups: number;
-  rssKb: number;
-}
-
-/** CPU time (ns, all threads, from schedstat), voluntary context switches and resident memory of `pid`. */
-function sample(pid: number): Sample {
-  let cpuNs = 0;
-  let wakeups = 0;
-  for (const tid of readdirSync(`/proc/${pid}/task`)) {
-    cpuNs += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
-    wakeups += Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8"))?.[1] ?? 0);
-  }
-  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
-  return { cpuNs, wakeups, rssKb };
-}
+import { type ProcSample, procSampler } from "./lib.ts";
 
 export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 60)): Promise<string> {
   ensureBuilt();
@@ -41,14 +24,17 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
   const port = freePort();
   const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)], cluster.env);
   const floor = Bun.spawn([floorBin, dirs.root], { stdout: "ignore", stderr: "inherit" });
+  const samplers: ReturnType<typeof procSampler>[] = [];
   try {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
     await until(async () => (await readyz(port)).status === 200, 5000, "ready");
     await Bun.sleep(2000); // let start-up settle (the binary copy, the first GC)
-    const pid = inst.proc.pid;
-    const [a0, f0] = [sample(pid), sample(floor.pid)];
+    // Polled every 100 ms from here: each thread's CPU and wake-ups are kept once seen (bench/lib.ts).
+    const [agent, floorSampler] = [procSampler(inst.proc.pid), procSampler(floor.pid)];
+    samplers.push(agent, floorSampler);
+    const [a0, f0] = [agent.sample(), floorSampler.sample()];
     await Bun.sleep(seconds * 1000);
-    const [a1, f1] = [sample(pid), sample(floor.pid)];
+    const [a1, f1] = [agent.sample(), floorSampler.sample()];
     if (inst.proc.exitCode !== null) throw new Error(`installer died:\n${inst.log()}`);
     // Then busy: 110 pods looked up through the agent (pods of no node, so not in its watch cache: each a short wait for the watch, then its own GET) and 1,000 reports printed.
     for (let i = 0; i < 110; i++) {
@@ -56,7 +42,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     }
     cluster.api.addNamespace({ metadata: { name: "bench" } });
     const ask = (path: string, init: RequestInit = {}) => fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
-    const b0 = sample(pid);
+    const b0 = agent.sample();
     await Promise.all(Array.from({ length: 110 }, (_, i) => ask(`/v1/pods/bench/web-${i}`).then((r) => r.arrayBuffer())));
     for (let i = 0; i < 1000; i += 50) {
       await Promise.all(Array.from({ length: 50 }, (_, k) => ask("/v1/reports", {
@@ -69,8 +55,8 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
       }).then((r) => r.arrayBuffer())));
     }
     await until(() => (inst.log().match(/plugin ADD pod=bench\//g)?.length ?? 0) >= 1000, 30_000, "the reports printed");
-    const b1 = sample(pid);
-    const row = (name: string, s0: Sample, s1: Sample) =>
+    const b1 = agent.sample();
+    const row = (name: string, s0: ProcSample, s1: ProcSample) =>
       `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;
     const rssMb = a1.rssKb / 1024;
     return [
@@ -89,6 +75,7 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
       "",
     ].join("\n");
   } finally {
+    for (const s of samplers) s.stop();
     await inst.stop();
     floor.kill("SIGKILL");
     await floor.exited;

@@ -2,7 +2,7 @@
 // hits every candidate alike, and report medians and ratios against a floor measured in the
 // same run. (Peak memory is measured with GNU time by the benchmarks that report it.)
 
-import { chmodSync, readFileSync, writeFileSync } from "node:fs";
+import { chmodSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { JIT_POLICY } from "../scripts/build.ts";
 
@@ -37,6 +37,67 @@ export async function buildLikePlugin(src: string, outfile: string): Promise<str
     compile: { jitPolicy: JIT_POLICY, outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
   if (!r.success) throw new Error(`building ${src} failed`);
   return outfile;
+}
+
+/** A process's CPU time (ns), wake-ups (voluntary context switches) and resident memory. */
+export interface ProcSample {
+  cpuNs: number;
+  wakeups: number;
+  rssKb: number;
+}
+
+/**
+ * Samples `pid` (its threads' schedstat and voluntary_ctxt_switches, its VmRSS), summing over every
+ * thread seen since the sampler started, not over the threads alive at the moment: JavaScriptCore's
+ * helper threads (GC, JIT) exit after a while idle and new ones start, so a sum over the threads
+ * alive at each end of a window loses what the exited ones ran (it could even go negative). The
+ * threads are polled every `pollMs` until stop(); a thread that starts and ends between two polls
+ * is still missed. A thread is known by its id and start time (a reused id is another thread).
+ */
+export function procSampler(pid: number, pollMs = 100): { sample(): ProcSample; stop(): void } {
+  const threads = new Map<string, { cpuNs: number; wakeups: number }>();
+  const poll = () => {
+    let tids: string[];
+    try {
+      tids = readdirSync(`/proc/${pid}/task`);
+    } catch {
+      return; // the process is gone: what was seen stays
+    }
+    for (const tid of tids) {
+      try {
+        const dir = `/proc/${pid}/task/${tid}`;
+        const stat = readFileSync(`${dir}/stat`, "utf8");
+        const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+        const cpuNs = Number(readFileSync(`${dir}/schedstat`, "utf8").split(" ")[0]);
+        const wakeups = Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`${dir}/status`, "utf8"))?.[1] ?? 0);
+        threads.set(`${tid}@${started}`, { cpuNs, wakeups });
+      } catch {
+        // a thread that ended meanwhile: its last values stay
+      }
+    }
+  };
+  poll();
+  const timer = setInterval(poll, pollMs);
+  timer.unref(); // a sampler left running keeps no bench alive
+  return {
+    sample() {
+      poll();
+      let cpuNs = 0;
+      let wakeups = 0;
+      for (const t of threads.values()) {
+        cpuNs += t.cpuNs;
+        wakeups += t.wakeups;
+      }
+      let rssKb = 0;
+      try {
+        rssKb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
+      } catch {
+        // gone
+      }
+      return { cpuNs, wakeups, rssKb };
+    },
+    stop: () => clearInterval(timer),
+  };
 }
 
 /** What bench/support/api-process.ts prints once its stand-in API server (and agent) listen. */
