@@ -156,7 +156,9 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     repair = startRepair({
       cfg, view, api, log, stateDir: opts.stateDir,
       writer: clientWriter(api),
-      chained: () => inst.status().chain.current,
+      // The chain alone: repair looks at it every 2 s during its grace period, and the binary's
+      // and kubeconfig's checks read the token, the CA and the kubeconfig.
+      chained: () => inst.chainStatus().current,
       ready: () => check().ready,
       recordsSince: recordsSince(opts.stateDir, chainedAtStart, Date.now(), log),
       ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),

@@ -384,7 +384,8 @@ export class Installer {
     }
   }
 
-  private chainStatus(): InstallStatus["chain"] {
+  /** Where meshcni's entry is: the config the runtime reads first, chained or not (status()'s chain alone). */
+  chainStatus(): InstallStatus["chain"] {
     const dir = this.config.hostNetDir;
     const sel = this.readSelection();
     if (!sel.name || !sel.config) return { path: dir, current: false, problem: `no CNI network config in ${dir} yet` };
