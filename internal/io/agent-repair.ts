@@ -252,8 +252,17 @@ export function startRepair(d: RepairDeps): RepairLoop {
   };
   const tick = () => {
     const left = graceLeft();
-    if (left !== undefined && d.chained()) {
-      timer = setTimeout(tick, Math.min(d.intervalMs, left + 1));
+    // The look at the chain reads the host's CNI folder and can throw (EIO, EACCES, a link out of
+    // the mounted folders): a throw here would end the timer (and, uncaught, the agent). A round
+    // looks again and logs why.
+    let chained = false;
+    try {
+      chained = left !== undefined && d.chained();
+    } catch {
+      chained = false;
+    }
+    if (chained) {
+      timer = setTimeout(tick, Math.min(d.intervalMs, left! + 1));
       return;
     }
     kick();

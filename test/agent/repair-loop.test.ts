@@ -26,6 +26,8 @@ interface Fake {
   chainChecks(): number;
   lines: string[];
   setChained(on: boolean): void;
+  /** The next look at the chain throws (the host folder cannot be read for a moment). */
+  throwOnce(): void;
   /** A change delivered by the watch. */
   change(): void;
 }
@@ -43,6 +45,7 @@ function start(graceMs: number): Fake {
   let rounds = 0;
   let checks = 0;
   let chained = true;
+  let throwNext = 0;
   const listeners = new Set<() => void>();
   const lines: string[] = [];
   const say = (m: string) => void lines.push(m);
@@ -66,6 +69,10 @@ function start(graceMs: number): Fake {
     writer: { send: async () => ({ ok: false, reason: "not in this test" }) },
     chained: () => {
       checks++;
+      if (throwNext > 0) {
+        throwNext--;
+        throw new Error("list /host/etc/cni/net.d: EIO: i/o error");
+      }
       return chained;
     },
     ready: () => true,
@@ -74,6 +81,7 @@ function start(graceMs: number): Fake {
   return {
     loop, lines, rounds: () => rounds, chainChecks: () => checks,
     setChained: (on) => void (chained = on),
+    throwOnce: () => void (throwNext = 1),
     change: () => {
       for (const fn of listeners) fn();
     },
@@ -121,5 +129,17 @@ describe("the repair loop while it waits out the grace period", () => {
     await Bun.sleep(INTERVAL_MS * 3);
     expect(f.rounds()).toBeGreaterThan(before);
     expect(f.lines).toContain("repair waits: meshcni is not chained");
+  });
+
+  test("a look at the chain that throws during the grace period kicks a round, and the loop goes on", async () => {
+    const f = start(300);
+    await Bun.sleep(60);
+    const before = f.rounds();
+    f.throwOnce();
+    await Bun.sleep(INTERVAL_MS * 3);
+    expect(f.rounds()).toBeGreaterThan(before);
+    await Bun.sleep(400);
+    expect(f.loop.status().active).toBe(true);
+    expect(f.lines.filter((l) => l.startsWith("repair is active")).length).toBe(1);
   });
 });
