@@ -4,7 +4,8 @@
 // The plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6): all at once, after the
 // rules; when one fails, the rules go again. Real namespaces, real iptables and ip. Needs root.
 import { afterEach, describe, expect, test } from "bun:test";
-import { applyPlan } from "../../internal/backends/apply-plan.ts";
+import { applyPlan, undoOf } from "../../internal/backends/apply-plan.ts";
+import { ISTIO_CLEANUP_IP_COMMANDS } from "../../internal/mesh/istio-rules.ts";
 import type { Firewall } from "../../internal/backends/types.ts";
 import { openFirewall } from "../../internal/io/firewall.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
@@ -17,9 +18,10 @@ const dualStack = () => allCases().find((c) => c.name === "linkerd-ipv6")!;
 
 /**
  * The firewall with its runs and `ip` commands timed; the restore of `failing` (a key such as
- * "restore6"), or the `ip` command whose words start with it (such as "route"), refused.
+ * "restore6"), or the `ip` command whose words start with it (such as "route"), refused; the `ip`
+ * command whose words start with `stalling` throws the plugin's time-out error.
  */
-function timed(fw: Firewall, failing?: string) {
+function timed(fw: Firewall, failing?: string, stalling?: string) {
   const runs: { key: string; start: number; end: number; code: number }[] = [];
   const run: Firewall["run"] = async (key, argv, stdin, signal) => {
     const start = performance.now();
@@ -31,6 +33,7 @@ function timed(fw: Firewall, failing?: string) {
   };
   const ip: Firewall["ip"] = async (family, argv, signal) => {
     const start = performance.now();
+    if (argv[0] === stalling) throw new Error("timed out: ip did not finish within the plugin's time bound");
     const r = argv[0] === failing
       ? { code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }
       : await fw.ip(family, argv, signal);
@@ -102,13 +105,46 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
   });
 
-  test("Istio TPROXY, dual-stack: a failing ip command fails the ADD and takes the rules back out", async () => {
+  test("Istio TPROXY, dual-stack: a failing ip command fails the ADD; the rules and the ip changes it made are taken back out", async () => {
     ns = Netns.create(`mcf-${uniq()}`);
     const c = allCases().find((x) => x.name === "istio-ipv6-tproxy-dns")!;
     const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
-    const { fw: failingRoute } = timed(fw, "route");
+    // The routes fail; the rules and the ::6 address went in at the same time.
+    const { fw: failingRoute, runs } = timed(fw, "route");
     await expect(applyPlan({ ...failingRoute, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip route replace local default dev lo table 133 failed/);
+    expect(runs.filter((r) => r.key.includes(" rule add ")).map((r) => r.code)).toEqual([0, 0]);
     expect(ns.save("nft", 4)).not.toContain("ISTIO");
     expect(ns.save("nft", 6)).not.toContain("ISTIO");
+    expect(ns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
+    expect(ns.exec(["ip", "-6", "rule"]).stdout).not.toContain("lookup 133");
+    expect(ns.exec(["ip", "-6", "addr", "show", "dev", "lo"]).stdout).not.toContain("::6/128");
+  });
+
+  test("Istio TPROXY: a command's own failure is the ADD's error, not another one's time-out", async () => {
+    ns = Netns.create(`mcf-${uniq()}`);
+    const c = allCases().find((x) => x.name === "istio-ipv6-tproxy-dns")!;
+    const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+    const { fw: mixed } = timed(fw, "route", "addr");
+    await expect(applyPlan({ ...mixed, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip route replace .* failed in the pod network namespace/);
+    expect(ns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
+    // With only the time-out, the time-out is the error.
+    const { fw: stalled } = timed(fw, undefined, "addr");
+    await expect(applyPlan({ ...stalled, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/timed out/);
+  });
+});
+
+describe("undoing a plan's ip commands", () => {
+  test("each command an Istio plan can hold has its undo among DEL's clean-up commands", () => {
+    const plans = allCases().filter((x) => x.plan.ipCommands.length > 0);
+    expect(plans.length).toBeGreaterThan(3);
+    const cleanup = ISTIO_CLEANUP_IP_COMMANDS.map((x) => `${x.family} ${x.argv.join(" ")}`);
+    for (const c of plans) {
+      for (const cmd of c.plan.ipCommands) {
+        const undo = undoOf(cmd);
+        expect(undo, `${c.name}: ip ${cmd.argv.join(" ")}`).toBeDefined();
+        expect(cleanup).toContain(`${undo!.family} ${undo!.argv.join(" ")}`);
+      }
+    }
+    expect(undoOf({ family: 4, argv: ["route", "show"] })).toBeUndefined();
   });
 });
