@@ -69,13 +69,31 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     ns = Netns.create(`mcf-${uniq()}`);
     const c = dualStack();
     const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
-    const { fw: failing6 } = timed(fw, "restore6");
+    const { fw: failing6, runs } = timed(fw, "restore6");
     await expect(fw.driver.apply({ ...failing6, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip6tables-restore failed/);
+    // The failed family was tried once more on its own before the ADD gave up.
+    const six = runs.filter((r) => r.key === "restore6");
+    expect(six.length).toBe(2);
+    expect(six[1]!.start).toBeGreaterThanOrEqual(runs.find((r) => r.key === "restore4")!.end);
     // IPv4 went in at the same time and came out again: nothing of meshcni's in either family.
     expect(ns.save("nft", 4)).not.toContain("PROXY_INIT");
     expect(ns.save("nft", 6)).not.toContain("PROXY_INIT");
     // And the same plan applies cleanly afterwards.
     await fw.driver.apply(fw, c.plan, log, t());
+    expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
+  });
+
+  test("iptables-nft: a family that fails once at the same time as the other is tried again alone, and the ADD succeeds", async () => {
+    ns = Netns.create(`mcf-${uniq()}`);
+    const c = dualStack();
+    const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
+    let refused = 0;
+    const once: Firewall["run"] = (key, argv, stdin, signal) =>
+      key === "restore6" && refused++ === 0
+        ? Promise.resolve({ code: 4, stdout: "", stderr: "iptables-restore: line 12 failed: Resource temporarily unavailable" })
+        : fw.run(key, argv, stdin, signal);
+    await fw.driver.apply({ ...fw, run: once } as typeof fw, c.plan, log, t());
+    expect(refused).toBe(2);
     expect(await fw.driver.verify(fw, c.plan, t())).toEqual([]);
   });
 

@@ -75,9 +75,19 @@ export async function applyRuleSets(fw: Firewall, rulesets: readonly RuleSet[], 
     const applied: RuleSet[] = [];
     let failure: { reason: unknown } | undefined;
     for (let i = 0; i < results.length; i++) {
-      const r = results[i]!;
-      if (r.status === "fulfilled") applied.push(rulesets[i]!);
-      else failure ??= r;
+      const rs = rulesets[i]!;
+      if (results[i]!.status === "fulfilled") {
+        applied.push(rs);
+        continue;
+      }
+      // Once more, alone: an iptables-nft that does not retry a transaction whose ruleset
+      // generation moved on meanwhile (older releases) may fail the second of two at once.
+      try {
+        await applyRuleSet(fw, rs, log, signal);
+        applied.push(rs);
+      } catch (e) {
+        failure ??= { reason: e };
+      }
     }
     if (!failure) return;
     await rollback(fw, applied, log);
