@@ -240,18 +240,15 @@ async function del(ctx: Ctx): Promise<string> {
         log.info(`removed IPv${families.join("+IPv")} rules (${fw.backend})`);
         Object.assign(ctx.summary, { outcome: "removed", reason: "removed the pod's rules", backend: fw.backend });
       }
-      if (whole) {
-        for (const cmd of profile.cleanupIpCommands ?? []) {
-          const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
-          if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
-        }
-        break;
+      // The profile's `ip` clean-up (Istio: TPROXY's rule and route, IPv6's ::6), all at once:
+      // each is its own process and its own netlink change.
+      const cleanup = (profile.cleanupIpCommands ?? []).filter((cmd) => whole || cmd.family === family);
+      const undone = await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
+      for (let i = 0; i < cleanup.length; i++) {
+        const cmd = cleanup[i]!;
+        if (undone[i]!.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
       }
-      for (const cmd of profile.cleanupIpCommands ?? []) {
-        if (cmd.family !== family) continue;
-        const r = await fw.ip(cmd.family, cmd.argv, ctx.signal);
-        if (r.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
-      }
+      if (whole) break;
     } catch (e) {
       log.warn(`could not remove IPv${family} rules (ignored, the namespace is going away): ${(e as Error).message}`);
     }
