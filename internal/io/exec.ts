@@ -36,7 +36,7 @@ export async function run(argv: readonly string[], opts: RunOptions = {}): Promi
   }
 }
 
-function timedOut(argv: readonly string[]): CniError {
+export function timedOut(argv: readonly string[]): CniError {
   return new CniError(Code.TryAgainLater, "timed out",
     `${argv.slice(0, 4).join(" ")} did not finish within the plugin's time bound (timeout_seconds); the runtime will retry`);
 }

@@ -98,6 +98,19 @@ for (const path of ["in process", "nft through nsenter"] as const) describe.skip
     }
   });
 
+  test("past the command's time bound, no transaction starts: a time-out error, nothing applied", async () => {
+    const c = allCases().find((x) => x.plan.families.length === 2)!;
+    const fresh = Netns.create(`mcn-${uniq()}`);
+    try {
+      const fw = await openFirewall(fresh.path, settings, [4, 6], Bun.env.PATH);
+      await expect(fw.run("nft", ["-f", "-"], renderScript(c.plan), AbortSignal.abort())).rejects.toThrow(/timed out/);
+      await expect(fw.driver.apply(fw, c.plan, log, AbortSignal.abort())).rejects.toThrow(/timed out/);
+      expect(fresh.exec(["nft", "list", "ruleset"]).stdout.trim()).toBe("");
+    } finally {
+      fresh.delete();
+    }
+  });
+
   test("a transaction that fails part-way applies nothing, even over an earlier ADD", async () => {
     const c = allCases().find((x) => x.plan.families.length === 2)!;
     const fw = await openFirewall(ns.path, settings, [4, 6], Bun.env.PATH);
