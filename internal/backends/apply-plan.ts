@@ -21,6 +21,9 @@ export function undoOf(cmd: IpCommand): IpCommand | undefined {
 
 export async function applyPlan(fw: Firewall & { driver: Backend }, plan: Plan, log: Logger, signal: AbortSignal): Promise<void> {
   await fw.driver.apply(fw, plan, log, signal);
+  // Most plans have none (every Linkerd pod): no Promise.allSettled then, a builtin the plugin's
+  // fresh process would compile on its first use.
+  if (plan.ipCommands.length === 0) return;
   // Each `ip` is a process (nsenter + ip, 2-3 ms): started together, a dual-stack TPROXY pod's
   // five take about as long as one.
   const settled = await Promise.allSettled(plan.ipCommands.map((cmd) => fw.ip(cmd.family, cmd.argv, signal)));

@@ -243,7 +243,7 @@ async function del(ctx: Ctx): Promise<string> {
       // The profile's `ip` clean-up (Istio: TPROXY's rule and route, IPv6's ::6), all at once:
       // each is its own process and its own netlink change.
       const cleanup = (profile.cleanupIpCommands ?? []).filter((cmd) => whole || cmd.family === family);
-      const undone = await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
+      const undone = cleanup.length === 0 ? [] : await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
       for (let i = 0; i < cleanup.length; i++) {
         const cmd = cleanup[i]!;
         if (undone[i]!.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
