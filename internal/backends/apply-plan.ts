@@ -5,19 +5,8 @@
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
 import type { Logger } from "../plugin/log.ts";
-import type { IpCommand, Plan } from "../plan/model.ts";
+import { type IpCommand, type Plan, undoIpCommand } from "../plan/model.ts";
 import type { Backend, Firewall } from "./types.ts";
-
-/**
- * The command that undoes `cmd` (`rule add` → `rule del`, `route replace` → `route del`,
- * `addr replace` → `addr del`, the same words after the verb), as DEL's clean-up runs them; undefined
- * for a verb that has none. Pure.
- */
-export function undoOf(cmd: IpCommand): IpCommand | undefined {
-  const [object, verb, ...rest] = cmd.argv;
-  if (object === undefined || (verb !== "add" && verb !== "replace")) return undefined;
-  return { family: cmd.family, argv: [object, "del", ...rest] };
-}
 
 export async function applyPlan(fw: Firewall & { driver: Backend }, plan: Plan, log: Logger, signal: AbortSignal): Promise<void> {
   await fw.driver.apply(fw, plan, log, signal);
@@ -49,7 +38,7 @@ export async function applyPlan(fw: Firewall & { driver: Backend }, plan: Plan, 
   if (e === undefined) return;
   const bound = AbortSignal.timeout(2000);
   await Promise.all(changed.map(async (cmd) => {
-    const undo = undoOf(cmd);
+    const undo = undoIpCommand(cmd);
     if (!undo) return;
     try {
       const r = await fw.ip(undo.family, undo.argv, bound);

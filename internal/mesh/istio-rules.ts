@@ -8,7 +8,7 @@
 // so CHECK can compare text; and where Istio inserts at the head of its own chain (TPROXY's
 // `-I ISTIO_INBOUND 1..3`) we append in the final order, which installs the same chain.
 import type { Cidr } from "../net/cidr.ts";
-import { A, type Family, type FamilyPlan, type IpCommand, M, type Match, PlanBuilder, type Stage } from "../plan/model.ts";
+import { A, type Family, type FamilyPlan, type IpCommand, M, type Match, PlanBuilder, type Stage, undoIpCommand } from "../plan/model.ts";
 import type { IstioOptions } from "./istio-options.ts";
 
 export const IstioChains = {
@@ -220,23 +220,30 @@ export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
  */
 export function buildIstioIpCommands(o: IstioOptions, families: readonly Family[]): IpCommand[] {
   const out: IpCommand[] = [];
-  if (families.includes(6)) out.push({ family: 6, argv: ["addr", "replace", "::6/128", "dev", "lo"] });
+  if (families.includes(6)) out.push(loopback6Address());
   const capturesInbound = o.includeInboundPorts === "*" || o.includeInboundPorts.length > 0;
   if (o.mode === "TPROXY" && capturesInbound) {
-    for (const family of families) {
-      out.push({ family, argv: ["rule", "add", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] });
-      out.push({ family, argv: ["route", "replace", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] });
-    }
+    for (const family of families) out.push(...tproxyRouting(family));
   }
   return out;
 }
 
-/** What DEL runs in a live namespace to undo buildIstioIpCommands; failures are expected and ignored. */
-export const ISTIO_CLEANUP_IP_COMMANDS: readonly IpCommand[] = ([4, 6] as const).flatMap((family) => [
-  { family, argv: ["rule", "del", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] },
-  { family, argv: ["route", "del", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] },
-  ...(family === 6 ? [{ family, argv: ["addr", "del", "::6/128", "dev", "lo"] }] : []),
-]);
+/** The ::6 source address on lo, for IPv6 pods. */
+const loopback6Address = (): IpCommand => ({ family: 6, argv: ["addr", "replace", "::6/128", "dev", "lo"] });
+
+/** TPROXY's policy rule and local route for one family. */
+const tproxyRouting = (family: Family): IpCommand[] => [
+  { family, argv: ["rule", "add", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] },
+  { family, argv: ["route", "replace", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] },
+];
+
+/**
+ * What DEL runs in a live namespace to undo buildIstioIpCommands, whatever the pod's options
+ * were: the undo of every command it can write. Failures are expected and ignored.
+ */
+export const ISTIO_CLEANUP_IP_COMMANDS: readonly IpCommand[] = ([4, 6] as const)
+  .flatMap((family) => [...tproxyRouting(family), ...(family === 6 ? [loopback6Address()] : [])])
+  .map((cmd) => undoIpCommand(cmd)!);
 
 const IFACE = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}";
 const MASKS = "--nfmask 0xffffffff --ctmask 0xffffffff";

@@ -128,6 +128,18 @@ export interface Plan {
   ipCommands: IpCommand[];
 }
 
+/**
+ * The command that undoes `cmd`: `rule add` → `rule del`, `route replace` → `route del`,
+ * `addr replace` → `addr del`, the same words after the verb; undefined for a verb that has none.
+ * A failed ADD undoes what it ran (backends/apply-plan.ts), and Istio's DEL clean-up is the undo
+ * of every command its plans can hold (mesh/istio-rules.ts).
+ */
+export function undoIpCommand(cmd: IpCommand): IpCommand | undefined {
+  const [object, verb, ...rest] = cmd.argv;
+  if (object === undefined || (verb !== "add" && verb !== "replace")) return undefined;
+  return { family: cmd.family, argv: [object, "del", ...rest] };
+}
+
 /** Records chains as rules first use them, in order. */
 export class PlanBuilder {
   private readonly chains: { stage: Stage; name: string }[] = [];

@@ -4,7 +4,8 @@
 // The plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6): all at once, after the
 // rules; when one fails, the rules go again. Real namespaces, real iptables and ip. Needs root.
 import { afterEach, describe, expect, test } from "bun:test";
-import { applyPlan, undoOf } from "../../internal/backends/apply-plan.ts";
+import { applyPlan } from "../../internal/backends/apply-plan.ts";
+import { undoIpCommand as undoOf } from "../../internal/plan/model.ts";
 import { ISTIO_CLEANUP_IP_COMMANDS } from "../../internal/mesh/istio-rules.ts";
 import type { Firewall } from "../../internal/backends/types.ts";
 import { openFirewall } from "../../internal/io/firewall.ts";
