@@ -92,6 +92,8 @@ export interface RepairPlan {
   active: boolean;
   /** Why the agent does not act yet (when not active). */
   waitingFor?: string;
+  /** What it waits for, the same from round to round while the reason is (waitingFor counts seconds down). */
+  waitingOn?: WaitingOn;
   bypassing: BypassingPod[];
   /** Pods to delete now (mode delete, active, within the rate limit), with the reason for their Event. */
   delete: (PodRef & { reason: string })[];
@@ -213,12 +215,14 @@ function pruned(m: RepairMemory, now: number, current: Set<string>): RepairMemor
   };
 }
 
+export type WaitingOn = "cache" | "chain" | "grace";
+
 /** Why the agent does not act yet, or undefined when it may. */
-function waitingFor(cfg: RepairConfig, input: RepairInput): string | undefined {
-  if (!input.synced) return "the watch cache is not in sync";
-  if (input.chainSince === undefined) return "meshcni is not chained";
+function waitingFor(cfg: RepairConfig, input: RepairInput): { on: WaitingOn; why: string } | undefined {
+  if (!input.synced) return { on: "cache", why: "the watch cache is not in sync" };
+  if (input.chainSince === undefined) return { on: "chain", why: "meshcni is not chained" };
   const left = input.chainSince + cfg.graceMs - input.now;
-  if (left > 0) return `the chain has been in place for less than the grace period (${Math.ceil(left / 1000)} s left)`;
+  if (left > 0) return { on: "grace", why: `the chain has been in place for less than the grace period (${Math.ceil(left / 1000)} s left)` };
   return undefined;
 }
 
@@ -251,7 +255,7 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
     }
     return { namespace: ref.namespace, name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}), reason, action, since: new Date(m.firstSeen[key]!).toISOString() };
   });
-  return { active, ...(waiting ? { waitingFor: waiting } : {}), bypassing, delete: del, memory: m };
+  return { active, ...(waiting ? { waitingFor: waiting.why, waitingOn: waiting.on } : {}), bypassing, delete: del, memory: m };
 }
 
 /** After the shell tried the plan's deletions: each attempt counts against the rate; successes are repairs. */

@@ -121,11 +121,10 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let untainted = d.startupTaint === undefined;
   let taintTries = 0;
 
-  /** Says each kind of thing once until it changes (a countdown's seconds are no change). */
-  const say = (kind: "repair" | "taint", level: "info" | "warn", text: string) => {
-    const key = text.replace(/\(\d+ s left\)/, "");
-    if (said.get(kind) !== key) log[level](text);
-    said.set(kind, key);
+  /** Says each kind of thing once until it changes: until `same` changes, when given (a countdown's seconds are no change). */
+  const say = (kind: "repair" | "taint", level: "info" | "warn", text: string, same = text) => {
+    if (said.get(kind) !== same) log[level](text);
+    said.set(kind, same);
   };
 
   async function repairOne(ref: RepairPlan["delete"][number]): Promise<boolean> {
@@ -203,7 +202,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
     if (!untainted && chainSince !== undefined && d.ready() && d.view.synced()) await untaint();
     plan = planRepair(cfg, memory, { pods: d.view.pods(), records: readRecords(d.stateDir).records, synced: d.view.synced(), chainSince, recordsSince: d.recordsSince, now });
     memory = plan.memory;
-    if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`);
+    if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`, `waits on ${plan.waitingOn}`);
     else say("repair", "info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
     if (cfg.mode === "off") {
       for (const b of plan.bypassing) if (memory.firstSeen[b.uid ?? `${b.namespace}/${b.name}`] === now) log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
