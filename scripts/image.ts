@@ -93,7 +93,10 @@ export async function stageArch(arch: Arch, outdir: string, opts: { musl?: boole
   }
   const sysroot = debianSysroot(arch, log);
   const verdict = checkBinaryOnHost(sysroot, join(bin, "meshcni"), `the ${arch} node binary`);
-  if (!verdict.ok) throw new Error(`Debian's libc6 for ${arch} does not satisfy the node binary: ${verdict.problems.join("; ")}`);
+  if (verdict.ok !== true) {
+    const why = verdict.ok === false ? verdict.problems : verdict.skipped;
+    throw new Error(`Debian's libc6 for ${arch} does not satisfy the node binary: ${why.join("; ")}`);
+  }
   for (const f of verdict.files) {
     const dest = join(dir, f.path);
     mkdirSync(dirname(dest), { recursive: true });

@@ -15,7 +15,8 @@ export interface PartStatus {
 export interface InstallStatus {
   /** The config the runtime reads first (the one meshcni chains into), when there is one. */
   chain: PartStatus & { file?: string };
-  binary: PartStatus;
+  /** hostCheck: whether the host can run it, or why that check was skipped (internal/hostcheck). */
+  binary: PartStatus & { hostCheck?: string };
   kubeconfig: PartStatus;
 }
 

@@ -4,10 +4,22 @@
 // installer sees it mounted read-only; the image build uses it on a Debian sysroot) and says
 // exactly what is missing, or lists every file the binary loads. Pure: files are seen through
 // RootView; symbolic links are resolved inside the root, as the host would resolve them.
+//
+// On a node the agent sees only some of the host's paths (HOST_CHECK_PATHS, each mounted
+// read-only at the same path under its host root; limitView). A path outside them is "unseen":
+// where the answer depends on one (a link that leads out, a folder the loader may also search),
+// the check says it was skipped and why, rather than guess.
 import { type ElfInfo, ElfError, isElf, machineName, parseElf, type ReadAt } from "./elf.ts";
 import { parseLdCache } from "./ldcache.ts";
 
-export type EntryKind = "file" | "dir" | "symlink" | "other";
+export type EntryKind = "file" | "dir" | "symlink" | "other" | "unseen";
+
+/**
+ * The host paths the check reads, and the only ones the DaemonSet mounts for it: the loader and
+ * libraries live in /usr, /lib and /lib64 (or links to them), and glibc's loader reads
+ * /etc/ld.so.cache first. Never /etc, /var or /proc.
+ */
+export const HOST_CHECK_PATHS = ["/usr", "/lib", "/lib64", "/etc/ld.so.cache"] as const;
 
 export interface RootView {
   /** The entry at `path` (absolute, inside the root), symbolic links not followed. */
@@ -16,6 +28,32 @@ export interface RootView {
   reader(path: string): ReadAt;
   /** A small file's bytes (ld.so.cache, musl's path file); undefined when absent. */
   readFile(path: string): Uint8Array | undefined;
+  /** The paths this view shows, when it shows only some of the root (see limitView). */
+  sees?: readonly string[];
+}
+
+const within = (path: string, top: string) => top === "/" || path === top || path.startsWith(`${top}/`);
+
+/**
+ * `view` showing only `paths` (and the folders leading to them): anything else is an entry of
+ * kind "unseen", never read. What the agent sees of a node's host root is such a view.
+ */
+export function limitView(view: RootView, paths: readonly string[] = HOST_CHECK_PATHS): RootView {
+  const seen = (path: string) => paths.some((p) => within(path, p));
+  const leadsTo = (path: string) => path === "/" || paths.some((p) => p.startsWith(`${path}/`));
+  return {
+    entry(path) {
+      if (seen(path)) return view.entry(path);
+      if (leadsTo(path)) return { kind: "dir", size: 0 };
+      return { kind: "unseen", size: 0 };
+    },
+    reader: (path) => {
+      if (!seen(path)) throw new Error(`${path} is outside the host paths this view shows`);
+      return view.reader(path);
+    },
+    readFile: (path) => (seen(path) ? view.readFile(path) : undefined),
+    sees: paths,
+  };
 }
 
 export type Libc = "glibc" | "musl" | "unknown" | "static";
@@ -29,11 +67,16 @@ export interface LoadedFile {
 
 export type HostVerdict =
   | { ok: true; libc: Libc; machine: string; files: LoadedFile[] }
-  | { ok: false; libc: Libc; machine: string; problems: string[] };
+  | { ok: false; libc: Libc; machine: string; problems: string[] }
+  /** Not known: the answer depends on host paths outside the view (`skipped` says which and why). */
+  | { ok: null; libc: Libc; machine: string; skipped: string[] };
 
 const MAX_LINKS = 40;
 
-/** Resolves `path` inside the root, following symbolic links; undefined when it does not exist. */
+/**
+ * Resolves `path` inside the root, following symbolic links; undefined when it does not exist.
+ * Kind "unseen" (with `real` the path as far as it was resolved) when it leads outside the view.
+ */
 export function resolveInRoot(view: RootView, path: string): { real: string; kind: EntryKind; size: number } | undefined {
   let todo = path.split("/").filter((c) => c !== "" && c !== ".");
   let done: string[] = [];
@@ -47,6 +90,7 @@ export function resolveInRoot(view: RootView, path: string): { real: string; kin
     const here = `/${[...done, c].join("/")}`;
     const e = view.entry(here);
     if (!e) return undefined;
+    if (e.kind === "unseen") return { real: `/${[...done, c, ...todo].join("/")}`, kind: "unseen", size: 0 };
     if (e.kind === "symlink") {
       if (++links > MAX_LINKS || e.target === undefined) return undefined;
       const t = e.target.split("/").filter((x) => x !== "" && x !== ".");
@@ -77,11 +121,18 @@ export function libcOf(info: ElfInfo): Libc {
   return "unknown";
 }
 
+/** musl's path file for `machine`: when present, it replaces musl's default folders. */
+export function muslPathFile(machine: number): string | undefined {
+  const t = TRIPLETS[machine];
+  return t && `/etc/ld-musl-${t.musl}.path`;
+}
+
 /** The folders the loader searches after its cache, as glibc (Debian's multiarch build included) and musl do. */
 export function defaultLibraryDirs(view: RootView, info: ElfInfo, libc: Libc): string[] {
   const t = TRIPLETS[info.machine];
   if (libc === "musl") {
-    const file = t && view.readFile(`/etc/ld-musl-${t.musl}.path`);
+    const path = muslPathFile(info.machine);
+    const file = path && view.readFile(path);
     if (file) return new TextDecoder().decode(file).split(/[:\n]/).map((s) => s.trim()).filter((s) => s.startsWith("/"));
     return ["/lib", "/usr/local/lib", "/usr/lib"];
   }
@@ -134,8 +185,12 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
     return undefined;
   };
 
+  const outside = `outside what the agent sees of the host (${view.sees ? `${view.sees.join(", ")} through ${rootLabel}` : rootLabel})`;
   const interp = resolveInRoot(view, info.interpreter);
   const loader = describeLoader(info.interpreter, libc, machine);
+  if (interp?.kind === "unseen") {
+    return { ok: null, libc, machine, skipped: [`${label} starts with ${info.interpreter} (${loader}), which leads to ${interp.real}, ${outside}`] };
+  }
   if (!interp || interp.kind !== "file") {
     return fail([`the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`]);
   }
@@ -144,8 +199,19 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
   files.push({ path: info.interpreter, real: interp.real });
   const interpName = info.interpreter.slice(info.interpreter.lastIndexOf("/") + 1);
 
-  const cache = libc === "glibc" ? parseLdCache(view.readFile("/etc/ld.so.cache") ?? new Uint8Array()) : [];
+  // Where the loader's search may lead that the view does not show: its cache, musl's path file.
+  const unseenSources: string[] = [];
+  const unseen = (path: string) => resolveInRoot(view, path)?.kind === "unseen";
+  const cachePath = "/etc/ld.so.cache";
+  if (libc === "glibc" && unseen(cachePath)) unseenSources.push(cachePath);
+  // musl's path file replaces its default folders when present. It lives in /etc, which a node
+  // does not mount: the check then takes the defaults, which is what a host without that file
+  // (Alpine's default) has, and says so when a library is missing.
+  const pathFile = libc === "musl" ? muslPathFile(info.machine) : undefined;
+  const pathFileNote = pathFile && unseen(pathFile) ? `; ${pathFile}, which can name other folders, is ${outside}: these are musl's defaults` : "";
+  const cache = libc === "glibc" ? parseLdCache(view.readFile(cachePath) ?? new Uint8Array()) : [];
   const dirs = defaultLibraryDirs(view, info, libc);
+  const skipped: string[] = [];
   const seen = new Set<string>([interpName]);
   const queue: { name: string; by: string; runpath: string[] }[] = info.needed.map((name) => ({ name, by: label, runpath: info.runpath }));
   while (queue.length > 0) {
@@ -158,8 +224,13 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
       : [...runpath.map((d) => `${d}/${name}`), ...cache.filter((c) => c.name === name).map((c) => c.path), ...dirs.map((d) => `${d}/${name}`)];
     let found: { path: string; real: string } | undefined;
     const rejected: string[] = [];
+    const out: string[] = [];
     for (const path of candidates) {
       const r = resolveInRoot(view, path);
+      if (r?.kind === "unseen") {
+        out.push(r.real === path ? path : `${path} (-> ${r.real})`);
+        continue;
+      }
       if (!r || r.kind !== "file") continue;
       const why = sameKind(r.real);
       if (why) {
@@ -169,9 +240,15 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
       found = { path, real: r.real };
       break;
     }
+    const who = by === label ? label : `${by} (needed by ${label})`;
     if (!found) {
       const where = libc === "musl" ? dirs.join(", ") : `ld.so.cache, ${dirs.join(", ")}`;
-      problems.push(`the host has no ${name} for ${machine}, which ${by === label ? label : `${by} (needed by ${label})`} loads (looked in ${where} through ${rootLabel}${rejected.length ? `; passed over ${rejected.join("; ")}` : ""})`);
+      const passed = rejected.length ? `; passed over ${rejected.join("; ")}` : "";
+      if (out.length > 0 || unseenSources.length > 0) {
+        skipped.push(`${name}, which ${who} loads, is not in ${where} as the agent sees them${passed}; the loader may also find it through ${[...out, ...unseenSources].join(", ")}, ${outside}`);
+      } else {
+        problems.push(`the host has no ${name} for ${machine}, which ${who} loads (looked in ${where} through ${rootLabel}${passed}${pathFileNote})`);
+      }
       continue;
     }
     files.push(found);
@@ -183,5 +260,6 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
       if (!(err instanceof ElfError)) throw err;
     }
   }
+  if (problems.length === 0 && skipped.length > 0) return { ok: null, libc, machine, skipped };
   return problems.length ? fail(problems) : { ok: true, libc, machine, files };
 }

@@ -8,6 +8,7 @@ import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig }
 import { kubeconfigPath } from "../config/entry.ts";
 import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
 import type { InstallStatus } from "../agent/status.ts";
+import { HOST_CHECK_PATHS } from "../hostcheck/check.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
 import type { FileStat, InstallerDeps } from "./deps.ts";
 import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } from "./plan.ts";
@@ -59,6 +60,8 @@ export class Installer {
   private sourceHash?: { path: string; stat: FileStat; hash: string };
   /** Why the host cannot run any of the plugin binaries (empty when it can, or when unchecked). */
   private hostProblems: string[] = [];
+  /** The host check's last answer, as logged: it can run one, it was skipped (why), or it cannot. */
+  private hostCheck?: string;
   private readonly said = new Map<string, string>();
   private readonly backoff: RechainBackoff;
 
@@ -159,6 +162,8 @@ export class Installer {
    * The plugin binary to install: the first candidate that exists and that the host can run (its
    * ELF loader and libraries, seen through config.hostRoot). Undefined, with the reasons kept
    * for check() and logged, when the host can run none: installing one would fail every ADD.
+   * When the check cannot tell for a candidate (what it needs lies outside the host paths the
+   * agent sees) and none passes, the first such candidate is installed unchecked, saying why.
    */
   pickPluginBinary(): string | undefined {
     const { fs, canRun } = this.deps;
@@ -168,22 +173,34 @@ export class Installer {
     const root = this.config.hostRoot;
     if (!canRun || root === undefined) return present[0];
     if (fs.list(root) === undefined) {
-      this.once("host", "warn", `cannot check that this host can run the plugin: ${root} is not there (mount the host's / there read-only, see --host-root); installing ${present[0]} unchecked`);
       this.hostProblems = [];
+      this.hostCheck = `host check skipped: ${root} is not there (the DaemonSet mounts the host's ${HOST_CHECK_PATHS.join(", ")} under it, read-only; see --host-root)`;
+      this.once("host", "warn", `${this.hostCheck}; installing ${present[0]} unchecked`);
       return present[0];
     }
     const refused: string[] = [];
+    let unknown: { binary: string; why: string } | undefined;
     for (const c of present) {
       const v = canRun(root, c);
-      if (v.ok) {
+      if (v.ok === true) {
         this.hostProblems = [];
         const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
-        this.once("host", "info", `this host can run ${c} (${v.machine}, ${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`);
+        this.hostCheck = `this host can run ${c} (${v.machine}, ${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`;
+        this.once("host", "info", this.hostCheck);
         return c;
       }
-      refused.push(`${c}: ${v.problems.join("; ")}`);
+      if (v.ok === null) unknown ??= { binary: c, why: v.skipped.join("; ") };
+      else refused.push(`${c}: ${v.problems.join("; ")}`);
+    }
+    if (unknown) {
+      this.hostProblems = [];
+      const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
+      this.hostCheck = `host check skipped: ${unknown.why}`;
+      this.once("host", "warn", `${this.hostCheck}; installing ${unknown.binary} unchecked${note}`);
+      return unknown.binary;
     }
     this.hostProblems = [`this host cannot run the plugin, so meshcni is not installed here: ${refused.join("; ")}`];
+    this.hostCheck = this.hostProblems[0];
     this.once("host", "error", `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (README: "Which hosts run the plugin")`);
     return undefined;
   }
@@ -409,7 +426,7 @@ export class Installer {
     const part = (path: string, problem: string | undefined) => (problem === undefined ? { path, current: true } : { path, current: false, problem });
     return {
       chain: this.chainStatus(),
-      binary: part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()),
+      binary: { ...part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()), ...(this.hostCheck ? { hostCheck: this.hostCheck } : {}) },
       kubeconfig: part(this.kubeconfigPath, this.kubeconfigProblem()),
     };
   }

@@ -1,11 +1,19 @@
 // The compiled installer checks that the host can run the plugin before it installs and chains
 // it: against this machine's own root (it can), a host root without glibc's loader (it cannot:
 // not ready, nothing installed or chained, the reason in /readyz and the log), and the same host
-// with a musl build among the candidates (that one is installed).
+// with a musl build among the candidates (that one is installed). It looks only at the host
+// paths the DaemonSet mounts: a loader link that leads elsewhere makes it skip the check (the
+// plugin installed unchecked, the log and /status saying why); and this machine's paths
+// bind-mounted as the DaemonSet mounts them (/lib64 and /lib then show folders, not the links
+// the host has) give the same answer, file for file, as its whole root.
 import { afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
+import { HOST_CHECK_PATHS } from "../../internal/hostcheck/check.ts";
+import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
 import { makeElf } from "../support/elf-builder.ts";
+import { isRoot } from "../support/netns.ts";
 import { repoPath } from "../support/golden.ts";
 import { ensureBuilt, freePort, HostDirs, type InstallerProcess, isChainedIn, PLUGIN, readyz, startInstaller, until } from "./harness.ts";
 
@@ -61,6 +69,24 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     await readyzUntil(port, 200);
     await p.waitForLog(/this host can run \S+\/meshcni \(x86-64, glibc, loader \/lib64\/ld-linux-x86-64\.so\.2\)/);
+    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { binary: Record<string, unknown> };
+    expect(status.binary.hostCheck).toBe(`this host can run ${PLUGIN} (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)`);
+  });
+
+  test("a loader link that leads outside the mounted host paths: the check is skipped, saying so, and the plugin installed", async () => {
+    dirs = new HostDirs();
+    writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
+    const root = join(dirs.root, "nixos");
+    mkdirSync(join(root, "lib64"), { recursive: true });
+    symlinkSync("/nix/store/abc-nix-ld/lib/ld.so", join(root, "lib64/ld-linux-x86-64.so.2"));
+    const port = freePort();
+    const p = start(["--host-root", root, "--health-port", String(port)]);
+    await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
+    const why = `host check skipped: ${PLUGIN} starts with /lib64/ld-linux-x86-64.so.2 (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, outside what the agent sees of the host (/usr, /lib, /lib64, /etc/ld.so.cache through ${root})`;
+    await p.waitForLog(new RegExp(`${why.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}; installing ${PLUGIN.replace(/[./]/g, "\\$&")} unchecked`));
+    await readyzUntil(port, 200);
+    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { binary: Record<string, unknown> };
+    expect(status.binary).toEqual({ path: join(dirs.bin, "meshcni"), current: true, hostCheck: why });
   });
 
   test("a host without glibc's loader: not ready, saying why, and nothing installed or chained", async () => {
@@ -94,5 +120,31 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(musl))).toBe(0);
     await readyzUntil(port, 200);
     await p.waitForLog(/this host can run \S+meshcni-musl \(x86-64, musl, loader \/lib\/ld-musl-x86_64\.so\.1\) \(not \S+\/meshcni: the host has no \/lib64\/ld-linux-x86-64\.so\.2/);
+  });
+});
+
+describe.skipIf(process.arch !== "x64" || !isRoot())("this machine's paths mounted as the DaemonSet mounts them", () => {
+  test("the same loader and libraries, at the same real paths, as through the whole root", () => {
+    const root = mkdtempSync(join(tmpdir(), "meshcni-host-root-"));
+    const mounted: string[] = [];
+    try {
+      for (const p of HOST_CHECK_PATHS) {
+        const at = join(root, p);
+        if (p.endsWith(".cache")) {
+          mkdirSync(dirname(at), { recursive: true });
+          writeFileSync(at, "");
+        } else mkdirSync(at, { recursive: true });
+        const r = Bun.spawnSync(["mount", "--bind", "-o", "ro", p, at], { stderr: "pipe" });
+        if (r.exitCode !== 0) throw new Error(`mount --bind ${p}: ${r.stderr}`);
+        mounted.push(at);
+      }
+      const whole = checkBinaryOnHost("/", PLUGIN, "meshcni", ["/"]);
+      const viaMounts = checkBinaryOnHost(root, PLUGIN, "meshcni");
+      expect(whole.ok).toBe(true);
+      expect(viaMounts).toEqual(whole);
+    } finally {
+      for (const at of mounted.reverse()) Bun.spawnSync(["umount", at]);
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });
