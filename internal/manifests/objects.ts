@@ -3,6 +3,7 @@
 import { createHash } from "node:crypto";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { entryFromOptions, NAMES, renderEntryJson } from "../config/entry.ts";
+import { HOST_CHECK_PATHS } from "../hostcheck/check.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
 
 export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } } & Record<string, unknown>;
@@ -13,7 +14,10 @@ export const CONTAINER = {
   plugin: "/opt/meshcni/meshcni",
   /** In the -musl image only; the installer installs the first of the two the host can run. */
   pluginMusl: "/opt/meshcni/meshcni-musl",
-  /** The host's / (read-only): the installer checks there that the host can run the plugin. */
+  /**
+   * Where the host paths the host check reads (HOST_CHECK_PATHS) are mounted, read-only, each at
+   * its own path under it (the installer's --host-root default). Never the host's whole /.
+   */
   hostRoot: "/host/root",
   hostNetDir: "/host/etc/cni/net.d",
   hostBinDir: "/host/opt/cni/bin",
@@ -142,6 +146,42 @@ function installerDirArgs(values: Values): string[] {
   return args;
 }
 
+/** A host path's volume name: host-usr, host-lib, host-lib64, host-etc-ld-so-cache. */
+const hostCheckVolumeName = (path: string) => `host${path.replace(/[/.]/g, "-")}`;
+
+/**
+ * The host paths the host check reads (internal/hostcheck: can the host run the plugin, its ELF
+ * loader and libraries as the host's loader finds them), nothing else of the host: /usr, /lib
+ * and /lib64 hold the loader and the libraries (or are links there, which the bind follows),
+ * /etc/ld.so.cache is where glibc's loader looks first. Never / (read-only is not recursive:
+ * /dev/shm, /proc/sys, root's 0600 files and root's sockets would come with it), /etc, /var or
+ * /proc. A path a host lacks (/lib64 on arm64, ld.so.cache on musl) is created by kubelet, empty
+ * (*OrCreate), so the pod starts on every node: an empty folder holds nothing the loader finds,
+ * and glibc's loader takes an empty cache for none (musl never reads it).
+ */
+function hostCheckVolumes(): Record<string, unknown>[] {
+  return HOST_CHECK_PATHS.map((path) => ({
+    name: hostCheckVolumeName(path),
+    hostPath: { path, type: path.endsWith(".cache") ? "FileOrCreate" : "DirectoryOrCreate" },
+  }));
+}
+
+/**
+ * Each read-only at its own path under /host/root. recursiveReadOnly (Kubernetes 1.30+) also
+ * makes mounts below them read-only where the runtime can (IfPossible; Enabled refuses to start
+ * where it cannot); it needs mountPropagation None, so none is set (nothing is mounted below
+ * these folders on ordinary hosts).
+ */
+function hostCheckMounts(values: Values): Record<string, unknown>[] {
+  const rro = values.hostMounts.recursiveReadOnly;
+  return HOST_CHECK_PATHS.map((path) => ({
+    name: hostCheckVolumeName(path),
+    mountPath: `${CONTAINER.hostRoot}${path}`,
+    readOnly: true,
+    ...(rro ? { recursiveReadOnly: rro } : {}),
+  }));
+}
+
 export function buildDaemonSet(values: Values): K8sObject {
   const tolerations = [...values.tolerations, ...(values.startupTaint ? [{ key: values.startupTaint, operator: "Exists" }] : [])];
   const dirs = resolveDirs(values);
@@ -196,16 +236,14 @@ export function buildDaemonSet(values: Values): K8sObject {
       ...(Object.keys(values.resources).length ? { resources: values.resources } : {}),
       securityContext,
       volumeMounts: [
+        // Read-write, as the agent's folder below: the plugin binary and its kubeconfig go into the
+        // host's CNI bin folder and config folder, and the agent chains its entry there.
         { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
         { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
         { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
         { name: "agent-state", mountPath: CONTAINER.stateDir },
         { name: "tmp", mountPath: "/tmp" },
-        // The loader resolves the plugin's interpreter and libraries against the host's root
-        // (/lib64 -> usr/lib64, absolute links inside): only / shows what it will see. Read
-        // only; HostToContainer, so the host's later unmounts reach this view and no volume
-        // stays busy because of it.
-        { name: "host-root", mountPath: CONTAINER.hostRoot, readOnly: true, mountPropagation: "HostToContainer" },
+        ...hostCheckMounts(values),
       ],
     }],
     volumes: [
@@ -215,8 +253,9 @@ export function buildDaemonSet(values: Values): K8sObject {
       // The same path on the host: the plugin, run there, finds the socket and the records
       // where the conflist entry says.
       { name: "agent-state", hostPath: { path: CONTAINER.stateDir, type: "DirectoryOrCreate" } },
+      // A writable /tmp under the read-only root, the container's own.
       { name: "tmp", emptyDir: {} },
-      { name: "host-root", hostPath: { path: "/", type: "Directory" } },
+      ...hostCheckVolumes(),
     ],
   };
   if (values.priorityClassName) podSpec.priorityClassName = values.priorityClassName;

@@ -18,6 +18,8 @@ export const DEFAULT_HUB = "ghcr.io/meshcni";
 export const IMAGE_NAME = "meshcni";
 export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
+/** A volume mount's recursiveReadOnly, or "" for none. */
+export const RECURSIVE_READ_ONLY = ["", "IfPossible", "Enabled"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
 export const PLATFORMS = {
@@ -143,6 +145,14 @@ export const ValuesSchema = v.object({
   repair: v.optional(v.picklist(["delete", "off"]), "delete"),
   /** The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC: get and patch nodes). */
   startupTaint: v.optional(v.pipe(v.string(), v.regex(TAINT_KEY, "must be a taint key ([prefix/]name) or empty")), ""),
+  /**
+   * The host paths the host check reads, mounted read-only: recursiveReadOnly for each mount
+   * (Kubernetes 1.30+; "" leaves the field out, for API servers that do not know it).
+   */
+  hostMounts: v.optional(
+    v.strictObject({ recursiveReadOnly: v.optional(v.picklist(RECURSIVE_READ_ONLY), "IfPossible") }),
+    { recursiveReadOnly: "IfPossible" },
+  ),
   podAnnotations: v.optional(v.record(v.string(), v.string()), {}),
   resources: v.optional(
     v.strictObject({ requests: v.optional(ResourceList), limits: v.optional(ResourceList) }),

@@ -54,10 +54,17 @@ function setUp(name: string) {
   const netDir = map("/host/etc/cni/net.d");
   const binDir = map("/host/opt/cni/bin");
   for (const d of [netDir, binDir, map("/opt/meshcni"), map("/etc/meshcni")]) mkdirSync(d, { recursive: true });
-  // The host's root, mounted where the DaemonSet mounts it: this machine is the node.
-  const rootMount = c.volumeMounts.find((m: Obj) => m.name === "host-root");
-  const rootVolume = ds.spec.template.spec.volumes.find((v: Obj) => v.name === "host-root");
-  symlinkSync(rootVolume.hostPath.path, map(rootMount.mountPath));
+  // The host paths the host check reads, each mounted read-only at its own path under
+  // /host/root: this machine is the node, so /host/root is its / here (the agent looks at those
+  // paths alone).
+  const hostRoot = "/host/root";
+  const hostCheck = (c.volumeMounts as Obj[]).filter((m) => m.mountPath.startsWith(`${hostRoot}/`));
+  expect(hostCheck.length).toBeGreaterThan(0);
+  for (const m of hostCheck) {
+    const v = (pod.volumes as Obj[]).find((x) => x.name === m.name)!;
+    expect({ mountPath: m.mountPath, readOnly: m.readOnly }).toEqual({ mountPath: `${hostRoot}${v.hostPath.path}`, readOnly: true });
+  }
+  symlinkSync("/", map(hostRoot));
   copyFileSync(repoPath("dist/meshcni-installer"), map("/opt/meshcni/meshcni-installer"));
   copyFileSync(repoPath("dist/meshcni"), map("/opt/meshcni/meshcni"));
   for (const [key, text] of Object.entries(cm.data as Record<string, string>)) writeFileSync(join(map("/etc/meshcni"), key), text);
@@ -88,7 +95,7 @@ function setUp(name: string) {
     stateDir: map("/var/run/meshcni"),
     conflist,
     // --host-root's default is the mount's path in the container; here it is mapped.
-    main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(rootMount.mountPath)],
+    main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(hostRoot)],
     isChained: () => conflist().plugins.some((p: Obj) => p.type === "meshcni"),
     leftovers: () => [join(binDir, "meshcni"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) => existsSync(f)),
   };

@@ -142,6 +142,25 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     },
   },
   {
+    name: "the host check's mounts without recursiveReadOnly (API servers before 1.30)",
+    namespace: "meshcni",
+    args: ["--set", "hostMounts.recursiveReadOnly="],
+    check: (objs) => {
+      const mounts = podSpec(objs).containers[0].volumeMounts.filter((m: Obj) => m.mountPath.startsWith("/host/root/"));
+      expect(mounts.map((m: Obj) => m.mountPath)).toEqual(["/host/root/usr", "/host/root/lib", "/host/root/lib64", "/host/root/etc/ld.so.cache"]);
+      for (const m of mounts) expect(m).toEqual({ name: m.name, mountPath: m.mountPath, readOnly: true });
+    },
+  },
+  {
+    name: "recursiveReadOnly Enabled",
+    namespace: "meshcni",
+    args: ["--set", "hostMounts.recursiveReadOnly=Enabled"],
+    check: (objs) => {
+      const mounts = podSpec(objs).containers[0].volumeMounts.filter((m: Obj) => m.mountPath.startsWith("/host/root/"));
+      expect(mounts.map((m: Obj) => m.recursiveReadOnly)).toEqual(["Enabled", "Enabled", "Enabled", "Enabled"]);
+    },
+  },
+  {
     name: "image by digest",
     namespace: "meshcni",
     args: ["--set", `digest=${DIGEST}`, "--set", "hub=registry.example.com/mesh", "--set", "tag=ignored"],

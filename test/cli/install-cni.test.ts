@@ -109,9 +109,20 @@ describe("install-cni objects", () => {
     expect(mounts["agent-state"]).toBe("/var/run/meshcni");
     expect(pod.volumes.find((v: Obj) => v.name === "agent-state").hostPath).toEqual({ path: "/var/run/meshcni", type: "DirectoryOrCreate" });
     expect(c.args).toEqual(expect.arrayContaining(["--agent-socket", "/var/run/meshcni/agent.sock", "--state-dir", "/var/run/meshcni"]));
-    // The host's / read-only for the host check, and both plugin builds as candidates.
-    expect(c.volumeMounts).toContainEqual({ name: "host-root", mountPath: "/host/root", readOnly: true, mountPropagation: "HostToContainer" });
-    expect(pod.volumes).toContainEqual({ name: "host-root", hostPath: { path: "/", type: "Directory" } });
+    // For the host check, only the host paths it reads, each read-only under /host/root
+    // (recursively where the runtime can); no hostPath of / and nothing else of /etc, /var or
+    // /proc; and both plugin builds as candidates.
+    const hostCheck = [["host-usr", "/usr", "DirectoryOrCreate"], ["host-lib", "/lib", "DirectoryOrCreate"],
+      ["host-lib64", "/lib64", "DirectoryOrCreate"], ["host-etc-ld-so-cache", "/etc/ld.so.cache", "FileOrCreate"]];
+    for (const [name, path, type] of hostCheck) {
+      expect(c.volumeMounts).toContainEqual({ name, mountPath: `/host/root${path}`, readOnly: true, recursiveReadOnly: "IfPossible" });
+      expect(pod.volumes).toContainEqual({ name, hostPath: { path, type } });
+    }
+    const hostPaths = pod.volumes.filter((v: Obj) => v.hostPath).map((v: Obj) => v.hostPath.path);
+    expect(hostPaths).toEqual(["/opt/cni/bin", "/etc/cni/net.d", "/var/run/meshcni", "/usr", "/lib", "/lib64", "/etc/ld.so.cache"]);
+    // Read-write: the CNI folders and the agent's folder (and the container's own /tmp).
+    const writable = c.volumeMounts.filter((m: Obj) => !m.readOnly && pod.volumes.find((v: Obj) => v.name === m.name).hostPath);
+    expect(writable.map((m: Obj) => m.name)).toEqual(["cni-bin-dir", "cni-net-dir", "agent-state"]);
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
@@ -191,7 +202,7 @@ describe("install-cni objects", () => {
   test("platform presets choose the host folders", () => {
     const dirs = (platform: string) => {
       const pod = daemonSet(parseStream(runCli(["install-cni", "--platform", platform]).stdout)).spec.template.spec;
-      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.hostPath && v.name !== "agent-state" && v.name !== "host-root").map((v: Obj) => [v.name, v.hostPath.path]));
+      return Object.fromEntries(pod.volumes.filter((v: Obj) => v.name.startsWith("cni-")).map((v: Obj) => [v.name, v.hostPath.path]));
     };
     expect(dirs("gke")).toEqual({ "cni-bin-dir": "/home/kubernetes/bin", "cni-net-dir": "/etc/cni/net.d" });
     expect(dirs("openshift")).toEqual({ "cni-bin-dir": "/var/lib/cni/bin", "cni-net-dir": "/var/run/multus/cni/net.d" });
