@@ -16,6 +16,8 @@ export interface PartView {
   path?: string;
   file?: string;
   problem?: string;
+  /** The binary's: whether the host can run it, or why the check was skipped. */
+  hostCheck?: string;
 }
 
 /** A pod the plugin handled on the node: one record per sandbox. */
@@ -56,7 +58,7 @@ export interface AgentView {
 function part(v: unknown): PartView | undefined {
   if (!isObj(v) || typeof v.current !== "boolean") return undefined;
   const p: PartView = { current: v.current };
-  for (const k of ["path", "file", "problem"] as const) {
+  for (const k of ["path", "file", "problem", "hostCheck"] as const) {
     const s = str(v[k]);
     if (s !== undefined) p[k] = s;
   }
@@ -262,6 +264,12 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     `the agent re-chains on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`, "/status does not say (an older agent)"));
   out.push(partCheck("the plugin binary on the node is current", v.binary,
     `the agent reinstalls it on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`, "/status does not say (an older agent)"));
+  // A host the check could not judge got the plugin unchecked: a warning, with the reason.
+  const hostCheck = v.binary?.hostCheck;
+  const hostName = "the host check judged the plugin binary";
+  if (hostCheck?.startsWith("host check skipped")) {
+    out.push(r(hostName, false, { warning: true, detail: hostCheck, hint: "the plugin was installed unchecked; README \"Which hosts run the plugin\" says what the agent sees of the host" }));
+  } else if (hostCheck?.startsWith("this host can run")) out.push(r(hostName, true, { detail: hostCheck }));
 
   const versionName = "the node runs the same meshcni version as meshcnictl";
   if (!v.version) out.push(r(versionName, false, { warning: true, detail: "/status names no version" }));

@@ -74,6 +74,8 @@ test("check reads the real agent's /status through the pod proxy, and --pods fin
   expect(by("the agent answers /status")?.result).toBe("ok");
   expect(by("meshcni is chained in the runtime's CNI configuration")).toMatchObject({ result: "ok", detail: expect.stringContaining("10-calico.conflist") });
   expect(by("the plugin binary on the node is current")?.result).toBe("ok");
+  // No host paths mounted here (--host-root's default is not there): the check was skipped.
+  expect(by("the host check judged the plugin binary")).toMatchObject({ result: "warning", detail: expect.stringMatching(/^host check skipped: \/host\/root is not there/) });
   expect(by("pods the plugin handled on this node")).toMatchObject({ result: "ok", detail: "1 pod: 1 meshed, 0 skipped" });
   expect(cluster.api.requests.some((q) => q.path === "/api/v1/namespaces/meshcni/pods/meshcni-node-4x7bq:9813/proxy/status")).toBe(true);
 
