@@ -240,7 +240,9 @@ export function buildDaemonSet(values: Values): K8sObject {
         // host's CNI bin folder and config folder, and the agent chains its entry there.
         { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
         { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
+        // The plugin's conflist entry, from the ConfigMap.
         { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
+        // The agent's socket and the records (see the volume).
         { name: "agent-state", mountPath: CONTAINER.stateDir },
         { name: "tmp", mountPath: "/tmp" },
         ...hostCheckMounts(values),

@@ -2,7 +2,8 @@
 // binary cross-compiled by Bun, Debian's libc6 for each architecture, `podman build` FROM
 // scratch) and a manifest list tying them. Checked from outside: each image holds exactly what
 // its binary loads; the amd64 image runs against host folders bind-mounted at
-// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, the host's / at /host/root, with
+// /host/etc/cni/net.d, /host/opt/cni/bin and /var/run/meshcni, the host's /usr, /lib, /lib64 and
+// /etc/ld.so.cache under /host/root, with
 // a stand-in API server on ::1 (install after the host check, the agent's socket, re-chain, undo
 // once the DaemonSet is gone); the
 // arm64 image's files run under qemu-user: VERSION, an ADD in dry-run mode against the stand-in
@@ -11,6 +12,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { HOST_CHECK_PATHS } from "../../internal/hostcheck/check.ts";
 import { parseElf } from "../../internal/hostcheck/elf.ts";
 import { type BuiltImage, buildImages, IMAGE_BUDGET_BYTES } from "../../scripts/image.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
@@ -135,9 +137,10 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     const port = freePort();
     const apiPort = cluster.env.KUBERNETES_SERVICE_PORT!;
     // The DaemonSet's mounts: the host's CNI folders, the agent's folder at its own path, and
-    // the host's / read-only for the host check.
+    // the host paths the host check reads, read-only under /host/root.
     const run = podman(["run", "-d", "--name", name, ...ULIMITS, "--network", "host",
-      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`, "-v", "/:/host/root:ro",
+      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`,
+      ...HOST_CHECK_PATHS.flatMap((p) => ["-v", `${p}:/host/root${p}:ro`]),
       "-v", `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
       "-e", "KUBERNETES_SERVICE_HOST=::1", "-e", `KUBERNETES_SERVICE_PORT=${apiPort}`, "-e", "POD_NAMESPACE=meshcni", "-e", "NODE_NAME=node-a",
       image("amd64").tag, "--health-port", String(port)]);
