@@ -15,7 +15,7 @@ import type { RepairConfig } from "../internal/agent/repair.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import type { JsonObject } from "../internal/conflist/chain.ts";
 import { profileFor } from "../internal/mesh/index.ts";
-import { meshcniEntryIn, type RepairLoop, recordsSince, startRepair } from "../internal/io/agent-repair.ts";
+import { type RepairLoop, startRepair } from "../internal/io/agent-repair.ts";
 import { clientWriter } from "../internal/io/agent-write.ts";
 import { entryFromConfigText } from "../internal/installer/entry.ts";
 import { Installer } from "../internal/installer/installer.ts";
@@ -26,7 +26,7 @@ import { apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } fr
 import type { KubeClient } from "../internal/io/kube-client.ts";
 import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
-import { readRecords, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
+import { readRecords, removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
@@ -61,7 +61,7 @@ function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): 
   const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
   const profile = profileFor(conf);
   if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
-  return { mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName, graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate };
+  return { mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName, graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate, retryMs: opts.repairRetrySeconds * 1000 };
 }
 
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
@@ -81,7 +81,6 @@ function drainFallbackLog(stateDir: string, log: Log): number {
 
 async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, entry: JsonObject, log: Log, signal: AbortSignal): Promise<number> {
   const counters = newCounters();
-  const chainedAtStart = meshcniEntryIn(opts.hostNetDir);
   const startedAt = new Date();
   const cacheStop = new AbortController();
   const source = podSource(api, opts.nodeName, log, AbortSignal.any([signal, cacheStop.signal]));
@@ -154,13 +153,13 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
   } else {
     repair = startRepair({
-      cfg, view, api, log, stateDir: opts.stateDir,
+      cfg, view, api, log,
+      records: () => readRecords(opts.stateDir).records,
       writer: clientWriter(api),
       // The chain alone: repair looks at it every 2 s during its grace period, and the binary's
       // and kubeconfig's checks read the token, the CA and the kubeconfig.
       chained: () => inst.chainStatus().current,
       ready: () => check().ready,
-      recordsSince: recordsSince(opts.stateDir, chainedAtStart, Date.now(), log),
       ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),
       intervalMs: 2000,
     });
@@ -168,7 +167,8 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, {
     check,
     metrics: () => renderMetrics({
-      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready, repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0,
+      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready,
+      repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0, unverified: repair?.unverified() ?? 0, refusals: repair?.refusals() ?? 0,
       ...(source.status ? { cache: source.status() } : {}),
     }),
     status: () => buildStatus({
@@ -207,9 +207,11 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     cacheStop.abort();
     socket?.stop();
     health?.stop();
+    // The records stay (on tmpfs under /var/run, gone at the next boot): a meshcni installed
+    // again reads them and knows which pods went through the plugin. --uninstall removes them.
     if (undone) {
-      const removed = removeAgentState(opts.stateDir, opts.agentSocket);
-      if (removed.length > 0) log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
+      removeAgentSocket(opts.agentSocket);
+      log.info(`the plugin's records stay in ${opts.stateDir} for a later install (--uninstall removes them; a reboot empties the folder)`);
     }
   }
 }

@@ -79,10 +79,14 @@ export interface MetricsInput {
   ready: boolean;
   /** Undefined while the agent runs without a watch cache. */
   cache?: CacheStatus;
-  /** Pods deleted by the repair. */
+  /** Pods repair evicted or deleted. */
   repairs: number;
-  /** Pods of the node the repair finds bypassing the mesh and has not deleted (yet). */
+  /** Pods of the node with evidence of bypassing the mesh that repair has not evicted or deleted (yet). */
   bypassing?: number;
+  /** Meshed pods of the node with no record of the ADD of their sandbox. */
+  unverified?: number;
+  /** Evictions a PodDisruptionBudget refused. */
+  refusals?: number;
 }
 
 /** Label values: backslash, double quote and line feed escaped, as the text format requires. */
@@ -152,8 +156,10 @@ export function renderMetrics(m: MetricsInput): string {
     ...family("meshcni_installer_ready", "gauge", "1 while the chain, the plugin binary and its kubeconfig are all current.", [[{}, m.ready ? 1 : 0]]),
     ...family("meshcni_installer_resyncs_total", "counter", "Periodic resyncs of the chain, the binary and the kubeconfig.", [[{}, c.resyncs]]),
     ...family("meshcni_installer_resync_repairs_total", "counter", "Periodic resyncs that found something to put right (a change no watch event announced).", [[{}, c.resyncRepairs]]),
-    ...family("meshcni_repairs_total", "counter", "Pods the agent deleted because the plugin never handled them.", [[{}, m.repairs]]),
-    ...family("meshcni_agent_bypassing_pods", "gauge", "Pods of this node the mesh profile redirects that run without meshcni's rules and are not deleted (yet): --repair off, grace period, rate limit.", [[{}, m.bypassing ?? 0]]),
+    ...family("meshcni_repairs_total", "counter", "Pods the agent evicted or deleted because their mesh validator's latest run found no redirect.", [[{}, m.repairs]]),
+    ...family("meshcni_repair_refusals_total", "counter", "Evictions of bypassing pods that the API server refused (429: a PodDisruptionBudget); each is tried again later.", [[{}, m.refusals ?? 0]]),
+    ...family("meshcni_agent_bypassing_pods", "gauge", "Pods of this node whose mesh validator's latest run found no redirect and that are not evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.", [[{}, m.bypassing ?? 0]]),
+    ...family("meshcni_agent_unverified_pods", "gauge", "Meshed pods of this node with no record of the ADD of their sandbox (reported, never removed for that).", [[{}, m.unverified ?? 0]]),
   ];
   return `${lines.join("\n")}\n`;
 }

@@ -162,7 +162,8 @@ export interface Report {
 
 // Records: one small JSON file per container the plugin handled for a Kubernetes pod, written
 // atomically (temp file + rename) before ADD returns success, removed by DEL. They outlive agent
-// restarts; the agent reads them to know which pods of its node went through the plugin.
+// restarts, upgrades and reinstalls (only `--uninstall` and a reboot remove them); the agent
+// reads them to know which pods of its node went through the plugin.
 
 /** STATE_DIR/containers/CONTAINER_ID.json */
 export const RECORDS_SUBDIR = "containers";
@@ -185,10 +186,12 @@ export interface PodRecord {
   time: string;
 }
 
-/** STATE_DIR/RECORDS_SINCE_FILE: the agent's note (ms since the epoch) of when the records on this node became complete. */
-export const RECORDS_SINCE_FILE = "records-since";
-/** STATE_DIR/CHAINED_SINCE_FILE: the agent's note (ms since the epoch) of when meshcni's entry was last put in place, kept across its restarts. */
-export const CHAINED_SINCE_FILE = "chained-since";
+/**
+ * Notes earlier agents kept in STATE_DIR (when the records became complete, when the chain was put
+ * in place) for a repair that judged pods by a missing record; no longer read or written, removed
+ * by `--uninstall`.
+ */
+export const LEGACY_STATE_NOTES = ["records-since", "chained-since"] as const;
 
 /**
  * When the agent is down the plugin appends its lines here instead (bounded: at

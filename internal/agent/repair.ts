@@ -1,44 +1,52 @@
 // Repair: which pods of this node run outside the mesh, and what the agent does about them.
 // Pure: the node's pods (as the watch cache holds them), the plugin's records, the plugin's own
 // decision (internal/plugin/pre-api.ts, then the mesh profile's decide), the clock and the
-// agent's memory of earlier rounds go in; the bypassing pods, the deletions to make and the next
-// memory come out. The shell (internal/io/agent-repair.ts) deletes, posts Events and logs. A
-// pod's parse is kept per cached object (parsed.ts): the same object, the same parse, any round.
+// agent's memory of earlier rounds go in; the bypassing and unverified pods, the acts to make and
+// the next memory come out. The shell (internal/io/agent-repair.ts) evicts or deletes, posts
+// Events and logs. A pod's parse is kept per cached object (parsed.ts).
 //
-// A pod bypasses the mesh when the profile redirects it, its sandbox exists, and the plugin never
-// ran an ADD for it (no record with its UID, or with its name when the record has no UID): it
-// started before meshcni was chained. Or when its mesh's validator init container exited non-zero
-// (the validator found no redirect). A false repair deletes a healthy pod, so every doubt keeps
-// the pod: see judgePod's "never" list, the grace period, the start-time rules and the rate limit.
+// The agent acts only on positive evidence that a pod bypasses the mesh: its mesh's validator
+// init container's latest run failed with the code that means "no redirect" (validator.ts).
+// Nothing is acted on for what is absent: a meshed pod with no record of an ADD for its current
+// sandbox (record-match.ts) is reported as unverified, never removed for that (the records may
+// have been lost: a reinstall, a wiped state folder, a plugin from before records). A false
+// repair removes a healthy pod, so every doubt keeps the pod: see judgePod's "never" list, the
+// confirmation delay, the grace period and the rate limit.
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Pod } from "../kube/objects.ts";
 import type { MeshProfile } from "../mesh/profile.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { cachedPod } from "./parsed.ts";
 import type { PodRecord } from "./protocol.ts";
-import type { BypassingPod, RepairStatus } from "./types.ts";
+import { matchRecord } from "./record-match.ts";
+import type { BypassingPod, RepairStatus, UnverifiedPod } from "./types.ts";
+import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "./validator.ts";
 
-export type RepairMode = "delete" | "off";
-export const REPAIR_MODES: readonly RepairMode[] = ["delete", "off"];
+export { VALIDATOR_CONTAINERS } from "./validator.ts";
+
+export type RepairMode = "evict" | "delete" | "off";
+export const REPAIR_MODES: readonly RepairMode[] = ["evict", "delete", "off"];
+/** Modes the contract names that this build cannot run yet, and why. */
+export const RESERVED_REPAIR_MODES: Readonly<Record<string, string>> = {
+  "in-place": "not in this release: it needs the agent to write a pod's rules into its network namespace itself; use evict, delete or off",
+};
 
 /** The mesh init containers that set up their own rules (the mesh runs without CNI for that pod). */
 export const MESH_INIT_CONTAINERS = ["linkerd-init", "istio-init"] as const;
-/** The init containers that check the redirect is in place and fail when it is not. */
-export const VALIDATOR_CONTAINERS = ["linkerd-network-validator", "istio-validation"] as const;
 export const MIRROR_ANNOTATION = "kubernetes.io/config.mirror";
 
 export const DEFAULT_GRACE_SECONDS = 30;
 export const DEFAULT_RATE_PER_MINUTE = 10;
-/** A pod whose UID was deleted is not deleted again for this long (the cache may lag behind). */
-export const DELETED_MEMORY_MS = 10 * 60_000;
-/** Pods that started this long after the chain was in place went through it (at most the grace period). */
-export const SETTLE_MAX_MS = 5000;
+/** A pod whose UID was evicted or deleted is not acted on again for this long (the cache may lag behind). */
+export const ACTED_MEMORY_MS = 10 * 60_000;
 /**
- * A pod is deleted only after it has been seen bypassing this long (at most the grace period):
- * a sandbox made again (DEL removed the record, the next ADD has not written one yet) or a record
- * being written is never mistaken for a pod that never went through the plugin.
+ * A pod is acted on only after its evidence has been seen this long (at most the grace period):
+ * a status in flux (a validator restarting) is not acted on at its first sight.
  */
 export const CONFIRM_MAX_MS = 10_000;
+/** An eviction a PodDisruptionBudget refused (429) is tried again after this (--repair-retry-seconds), doubled at each refusal up to the cap. */
+export const DEFAULT_RETRY_SECONDS = 60;
+export const REFUSED_BACKOFF_MAX_MS = 10 * 60_000;
 
 export interface RepairConfig {
   mode: RepairMode;
@@ -51,20 +59,35 @@ export interface RepairConfig {
   daemonSetName: string;
   graceMs: number;
   ratePerMinute: number;
+  /** How long after a refused eviction the next try comes (doubled at each refusal in a row, up to REFUSED_BACKOFF_MAX_MS). */
+  retryMs: number;
+}
+
+/** A refused eviction: when it may be tried again, and what the API server said. */
+export interface Refusal {
+  until: number;
+  message: string;
+  /** Refusals in a row for this pod (the backoff doubles with each). */
+  count: number;
 }
 
 /** What the agent remembers between rounds. */
 export interface RepairMemory {
-  /** Pod key (UID, else namespace/name) -> ms when first seen bypassing. */
+  /** Pod key (UID) -> ms when its evidence was first seen. */
   firstSeen: Record<string, number>;
-  /** ms of the deletions of the last minute (the rate limit). */
-  recentDeletions: number[];
-  /** Pod key -> ms of its deletion: never deleted twice while the cache lags. */
-  deleted: Record<string, number>;
+  /** ms of the attempts of the last minute (the rate limit). */
+  recentActs: number[];
+  /** Pod key -> ms of its eviction or deletion: never acted on twice while the cache lags. */
+  acted: Record<string, number>;
+  /** Pod key -> the refusal of its last eviction (429), while it is bypassing. */
+  refused: Record<string, Refusal>;
+  /** Pods evicted or deleted since the agent started. */
   repaired: number;
+  /** Evictions refused (429) since the agent started. */
+  refusals: number;
 }
 
-export const newRepairMemory = (): RepairMemory => ({ firstSeen: {}, recentDeletions: [], deleted: {}, repaired: 0 });
+export const newRepairMemory = (): RepairMemory => ({ firstSeen: {}, recentActs: [], acted: {}, refused: {}, repaired: 0, refusals: 0 });
 
 export interface RepairInput {
   /** The node's pods as the cache holds them. */
@@ -72,20 +95,15 @@ export interface RepairInput {
   records: readonly PodRecord[];
   /** The cache is listed and watching. */
   synced: boolean;
-  /** ms since the chain has been in place without a break as the agent saw it; undefined: not in place. */
+  /** ms since the chain has been in place without a break as this agent saw it; undefined: not in place. */
   chainSince: number | undefined;
-  /**
-   * ms from which the records are complete: pods that started earlier are not judged by a missing
-   * record (an upgrade from a plugin that kept none). 0: always complete.
-   */
-  recordsSince: number;
   now: number;
 }
 
 export interface PodRef {
   namespace: string;
   name: string;
-  uid?: string;
+  uid: string;
 }
 
 export interface RepairPlan {
@@ -95,14 +113,18 @@ export interface RepairPlan {
   /** What it waits for, the same from round to round while the reason is (waitingFor counts seconds down). */
   waitingOn?: WaitingOn;
   bypassing: BypassingPod[];
-  /** Pods to delete now (mode delete, active, within the rate limit), with the reason for their Event. */
-  delete: (PodRef & { reason: string })[];
+  unverified: UnverifiedPod[];
+  /** Pods to evict or delete now (mode evict or delete, active, within the rate limit), with the reason for their Event. */
+  act: (PodRef & { reason: string })[];
   memory: RepairMemory;
 }
 
 export type Judgement =
   | { kind: "ignore"; why: string }
   | { kind: "handled"; why: string }
+  /** Meshed, with a sandbox, and no record of the ADD of its current sandbox: reported, never acted on. */
+  | { kind: "unverified"; why: string }
+  /** Positive evidence that its traffic bypasses the proxy. */
   | { kind: "bypassing"; reason: string };
 
 type Obj = Record<string, unknown>;
@@ -111,14 +133,7 @@ const obj = (x: unknown): Obj => (isObj(x) ? x : {});
 const arr = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
 const str = (x: unknown): string | undefined => (typeof x === "string" ? x : undefined);
 
-function time(x: unknown): number | undefined {
-  const s = str(x);
-  if (s === undefined) return undefined;
-  const t = Date.parse(s);
-  return Number.isNaN(t) ? undefined : t;
-}
-
-export const podKey = (p: PodRef): string => p.uid ?? `${p.namespace}/${p.name}`;
+export const podKey = (p: { uid?: string; namespace: string; name: string }): string => p.uid ?? `${p.namespace}/${p.name}`;
 
 /**
  * Whether the pod's sandbox exists. PodReadyToStartContainers, where kubelet reports it, says so
@@ -139,37 +154,21 @@ function sandboxEvidence(status: Obj): string | undefined {
   return undefined;
 }
 
-/** A validator init container that exited non-zero (now, or before its restart). */
-function failedValidator(status: Obj): string | undefined {
-  for (const c of arr(status.initContainerStatuses).map(obj)) {
-    const name = str(c.name);
-    if (!name || !(VALIDATOR_CONTAINERS as readonly string[]).includes(name)) continue;
-    for (const t of [obj(obj(c.state).terminated), obj(obj(c.lastState).terminated)]) {
-      const code = t.exitCode;
-      if (typeof code === "number" && code !== 0) return `its ${name} init container failed (exit code ${code}): the redirect was not in place`;
-    }
-  }
-  return undefined;
-}
-
-function hasRecord(records: readonly PodRecord[], ref: PodRef): boolean {
-  return records.some((r) => r.namespace === ref.namespace && r.name === ref.name && (r.uid === undefined || ref.uid === undefined || r.uid === ref.uid));
-}
-
 /**
- * One pod: never touched (and why), handled, or bypassing (and why). Order matters only for the
- * reason given; every "never" rule is checked before anything can say bypassing.
+ * One pod: never touched (and why), handled, unverified (and why), or bypassing (and why). Order
+ * matters only for the reason given; every "never" rule is checked before anything else.
  */
-export function judgePod(cfg: RepairConfig, raw: unknown, input: Omit<RepairInput, "pods" | "synced" | "now">): Judgement {
+export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodRecord[]): Judgement {
   const meta = obj(obj(raw).metadata);
   const spec = obj(obj(raw).spec);
   const status = obj(obj(raw).status);
   const namespace = str(meta.namespace);
   const name = str(meta.name);
+  const uid = str(meta.uid);
   if (!namespace || !name) return { kind: "ignore", why: "not a pod object (no namespace or name)" };
   if (spec.nodeName !== cfg.node) return { kind: "ignore", why: `runs on node ${str(spec.nodeName) ?? "(none)"}, not ${cfg.node}` };
   if (meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null) return { kind: "ignore", why: "already being deleted" };
-  if (obj(meta.annotations)[MIRROR_ANNOTATION] !== undefined) return { kind: "ignore", why: "a mirror (static) pod: kubelet owns it, a delete does nothing" };
+  if (obj(meta.annotations)[MIRROR_ANNOTATION] !== undefined) return { kind: "ignore", why: "a mirror (static) pod: kubelet owns it, an eviction or a delete does nothing" };
   if (spec.hostNetwork === true) return { kind: "ignore", why: "uses the host's network (no CNI ADD)" };
   const k = cfg.conf.kubernetes;
   const own = skipBeforeLookup(k, namespace, name);
@@ -181,6 +180,7 @@ export function judgePod(cfg: RepairConfig, raw: unknown, input: Omit<RepairInpu
   const init = arr(spec.initContainers).map((c) => str(obj(c).name));
   const meshInit = MESH_INIT_CONTAINERS.find((n) => init.includes(n));
   if (meshInit) return { kind: "ignore", why: `carries ${meshInit}, which sets up its own rules` };
+  if (!uid) return { kind: "ignore", why: "no UID (an eviction or a delete could not be held to this pod)" };
   // Parsed once per cached object (parsed.ts): a round parses only the pods that changed.
   const pod: Pod | undefined = cachedPod(raw);
   if (!pod) return { kind: "ignore", why: "a pod object the plugin could not read" };
@@ -189,35 +189,42 @@ export function judgePod(cfg: RepairConfig, raw: unknown, input: Omit<RepairInpu
   const sandbox = sandboxEvidence(status);
   if (!sandbox) return { kind: "ignore", why: "no sandbox yet (the plugin runs when it is made)" };
 
-  const ref: PodRef = { namespace, name, ...(str(meta.uid) ? { uid: str(meta.uid)! } : {}) };
-  const validator = failedValidator(status);
-  if (validator) return { kind: "bypassing", reason: validator };
-  if (hasRecord(input.records, ref)) return { kind: "handled", why: "the plugin's record of its ADD" };
-  const started = time(status.startTime);
-  if (started === undefined) return { kind: "handled", why: "no start time: cannot tell whether it started before the chain" };
-  if (started < input.recordsSince) return { kind: "handled", why: "started before the plugin kept records on this node" };
-  if (input.chainSince !== undefined && started >= input.chainSince + settleMs(cfg)) {
-    return { kind: "handled", why: "started after meshcni was chained (the plugin ran, or the sandbox would have failed)" };
+  const failed = validatorFailure(status);
+  if (failed) return { kind: "bypassing", reason: describeValidatorFailure(failed) };
+  const readyAt = sandboxReadyAt(status);
+  const match = matchRecord({ namespace, name, uid, ...(readyAt !== undefined ? { readyAt } : {}) }, records);
+  if (match.kind === "current") {
+    const r = match.record;
+    return { kind: "handled", why: `the plugin's record of the ADD of its sandbox (container ${r.containerId.slice(0, 12)}, ${r.decision})` };
   }
-  return { kind: "bypassing", reason: `started before meshcni was chained (no record of an ADD; ${sandbox})` };
+  if (match.kind === "older") {
+    const r = match.record;
+    return { kind: "unverified", why: `the plugin's newest record of it (container ${r.containerId.slice(0, 12)}, ADD at ${r.time}) is of an earlier sandbox: the current one became ready at ${new Date(readyAt!).toISOString()}` };
+  }
+  return { kind: "unverified", why: `no record of an ADD for its sandbox on this node (${sandbox})` };
 }
 
-const settleMs = (cfg: RepairConfig) => Math.min(cfg.graceMs, SETTLE_MAX_MS);
 export const confirmMs = (cfg: RepairConfig) => Math.min(cfg.graceMs, CONFIRM_MAX_MS);
 
-/** Forgets what no longer matters: deletions older than a minute (rate) or DELETED_MEMORY_MS (per pod). */
+/** Forgets what no longer matters: attempts older than a minute (rate), acts older than ACTED_MEMORY_MS (per pod). */
 function pruned(m: RepairMemory, now: number, current: Set<string>): RepairMemory {
   return {
     firstSeen: Object.fromEntries(Object.entries(m.firstSeen).filter(([k]) => current.has(k))),
-    recentDeletions: m.recentDeletions.filter((t) => now - t < 60_000),
-    deleted: Object.fromEntries(Object.entries(m.deleted).filter(([, t]) => now - t < DELETED_MEMORY_MS)),
+    recentActs: m.recentActs.filter((t) => now - t < 60_000),
+    acted: Object.fromEntries(Object.entries(m.acted).filter(([, t]) => now - t < ACTED_MEMORY_MS)),
+    refused: Object.fromEntries(Object.entries(m.refused).filter(([k]) => current.has(k))),
     repaired: m.repaired,
+    refusals: m.refusals,
   };
 }
 
 export type WaitingOn = "cache" | "chain" | "grace";
 
-/** Why the agent does not act yet, or undefined when it may. */
+/**
+ * Why the agent does not act yet, or undefined when it may. It acts only while meshcni is chained
+ * (a pod made again before that would come back without the redirect) and once the chain has been
+ * in place for the grace period.
+ */
 function waitingFor(cfg: RepairConfig, input: RepairInput): { on: WaitingOn; why: string } | undefined {
   if (!input.synced) return { on: "cache", why: "the watch cache is not in sync" };
   if (input.chainSince === undefined) return { on: "chain", why: "meshcni is not chained" };
@@ -226,56 +233,108 @@ function waitingFor(cfg: RepairConfig, input: RepairInput): { on: WaitingOn; why
   return undefined;
 }
 
+const done = (mode: RepairMode): BypassingPod["action"] => (mode === "delete" ? "deleted" : "evicted");
+
 export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: RepairInput): RepairPlan {
   const { now } = input;
   const found: { ref: PodRef; reason: string }[] = [];
+  const unverified: UnverifiedPod[] = [];
   // Judged only once in sync: a half-listed node says nothing about the pods it has not listed.
   if (input.synced) {
+    // Each pod is matched against its own records only (matchRecord looks at namespace and name first).
+    const byPod = new Map<string, PodRecord[]>();
+    for (const r of input.records) {
+      const k = `${r.namespace}/${r.name}`;
+      const list = byPod.get(k);
+      if (list) list.push(r);
+      else byPod.set(k, [r]);
+    }
     for (const raw of input.pods) {
-      const j = judgePod(cfg, raw, input);
-      if (j.kind !== "bypassing") continue;
+      const meta0 = obj(obj(raw).metadata);
+      const j = judgePod(cfg, raw, byPod.get(`${str(meta0.namespace)}/${str(meta0.name)}`) ?? []);
+      if (j.kind !== "bypassing" && j.kind !== "unverified") continue;
       const meta = obj(obj(raw).metadata);
-      found.push({ ref: { namespace: str(meta.namespace)!, name: str(meta.name)!, ...(str(meta.uid) ? { uid: str(meta.uid)! } : {}) }, reason: j.reason });
+      const ref: PodRef = { namespace: str(meta.namespace)!, name: str(meta.name)!, uid: str(meta.uid)! };
+      if (j.kind === "bypassing") found.push({ ref, reason: j.reason });
+      else unverified.push({ ...ref, why: j.why });
     }
   }
   const m = pruned(memory, now, new Set(found.map((f) => podKey(f.ref))));
   for (const f of found) m.firstSeen[podKey(f.ref)] ??= now;
   const waiting = waitingFor(cfg, input);
   const active = waiting === undefined;
-  const del: RepairPlan["delete"] = [];
+  const act: RepairPlan["act"] = [];
   const bypassing: BypassingPod[] = found.map(({ ref, reason }) => {
     const key = podKey(ref);
+    const refusal = m.refused[key];
     let action: BypassingPod["action"];
-    if (m.deleted[key] !== undefined) action = "deleted";
+    if (m.acted[key] !== undefined) action = done(cfg.mode);
     else if (cfg.mode === "off") action = "reported";
-    else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || m.recentDeletions.length + del.length >= cfg.ratePerMinute) action = "waiting";
+    else if (refusal && now < refusal.until) action = "refused";
+    else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || m.recentActs.length + act.length >= cfg.ratePerMinute) action = "waiting";
     else {
-      del.push({ ...ref, reason });
-      action = "deleted";
+      act.push({ ...ref, reason });
+      action = done(cfg.mode);
     }
-    return { namespace: ref.namespace, name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}), reason, action, since: new Date(m.firstSeen[key]!).toISOString() };
+    return {
+      ...ref, reason, action, since: new Date(m.firstSeen[key]!).toISOString(),
+      ...(refusal ? { refusal: { message: refusal.message, retryAt: new Date(refusal.until).toISOString() } } : {}),
+    };
   });
-  return { active, ...(waiting ? { waitingFor: waiting.why, waitingOn: waiting.on } : {}), bypassing, delete: del, memory: m };
+  return { active, ...(waiting ? { waitingFor: waiting.why, waitingOn: waiting.on } : {}), bypassing, unverified, act, memory: m };
 }
 
-/** After the shell tried the plan's deletions: each attempt counts against the rate; successes are repairs. */
-export function noteDeletions(m: RepairMemory, results: readonly { ref: PodRef; ok: boolean }[], now: number): RepairMemory {
-  const next: RepairMemory = { ...m, recentDeletions: [...m.recentDeletions], deleted: { ...m.deleted } };
+/** What became of one act: done, refused by a PodDisruptionBudget (429, with the server's message), or failed otherwise. */
+export type ActResult = { ref: PodRef } & ({ outcome: "done" } | { outcome: "refused"; message: string } | { outcome: "failed" });
+
+/** After the shell tried the plan's acts: each attempt counts against the rate; successes are repairs; a refusal backs off. */
+export function noteActs(cfg: Pick<RepairConfig, "retryMs">, m: RepairMemory, results: readonly ActResult[], now: number): RepairMemory {
+  const next: RepairMemory = { ...m, recentActs: [...m.recentActs], acted: { ...m.acted }, refused: { ...m.refused } };
   for (const r of results) {
-    next.recentDeletions.push(now);
-    if (r.ok) {
-      next.deleted[podKey(r.ref)] = now;
+    next.recentActs.push(now);
+    const key = podKey(r.ref);
+    if (r.outcome === "done") {
+      next.acted[key] = now;
+      delete next.refused[key];
       next.repaired++;
+    } else if (r.outcome === "refused") {
+      const count = (next.refused[key]?.count ?? 0) + 1;
+      const wait = Math.min(cfg.retryMs * 2 ** (count - 1), Math.max(cfg.retryMs, REFUSED_BACKOFF_MAX_MS));
+      next.refused[key] = { until: now + wait, message: r.message, count };
+      next.refusals++;
     }
   }
   return next;
 }
 
-export function repairStatus(cfg: Pick<RepairConfig, "mode">, plan: RepairPlan | undefined, memory: RepairMemory): RepairStatus {
-  return { mode: cfg.mode, active: plan?.active ?? false, bypassing: plan?.bypassing ?? [], repaired: memory.repaired };
+/** What /status shows of the plan after the acts: a refused pod says so, a failed one waits for its next try. */
+export function afterActs(plan: RepairPlan, m: RepairMemory, results: readonly ActResult[]): RepairPlan {
+  const byKey = new Map(results.map((r) => [podKey(r.ref), r]));
+  const bypassing = plan.bypassing.map((b): BypassingPod => {
+    const r = byKey.get(podKey(b));
+    if (!r || r.outcome === "done") return b;
+    const refusal = m.refused[podKey(b)];
+    if (r.outcome === "refused" && refusal) {
+      return { ...b, action: "refused", refusal: { message: refusal.message, retryAt: new Date(refusal.until).toISOString() } };
+    }
+    return { ...b, action: "waiting" };
+  });
+  return { ...plan, bypassing, memory: m };
 }
 
-/** The Event's message for a repaired pod. */
-export function eventMessage(reason: string, node: string): string {
-  return `meshcni deleted this pod on node ${node} so that its controller creates it again with the mesh's redirect: ${reason}`;
+export function repairStatus(cfg: Pick<RepairConfig, "mode">, plan: RepairPlan | undefined, memory: RepairMemory): RepairStatus {
+  return {
+    mode: cfg.mode,
+    active: plan?.active ?? false,
+    ...(plan?.waitingFor ? { waitingFor: plan.waitingFor } : {}),
+    bypassing: plan?.bypassing ?? [],
+    unverified: plan?.unverified ?? [],
+    repaired: memory.repaired,
+    refusals: memory.refusals,
+  };
+}
+
+/** The Event's message, posted on the pod just before it is evicted or deleted. */
+export function eventMessage(mode: "evict" | "delete", reason: string, node: string): string {
+  return `meshcni ${mode === "evict" ? "evicts" : "deletes"} this pod on node ${node} so that its controller creates it again with the mesh's redirect: ${reason}`;
 }

@@ -53,25 +53,44 @@ export interface NodeView {
   onChange(fn: () => void): () => void;
 }
 
-/** A pod the profile redirects that runs without meshcni's rules, and why the agent thinks so. */
+/** A pod the profile redirects with positive evidence that it runs without the mesh's redirect. */
 export interface BypassingPod {
   namespace: string;
   name: string;
-  uid?: string;
-  /** e.g. "started before meshcni was chained (no record of an ADD)", "linkerd-network-validator failed". */
+  uid: string;
+  /** e.g. "its linkerd-network-validator init container's latest run failed (exit code 95): ...". */
   reason: string;
-  /** What the agent did: "deleted", "reported" (repair off), "waiting" (grace period, rate limit). */
-  action: "deleted" | "reported" | "waiting";
-  /** ISO time the agent first saw it bypassing. */
+  /**
+   * What the agent did: "evicted" or "deleted"; "reported" (--repair off); "waiting" (the grace
+   * period, the confirmation delay, the rate limit, a failed try); "refused" (a PodDisruptionBudget
+   * refused the eviction: tried again at `refusal.retryAt`).
+   */
+  action: "evicted" | "deleted" | "reported" | "waiting" | "refused";
+  /** ISO time the agent first saw the evidence. */
   since: string;
+  /** The last refusal of its eviction (429): the API server's message and when the agent tries again. */
+  refusal?: { message: string; retryAt: string };
+}
+
+/** A meshed pod with a sandbox and no record of the ADD of that sandbox: reported, never acted on. */
+export interface UnverifiedPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  why: string;
 }
 
 /** The `repair` member of /status; `meshcnictl check` reads it through the pod proxy. */
 export interface RepairStatus {
-  mode: "delete" | "off";
+  mode: "evict" | "delete" | "off";
   /** False until the cache is in sync and the chain has been in place for the grace period. */
   active: boolean;
+  /** Why it is not active yet. */
+  waitingFor?: string;
   bypassing: BypassingPod[];
-  /** Pods deleted since the agent started. */
+  unverified: UnverifiedPod[];
+  /** Pods evicted or deleted since the agent started. */
   repaired: number;
+  /** Evictions a PodDisruptionBudget refused (429) since the agent started. */
+  refusals: number;
 }

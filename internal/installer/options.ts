@@ -3,7 +3,7 @@
 import { parseArgs } from "node:util";
 import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
-import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, REPAIR_MODES, type RepairMode } from "../agent/repair.ts";
+import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
 import { LOG_LEVELS, type LogLevel } from "../config/log-levels.ts";
@@ -40,12 +40,14 @@ export interface InstallerOptions {
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
   resyncSeconds: number;
-  /** Pods of the node that bypass the mesh: deleted (with an Event) or only reported. */
+  /** Pods of the node with evidence of bypassing the mesh: evicted or deleted (with an Event), or only reported. */
   repair: RepairMode;
   /** The chain must have been in place this long before repair acts. */
   repairGraceSeconds: number;
-  /** At most this many deletions a minute. */
+  /** At most this many evictions or deletions a minute. */
   repairRate: number;
+  /** A refused eviction is tried again after this long (doubled at each refusal in a row). */
+  repairRetrySeconds: number;
   /** A NoSchedule taint the agent removes from its node once chain, binary and cache are ready. */
   startupTaint?: string;
   help: boolean;
@@ -69,12 +71,13 @@ const FLAGS = {
   "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
   "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
   "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
-  repair: { type: "string", arg: "delete|off", default: "delete", help: "pods of this node that the mesh profile redirects but that started before meshcni was chained (or whose mesh validator failed): delete them, each with an Event, or only report them" },
+  repair: { type: "string", arg: "evict|delete|off", default: "evict", help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)" },
   "repair-grace-seconds": { type: "string", arg: "N", default: String(DEFAULT_GRACE_SECONDS), help: "repair acts only once the chain has been in place this long" },
-  "repair-rate": { type: "string", arg: "N", default: String(DEFAULT_RATE_PER_MINUTE), help: "repair deletes at most this many pods a minute" },
+  "repair-rate": { type: "string", arg: "N", default: String(DEFAULT_RATE_PER_MINUTE), help: "repair evicts or deletes at most this many pods a minute" },
+  "repair-retry-seconds": { type: "string", arg: "N", default: String(DEFAULT_RETRY_SECONDS), help: "an eviction a PodDisruptionBudget refused is tried again after this long (doubled at each refusal in a row, up to 10 minutes)" },
   "startup-taint": { type: "string", arg: "KEY", default: undefined, help: "remove this NoSchedule taint from this node once the chain, the binary and the agent's view of the node's pods are ready" },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
-  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation (chain, binary, kubeconfig, the plugin's records), then exit" },
+  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation (chain, binary, kubeconfig, the plugin's records and fallback log, the socket), then exit" },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -167,7 +170,9 @@ export function parseInstallerOptions(
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
   if (nodeName !== undefined && !isDnsSubdomain(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
   const repair = str("repair")!;
-  if (!(REPAIR_MODES as readonly string[]).includes(repair)) throw new OptionsError(`--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.join(" or ")}`);
+  const reserved = RESERVED_REPAIR_MODES[repair];
+  if (reserved) throw new OptionsError(`--repair ${repair}: ${reserved}`);
+  if (!(REPAIR_MODES as readonly string[]).includes(repair)) throw new OptionsError(`--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.slice(0, -1).join(", ")} or ${REPAIR_MODES.at(-1)}`);
   const whole = (flag: Flag, min: number): number => {
     const raw = str(flag)!;
     if (!/^[0-9]{1,6}$/.test(raw) || Number(raw) < min) throw new OptionsError(`--${flag} ${JSON.stringify(raw)}: expected a whole number, ${min} or more`);
@@ -198,6 +203,7 @@ export function parseInstallerOptions(
     repair: repair as RepairMode,
     repairGraceSeconds: whole("repair-grace-seconds", 0),
     repairRate: whole("repair-rate", 1),
+    repairRetrySeconds: whole("repair-retry-seconds", 1),
     help: bool("help"),
   };
   const optional = {

@@ -1,78 +1,22 @@
 // Repair's shell: every few seconds (and after each change of the node's pods) it plans with
-// internal/agent/repair.ts, deletes what the plan says (the pod's UID as a precondition, an Event
-// on it first), logs each action, and keeps the memory for /status and /metrics. It also takes the
-// startup taint off the node once the chain, the binary and the view of the node's pods are
-// ready (internal/agent/taint.ts).
-import { mkdirSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from "node:fs";
-import { CHAINED_SINCE_FILE, RECORDS_SINCE_FILE } from "../agent/protocol.ts";
-import { eventMessage, newRepairMemory, podKey, noteDeletions, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
+// internal/agent/repair.ts, evicts or deletes what the plan says (the pod's UID as a precondition,
+// a Warning Event on it first), logs each action, and keeps the memory for /status and /metrics.
+// It also takes the startup taint off the node once the chain, the binary and the view of the
+// node's pods are ready (internal/agent/taint.ts).
+import type { PodRecord } from "../agent/protocol.ts";
+import { type ActResult, afterActs, eventMessage, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
 import { untaintPatch } from "../agent/taint.ts";
 import type { NodeView, RepairStatus } from "../agent/types.ts";
 import type { Log } from "../installer/deps.ts";
 import { type AgentApi, nodePath } from "./agent-api.ts";
-import { readRecords } from "./agent-state.ts";
 import type { AgentWriter } from "./agent-write.ts";
 import { podPath } from "./kube-http.ts";
 
 export const EVENT_REASON = "MeshcniRepair";
 const WRITE_TIMEOUT_MS = 5000;
 
-/**
- * Whether any CNI config in the host's folder already has a meshcni entry, whatever its settings
- * (an earlier release's entry differs from this agent's): the node was meshed before this agent.
- */
-export function meshcniEntryIn(hostNetDir: string): boolean {
-  let names: string[];
-  try {
-    names = readdirSync(hostNetDir).filter((n) => /\.(conf|conflist|json)$/.test(n));
-  } catch {
-    return false;
-  }
-  for (const n of names) {
-    try {
-      const c = JSON.parse(readFileSync(`${hostNetDir}/${n}`, "utf8")) as { type?: unknown; plugins?: { type?: unknown }[] };
-      if (c.type === "meshcni" || (Array.isArray(c.plugins) && c.plugins.some((p) => p?.type === "meshcni"))) return true;
-    } catch {
-      // not a config
-    }
-  }
-  return false;
-}
-
-/**
- * From when the records are complete. Written once: 0 on a node where meshcni was not chained
- * when the first agent started (every ADD since went through a plugin that keeps records); the
- * agent's start on a node that was already chained without that file (an upgrade from a plugin
- * that kept none: the pods that started before are not judged by a missing record).
- */
-export function recordsSince(stateDir: string, chainedAtStart: boolean, now: number, log: Log): number {
-  const path = `${stateDir}/${RECORDS_SINCE_FILE}`;
-  const noted = readNote(path);
-  if (noted !== undefined) return noted;
-  const since = chainedAtStart ? now : 0;
-  writeNote(path, since, log);
-  if (chainedAtStart) log.info(`meshcni was chained before this agent kept ${path}: pods that started before ${new Date(now).toISOString()} are not judged by a missing record`);
-  return since;
-}
-
-function readNote(path: string): number | undefined {
-  try {
-    const n = Number(readFileSync(path, "utf8").trim());
-    return Number.isFinite(n) && n >= 0 ? n : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-function writeNote(path: string, value: number, log: Log): void {
-  try {
-    mkdirSync(path.slice(0, path.lastIndexOf("/")) || "/", { recursive: true, mode: 0o700 });
-    writeFileSync(`${path}.tmp`, `${value}\n`);
-    renameSync(`${path}.tmp`, path);
-  } catch (e) {
-    log.warn(`cannot write ${path}: ${(e as Error).message}`);
-  }
-}
+/** The Eviction API's subresource of a pod. */
+export const evictionPath = (namespace: string, name: string) => `${podPath(namespace, name)}/eviction`;
 
 export interface RepairDeps {
   cfg: RepairConfig;
@@ -80,7 +24,8 @@ export interface RepairDeps {
   api: AgentApi;
   writer: AgentWriter;
   log: Log;
-  stateDir: string;
+  /** The plugin's records of the node's sandboxes (read at each round; one function, so an index can serve them). */
+  records(): readonly PodRecord[];
   /**
    * meshcni's entry is in the config the runtime reads first: every sandbox made from then on goes
    * through the plugin (or fails). A stale kubeconfig or binary makes ADDs fail, not skip.
@@ -88,15 +33,17 @@ export interface RepairDeps {
   chained(): boolean;
   /** The chain, the binary and the kubeconfig are current (the startup taint waits for all). */
   ready(): boolean;
-  recordsSince: number;
   startupTaint?: string;
   intervalMs: number;
 }
 
 export interface RepairLoop {
   status(): RepairStatus;
+  /** Pods with evidence of bypassing that were not evicted or deleted (yet). */
   bypassing(): number;
+  unverified(): number;
   repaired(): number;
+  refusals(): number;
   /** The startup taint is off the node (or there is none to take off). */
   untainted(): boolean;
   stop(): void;
@@ -104,16 +51,16 @@ export interface RepairLoop {
 
 /** How often a settled repair loop looks again without a change from the watch. */
 export const SETTLED_INTERVAL_MS = 30_000;
+/** How many unverified pods a log line names. */
+const NAMED_IN_LOG = 10;
 
 export function startRepair(d: RepairDeps): RepairLoop {
   const { cfg, log } = d;
   let memory: RepairMemory = newRepairMemory();
   let plan: RepairPlan | undefined;
+  // Since when the chain has been in place as this agent saw it: an agent that starts waits out
+  // the grace period again (waiting is the safe side; nothing is kept on disk for it).
   let chainSince: number | undefined;
-  // Since when the chain has been in place, as an earlier agent saw it: a restart of the agent
-  // does not make the pods started meanwhile look as if they came before the chain.
-  const chainedNote = `${d.stateDir}/${CHAINED_SINCE_FILE}`;
-  let earlier = readNote(chainedNote);
   const said = new Map<string, string>();
   let running = false;
   let again = false;
@@ -122,22 +69,22 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let taintTries = 0;
 
   /** Says each kind of thing once until it changes: until `same` changes, when given (a countdown's seconds are no change). */
-  const say = (kind: "repair" | "taint", level: "info" | "warn", text: string, same = text) => {
+  const say = (kind: "repair" | "taint" | "unverified", level: "info" | "warn", text: string, same = text) => {
     if (said.get(kind) !== same) log[level](text);
     said.set(kind, same);
   };
 
-  async function repairOne(ref: RepairPlan["delete"][number]): Promise<boolean> {
-    const what = `pod ${ref.namespace}/${ref.name}${ref.uid ? ` (uid ${ref.uid})` : ""}`;
+  async function repairOne(ref: RepairPlan["act"][number]): Promise<ActResult> {
+    const mode = cfg.mode === "delete" ? "delete" : "evict";
+    const what = `pod ${ref.namespace}/${ref.name} (uid ${ref.uid})`;
     const now = new Date().toISOString();
-    const message = eventMessage(ref.reason, cfg.node);
     const event = await d.writer.send("POST", `/api/v1/namespaces/${ref.namespace}/events`, {
       apiVersion: "v1",
       kind: "Event",
       metadata: { generateName: `${ref.name}.meshcni-`, namespace: ref.namespace },
-      involvedObject: { apiVersion: "v1", kind: "Pod", namespace: ref.namespace, name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}) },
+      involvedObject: { apiVersion: "v1", kind: "Pod", namespace: ref.namespace, name: ref.name, uid: ref.uid },
       reason: EVENT_REASON,
-      message,
+      message: eventMessage(mode, ref.reason, cfg.node),
       type: "Warning",
       source: { component: "meshcni-node", host: cfg.node },
       reportingComponent: "meshcni.io/meshcni-node",
@@ -147,18 +94,29 @@ export function startRepair(d: RepairDeps): RepairLoop {
       count: 1,
     }, "application/json", WRITE_TIMEOUT_MS);
     if (!event.ok) log.warn(`repair: cannot post the Event on ${what}: ${event.reason}`);
-    const del = await d.writer.send("DELETE", podPath(ref.namespace, ref.name), {
-      apiVersion: "v1",
-      kind: "DeleteOptions",
-      ...(ref.uid ? { preconditions: { uid: ref.uid } } : {}),
-    }, "application/json", WRITE_TIMEOUT_MS);
-    if (del.ok) {
-      log.info(`repair: deleted ${what}: ${ref.reason}`);
-      return true;
+    const preconditions = { uid: ref.uid };
+    const r = mode === "evict"
+      ? await d.writer.send("POST", evictionPath(ref.namespace, ref.name), {
+        apiVersion: "policy/v1",
+        kind: "Eviction",
+        metadata: { name: ref.name, namespace: ref.namespace },
+        deleteOptions: { preconditions },
+      }, "application/json", WRITE_TIMEOUT_MS)
+      : await d.writer.send("DELETE", podPath(ref.namespace, ref.name), { apiVersion: "v1", kind: "DeleteOptions", preconditions }, "application/json", WRITE_TIMEOUT_MS);
+    if (r.ok) {
+      log.info(`repair: ${mode === "evict" ? "evicted" : "deleted"} ${what}: ${ref.reason}`);
+      return { ref, outcome: "done" };
     }
-    // 404: gone already; 409: recreated under the same name (the precondition held it back).
-    log.warn(`repair: could not delete ${what}: ${del.reason}`);
-    return false;
+    // 429: a PodDisruptionBudget does not allow the eviction now (kube-apiserver's "Cannot evict
+    // pod as it would violate the pod's disruption budget."): tried again after a backoff.
+    if (mode === "evict" && r.status === 429) {
+      const message = r.message ?? r.reason;
+      log.warn(`repair: the eviction of ${what} was refused (trying again later): ${message}`);
+      return { ref, outcome: "refused", message };
+    }
+    // 404: gone already; 409: made again under the same name (the precondition held it back).
+    log.warn(`repair: could not ${mode} ${what}: ${r.reason}`);
+    return { ref, outcome: "failed" };
   }
 
   async function untaint(): Promise<void> {
@@ -185,35 +143,31 @@ export function startRepair(d: RepairDeps): RepairLoop {
 
   async function round(): Promise<void> {
     const now = Date.now();
-    if (!d.chained()) {
-      if (chainSince !== undefined || earlier !== undefined) {
-        try {
-          unlinkSync(chainedNote);
-        } catch {
-          // absent
-        }
-      }
-      chainSince = earlier = undefined;
-    } else if (chainSince === undefined) {
-      chainSince = earlier !== undefined && earlier <= now ? earlier : now;
-      earlier = undefined;
-      writeNote(chainedNote, chainSince, log);
-    }
+    if (!d.chained()) chainSince = undefined;
+    else chainSince ??= now;
     if (!untainted && chainSince !== undefined && d.ready() && d.view.synced()) await untaint();
-    plan = planRepair(cfg, memory, { pods: d.view.pods(), records: readRecords(d.stateDir).records, synced: d.view.synced(), chainSince, recordsSince: d.recordsSince, now });
+    plan = planRepair(cfg, memory, { pods: d.view.pods(), records: d.view.synced() ? d.records() : [], synced: d.view.synced(), chainSince, now });
     memory = plan.memory;
     if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`, `waits on ${plan.waitingOn}`);
     else say("repair", "info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
-    if (cfg.mode === "off") {
-      for (const b of plan.bypassing) if (memory.firstSeen[b.uid ?? `${b.namespace}/${b.name}`] === now) log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
+    if (d.view.synced()) {
+      const names = plan.unverified.map((u) => `${u.namespace}/${u.name}`).sort();
+      const shown = names.length > NAMED_IN_LOG ? `${names.slice(0, NAMED_IN_LOG).join(", ")} and ${names.length - NAMED_IN_LOG} more` : names.join(", ");
+      const text = names.length === 0
+        ? "repair: no meshed pod of this node is unverified"
+        : `repair: ${names.length} meshed pod(s) of node ${cfg.node} are unverified (no record of an ADD for their sandbox; reported, never removed for that; /status says why): ${shown}`;
+      // Said when the set changes; the first "none" is not said.
+      if (names.length > 0 || said.has("unverified")) say("unverified", "info", text, names.join(" "));
     }
-    if (plan.delete.length === 0) return;
-    const results = [];
-    for (const ref of plan.delete) results.push({ ref, ok: await repairOne(ref) });
-    memory = noteDeletions(memory, results, Date.now());
-    // What /status shows: a deletion that failed is tried again, within the rate.
-    const failed = new Set(results.filter((r) => !r.ok).map((r) => podKey(r.ref)));
-    plan = { ...plan, bypassing: plan.bypassing.map((b) => (failed.has(podKey(b)) ? { ...b, action: "waiting" as const } : b)) };
+    if (cfg.mode === "off") {
+      for (const b of plan.bypassing) if (memory.firstSeen[b.uid] === now) log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
+    }
+    if (plan.act.length === 0) return;
+    const results: ActResult[] = [];
+    for (const ref of plan.act) results.push(await repairOne(ref));
+    memory = noteActs(cfg, memory, results, Date.now());
+    // What /status shows: a refused eviction says so, a failed act is tried again within the rate.
+    plan = afterActs(plan, memory, results);
   }
 
   // One round at a time; a change during a round asks for one more.
@@ -229,6 +183,12 @@ export function startRepair(d: RepairDeps): RepairLoop {
       if (again) {
         again = false;
         kick();
+      } else if (long && !stopped && !settled()) {
+        // A round the watch kicked found something that waits on the clock (a confirmation, a
+        // backoff): the timer looks again soon, not at the settled pace.
+        clearTimeout(timer);
+        long = false;
+        timer = setTimeout(tick, d.intervalMs);
       }
     });
   };
@@ -242,7 +202,13 @@ export function startRepair(d: RepairDeps): RepairLoop {
   // would, and plans again when it broke or the grace period is over. Before, each of those
   // ticks judged every pod and read every record (110 pods: about 4 ms of CPU a second).
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor && plan.bypassing.length === 0;
+  /** The timer is set at the settled pace. */
+  let long = false;
+  // Settled: nothing waits on the clock (a confirmation, the rate limit, a refused eviction's
+  // backoff); pods already acted on or only reported change only with the watch. Not with acts
+  // in the plan: it says what a round is about to do, not how that went (a refusal backs off).
+  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor && plan.act.length === 0 &&
+    plan.bypassing.every((b) => b.action !== "waiting" && b.action !== "refused");
   /** ms until the grace period ends, while it is all that is pending; undefined otherwise. */
   const graceLeft = (): number | undefined => {
     if (chainSince === undefined || !untainted || running || plan === undefined || plan.active || plan.bypassing.length > 0 || !d.view.synced()) return undefined;
@@ -265,13 +231,16 @@ export function startRepair(d: RepairDeps): RepairLoop {
       return;
     }
     kick();
-    timer = setTimeout(tick, settled() ? Math.max(d.intervalMs, SETTLED_INTERVAL_MS) : d.intervalMs);
+    long = settled();
+    timer = setTimeout(tick, long ? Math.max(d.intervalMs, SETTLED_INTERVAL_MS) : d.intervalMs);
   };
   tick();
   return {
     status: () => repairStatus(cfg, plan, memory),
-    bypassing: () => plan?.bypassing.filter((b) => b.action !== "deleted").length ?? 0,
+    bypassing: () => plan?.bypassing.filter((b) => b.action !== "deleted" && b.action !== "evicted").length ?? 0,
+    unverified: () => plan?.unverified.length ?? 0,
     repaired: () => memory.repaired,
+    refusals: () => memory.refusals,
     untainted: () => untainted,
     stop() {
       stopped = true;

@@ -1,10 +1,12 @@
 // The state folder the plugin and the agent share (protocol.ts): the plugin's records of the
-// containers it handled, read for /status; the fallback log the plugin appends to while the agent
-// is down, printed and emptied by the agent; and all of it removed on uninstall.
+// containers it handled, read for /status and repair; the fallback log the plugin appends to
+// while the agent is down, printed and emptied by the agent. The undo that SIGTERM runs when
+// meshcni is being removed takes only the socket away: the records outlive a reinstall (they sit
+// on tmpfs and go at the next boot). `--uninstall` removes all of it.
 import { randomBytes } from "node:crypto";
 import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { CHAINED_SINCE_FILE, FALLBACK_LOG, type PodRecord, RECORDS_SINCE_FILE, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
+import { FALLBACK_LOG, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
 import { safeContainerId } from "./plugin-state.ts";
 
@@ -84,6 +86,33 @@ export function takeFallbackLog(stateDir: string): { file: string; content: stri
   return out;
 }
 
+/** Removes the agent's socket (only a socket) and any socket an agent that died mid-step left bound aside. */
+export function removeAgentSocket(socket: string): string[] {
+  const removed: string[] = [];
+  const rm = (path: string) => {
+    try {
+      unlinkSync(path);
+      removed.push(path);
+    } catch {
+      // absent
+    }
+  };
+  try {
+    if (lstatSync(socket).isSocket()) rm(socket);
+  } catch {
+    // absent
+  }
+  let all: string[] = [];
+  try {
+    all = readdirSync(dirname(socket));
+  } catch {
+    // absent
+  }
+  const aside = `.${basename(socket)}.`;
+  for (const n of all) if (n.startsWith(aside)) rm(`${dirname(socket)}/${n}`);
+  return removed;
+}
+
 /** Removes the records, the fallback logs and the socket; the folder too when that leaves it empty. */
 export function removeAgentState(stateDir: string, socket: string): string[] {
   const removed: string[] = [];
@@ -110,25 +139,16 @@ export function removeAgentState(stateDir: string, socket: string): string[] {
   }
   rm(`${stateDir}/${FALLBACK_LOG}`);
   rm(`${stateDir}/${FALLBACK_LOG}.1`);
-  rm(`${stateDir}/${RECORDS_SINCE_FILE}`);
-  rm(`${stateDir}/${CHAINED_SINCE_FILE}`);
+  for (const note of LEGACY_STATE_NOTES) rm(`${stateDir}/${note}`);
+  removed.push(...removeAgentSocket(socket));
+  // What an agent that died mid-step left: a fallback log being printed.
+  let all: string[] = [];
   try {
-    if (lstatSync(socket).isSocket()) rm(socket);
+    all = readdirSync(stateDir);
   } catch {
     // absent
   }
-  // What an agent that died mid-step left: a socket bound aside, a fallback log being printed.
-  const leftovers = (dir: string, prefixes: string[]) => {
-    let all: string[] = [];
-    try {
-      all = readdirSync(dir);
-    } catch {
-      // absent
-    }
-    for (const n of all) if (prefixes.some((p) => n.startsWith(p))) rm(`${dir}/${n}`);
-  };
-  leftovers(dirname(socket), [`.${basename(socket)}.`]);
-  leftovers(stateDir, [`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`]);
+  for (const n of all) if ([`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`].some((p) => n.startsWith(p))) rm(`${stateDir}/${n}`);
   try {
     rmdirSync(stateDir); // fails when not empty, or when it is a mount point: both fine
   } catch {

@@ -1,11 +1,12 @@
-// The agent's writes to the API server, through its Kubernetes client (kube-client.ts): DELETE of
-// a pod with its UID as a precondition, POST of an Event, PATCH of its node. Answers come back as
-// data, never as exceptions.
+// The agent's writes to the API server, through its Kubernetes client (kube-client.ts): a pod's
+// eviction (POST of an Eviction) or DELETE, each with the pod's UID as a precondition, POST of an
+// Event, PATCH of its node. Answers come back as data, never as exceptions.
 import type { KubeClient } from "./kube-client.ts";
 
 export type WriteAnswer =
   | { ok: true; status: number; object: unknown }
-  | { ok: false; status?: number; reason: string };
+  /** `message`: the Status body's message, when the server sent one. */
+  | { ok: false; status?: number; reason: string; message?: string };
 
 export interface AgentWriter {
   send(method: "DELETE" | "POST" | "PATCH", path: string, body: unknown, contentType: string, timeoutMs: number): Promise<WriteAnswer>;
@@ -23,8 +24,9 @@ export function clientWriter(api: Pick<KubeClient, "request">): AgentWriter {
         parsed = undefined;
       }
       if (a.status >= 200 && a.status < 300) return { ok: true, status: a.status, object: parsed };
-      const message = (parsed as { message?: unknown })?.message;
-      return { ok: false, status: a.status, reason: `${method} ${path} answered ${a.status}${typeof message === "string" ? `: ${message.slice(0, 300)}` : ""}` };
+      const m = (parsed as { message?: unknown })?.message;
+      const message = typeof m === "string" ? m.slice(0, 300) : undefined;
+      return { ok: false, status: a.status, reason: `${method} ${path} answered ${a.status}${message ? `: ${message}` : ""}`, ...(message ? { message } : {}) };
     },
   };
 }

@@ -34,7 +34,7 @@ describe("/metrics", () => {
     c.fallbackLogLines = 4;
     c.resyncs = 3;
     c.resyncRepairs = 1;
-    const text = renderMetrics({ counters: c, version: "0.1.0", node: "node-a", ready: true, cache: CACHE, repairs: 0 });
+    const text = renderMetrics({ counters: c, version: "0.1.0", node: "node-a", ready: true, cache: CACHE, repairs: 3, bypassing: 1, unverified: 4, refusals: 2 });
     expectGolden("testdata/agent/metrics.golden.txt", text);
     const { families, samples } = checkExposition(text);
     // The names the contract promises.
@@ -48,6 +48,9 @@ describe("/metrics", () => {
     expect(samples.get('meshcni_plugin_requests_total{command="ADD",outcome="failed"}')).toBe(adds.filter((r) => r.outcome === "failed").length);
     expect(samples.get("meshcni_api_fallbacks_total")).toBe(reports.filter((r) => r.lookup === "kubeconfig").length);
     expect(samples.get("meshcni_agent_cached_pods")).toBe(110);
+    // Repair: acts, refused evictions, pods with evidence not acted on (yet), unverified pods.
+    expect([families.get("meshcni_repair_refusals_total"), families.get("meshcni_agent_unverified_pods")]).toEqual(["counter", "gauge"]);
+    expect(["meshcni_repairs_total", "meshcni_repair_refusals_total", "meshcni_agent_bypassing_pods", "meshcni_agent_unverified_pods"].map((n) => samples.get(n))).toEqual([3, 2, 1, 4]);
     // Buckets are cumulative and end with +Inf = count.
     const buckets = [...samples].filter(([k]) => k.startsWith("meshcni_plugin_add_duration_seconds_bucket")).map(([, v]) => v);
     for (let i = 1; i < buckets.length; i++) expect(buckets[i]!).toBeGreaterThanOrEqual(buckets[i - 1]!);
@@ -64,6 +67,8 @@ describe("/metrics", () => {
     expect(samples.get('meshcni_agent_cache_synced{resource="pods"}')).toBe(0);
     expect(samples.get("meshcni_installer_ready")).toBe(0);
     expect(samples.get("meshcni_repairs_total")).toBe(0);
+    expect(samples.get("meshcni_agent_unverified_pods")).toBe(0);
+    expect(samples.get("meshcni_repair_refusals_total")).toBe(0);
   });
 
   test("label values are escaped as the format says", () => {

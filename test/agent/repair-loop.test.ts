@@ -4,9 +4,6 @@
 // nothing but the clock and the chain can change the plan (a change of the node's pods kicks a
 // round through the watch), so the timer looks at the chain alone until the grace period ends.
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { RepairConfig } from "../../internal/agent/repair.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { type RepairLoop, startRepair } from "../../internal/io/agent-repair.ts";
@@ -30,34 +27,36 @@ interface Fake {
   throwOnce(): void;
   /** A change delivered by the watch. */
   change(): void;
+  /** The node's pods from now on. */
+  setPods(pods: unknown[]): void;
+  /** The writes repair made ("METHOD path"). */
+  sent: string[];
 }
 
-const dirs: string[] = [];
 const loops: RepairLoop[] = [];
 afterEach(() => {
   for (const l of loops.splice(0)) l.stop();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
 function start(graceMs: number): Fake {
-  const stateDir = mkdtempSync(join(tmpdir(), "meshcni-repair-loop-"));
-  dirs.push(stateDir);
   let rounds = 0;
   let checks = 0;
   let chained = true;
   let throwNext = 0;
+  let pods: unknown[] = [];
+  const sent: string[] = [];
   const listeners = new Set<() => void>();
   const lines: string[] = [];
   const say = (m: string) => void lines.push(m);
   const log = { debug: say, info: say, warn: say, error: say };
-  const cfg: RepairConfig = { mode: "delete", node: "node-a", conf, profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs, ratePerMinute: 10 };
+  const cfg: RepairConfig = { mode: "evict", node: "node-a", conf, profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs, ratePerMinute: 10, retryMs: 60_000 };
   const loop = startRepair({
-    cfg, log, stateDir, recordsSince: 0, intervalMs: INTERVAL_MS,
+    cfg, log, records: () => [], intervalMs: INTERVAL_MS,
     view: {
       synced: () => true,
       pods: () => {
         rounds++;
-        return [];
+        return pods;
       },
       namespace: () => undefined,
       onChange(fn) {
@@ -66,7 +65,12 @@ function start(graceMs: number): Fake {
       },
     },
     api: { server: "https://127.0.0.1:9", get: async () => ({ kind: "unreachable", reason: "not in this test" }) },
-    writer: { send: async () => ({ ok: false, reason: "not in this test" }) },
+    writer: {
+      send: async (method, path) => {
+        sent.push(`${method} ${path}`);
+        return { ok: true, status: 201, object: {} };
+      },
+    },
     chained: () => {
       checks++;
       if (throwNext > 0) {
@@ -85,8 +89,25 @@ function start(graceMs: number): Fake {
     change: () => {
       for (const fn of listeners) fn();
     },
+    setPods: (p) => void (pods = p),
+    sent,
   };
 }
+
+/** A meshed pod whose linkerd-network-validator's latest run failed (exit 95). */
+const failing = {
+  metadata: { name: "web-1", namespace: "emojivoto", uid: "uid-1", annotations: { "linkerd.io/inject": "enabled" } },
+  spec: {
+    nodeName: "node-a",
+    initContainers: [{ name: "linkerd-network-validator", image: "p" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }],
+    containers: [{ name: "web", image: "web" }],
+  },
+  status: {
+    phase: "Pending",
+    conditions: [{ type: "PodReadyToStartContainers", status: "True" }],
+    initContainerStatuses: [{ name: "linkerd-network-validator", state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 95 } } }],
+  },
+};
 
 describe("the repair loop while it waits out the grace period", () => {
   test("plans once at the start and once when the grace period ends, not every interval; then it is active", async () => {
@@ -141,5 +162,25 @@ describe("the repair loop while it waits out the grace period", () => {
     await Bun.sleep(400);
     expect(f.loop.status().active).toBe(true);
     expect(f.lines.filter((l) => l.startsWith("repair is active")).length).toBe(1);
+  });
+});
+
+describe("the repair loop once settled", () => {
+  test("a change from the watch that brings evidence: acted on once confirmed, at the busy pace, not the settled one", async () => {
+    const f = start(100); // confirmation: 100 ms
+    await Bun.sleep(250);
+    expect(f.loop.status().active).toBe(true);
+    const before = f.rounds();
+    await Bun.sleep(200);
+    // Settled: no round without a change.
+    expect(f.rounds()).toBe(before);
+    f.setPods([failing]);
+    f.change();
+    await Bun.sleep(10);
+    expect(f.loop.status().bypassing.map((b) => b.action)).toEqual(["waiting"]);
+    // Before, the timer kept its settled pace (30 s) and the confirmed pod waited for it.
+    await Bun.sleep(300);
+    expect(f.sent).toEqual(["POST /api/v1/namespaces/emojivoto/events", "POST /api/v1/namespaces/emojivoto/pods/web-1/eviction"]);
+    expect(f.loop.status().bypassing.map((b) => b.action)).toEqual(["evicted"]);
   });
 });

@@ -1,9 +1,11 @@
 // Repair's planner (internal/agent/repair.ts), table-driven over pods shaped as the API server
-// sends them: every "never" case keeps the pod, whatever else is true of it (a false repair
-// deletes a healthy pod); the bypassing cases are found with their reason; the agent waits for
-// its cache, the chain and the grace period; the rate limit holds; off only reports.
+// sends them: it acts only on positive evidence (the mesh validator's latest run failed with its
+// "no redirect" code); a meshed pod with no record of the ADD of its sandbox is unverified,
+// reported and never acted on; every "never" case keeps the pod, whatever else is true of it (a
+// false repair removes a healthy pod); the agent waits for its cache, the chain and the grace
+// period; the rate limit holds; a refused eviction backs off; off only reports.
 import { describe, expect, test } from "bun:test";
-import { confirmMs, newRepairMemory, noteDeletions, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair.ts";
+import { type ActResult, afterActs, confirmMs, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair.ts";
 import type { PodRecord } from "../../internal/agent/protocol.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { istioProfile } from "../../internal/mesh/istio.ts";
@@ -19,7 +21,7 @@ const conf = (mesh: "linkerd" | "istio" = "linkerd") => parsePluginConf(JSON.str
   kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system", "linkerd"], pod_namespace: "meshcni" },
 }));
 
-const CFG: RepairConfig = { mode: "delete", node: "node-a", conf: conf(), profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs: 30_000, ratePerMinute: 10 };
+const CFG: RepairConfig = { mode: "evict", node: "node-a", conf: conf(), profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs: 30_000, ratePerMinute: 10, retryMs: 60_000 };
 
 let uidN = 0;
 let first0: Record<string, unknown> | undefined;
@@ -71,29 +73,180 @@ const record = (p: Record<string, unknown>, over: Partial<PodRecord> = {}): PodR
   return { v: 1, containerId: `c-${m.name}`, namespace: m.namespace, name: m.name, uid: m.uid, decision: "meshed", reason: "runs linkerd-proxy", time: iso(T0), ...over };
 };
 
-const input = (pods: unknown[], over: Partial<RepairInput> = {}): RepairInput => ({ pods, records: [], synced: true, chainSince: CHAIN, recordsSince: 0, now: NOW, ...over });
+const input = (pods: unknown[], over: Partial<RepairInput> = {}): RepairInput => ({ pods, records: [], synced: true, chainSince: CHAIN, now: NOW, ...over });
 /** The memory of a round confirmMs earlier that saw the same pods bypassing (a deletion needs that). */
 const confirmed = (cfg: RepairConfig, inp: RepairInput): RepairMemory => planRepair(cfg, newRepairMemory(), { ...inp, now: inp.now - confirmMs(cfg) }).memory;
 const SEEN = iso(NOW - 10_000);
-const judge = (pod: unknown, over: Partial<RepairInput> = {}, cfg = CFG) => judgePod(cfg, pod, input([pod], over));
+const judge = (pod: unknown, records: PodRecord[] = [], cfg = CFG) => judgePod(cfg, pod, records);
 
-describe("a pod that started before meshcni was chained", () => {
-  test("no record, sandbox made, redirected by the profile: bypassing, deleted", () => {
-    const pod = meshedPod("web-1");
-    expect(judge(pod)).toEqual({ kind: "bypassing", reason: "started before meshcni was chained (no record of an ADD; PodReadyToStartContainers is True)" });
-    const plan = planRepair(CFG, confirmed(CFG, input([pod])), input([pod]));
-    expect(plan.active).toBe(true);
-    expect(plan.delete).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), reason: expect.stringContaining("started before meshcni was chained") }]);
-    expect(plan.bypassing).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), reason: expect.any(String), action: "deleted", since: SEEN }]);
+
+/** The validator's status: its latest run as kubelet reports it. */
+const validator = (name: string, st: Record<string, unknown>) => ({ name, ready: false, restartCount: 2, ...st });
+const LINKERD_FAILED = { terminated: { exitCode: 95, reason: "Error", message: "failed to verify the redirect\n", finishedAt: iso(T0 + 12_000) } };
+/** A pod whose linkerd-network-validator reports `st` (its proxy waits: init has not finished). */
+const withValidator = (name: string, st: Record<string, unknown>, over: Record<string, unknown> = {}) => meshedPod(name, {
+  status: {
+    phase: "Pending",
+    initContainerStatuses: [validator("linkerd-network-validator", st), { name: "linkerd-proxy", state: { waiting: { reason: "PodInitializing" } } }],
+    containerStatuses: [{ name: "web", state: { waiting: { reason: "PodInitializing" } } }],
+    ...over,
+  },
+});
+const istioPod = (name: string, st: Record<string, unknown>) => meshedPod(name, {
+  meta: { annotations: { "sidecar.istio.io/status": '{"containers":["istio-proxy"]}' } },
+  init: [{ name: "istio-validation", image: "istio/proxyv2:1.24.0" }],
+  spec: { containers: [{ name: "reviews", image: "reviews:1" }, { name: "istio-proxy", image: "istio/proxyv2:1.24.0", args: ["proxy", "sidecar"] }] },
+  status: { phase: "Pending", initContainerStatuses: [validator("istio-validation", st)] },
+});
+const ISTIO = { ...CFG, conf: conf("istio"), profile: istioProfile };
+
+describe("positive evidence: the validator's latest run failed with its code", () => {
+  test("linkerd-network-validator terminated with 95: bypassing, evicted once confirmed, even with a record of its ADD", () => {
+    const pod = withValidator("web-v", { state: LINKERD_FAILED });
+    expect(judge(pod, [record(pod)])).toEqual({ kind: "bypassing", reason: "its linkerd-network-validator init container's latest run failed (exit code 95, Error: failed to verify the redirect): the redirect was not in place" });
+    const inp = input([pod], { records: [record(pod)] });
+    const plan = planRepair(CFG, confirmed(CFG, inp), inp);
+    expect(plan.act).toEqual([{ namespace: "emojivoto", name: "web-v", uid: uidOf(pod), reason: expect.stringContaining("exit code 95") }]);
+    expect(plan.bypassing).toEqual([{ namespace: "emojivoto", name: "web-v", uid: uidOf(pod), reason: expect.any(String), action: "evicted", since: SEEN }]);
+    expect(plan.unverified).toEqual([]);
   });
 
-  test("seen bypassing for less than the confirmation time (10 s, at most the grace period): waiting", () => {
-    const first = planRepair(CFG, newRepairMemory(), input([pod0()]));
-    expect(first.delete).toEqual([]);
-    expect(first.bypassing.map((b) => [b.action, b.since])).toEqual([["waiting", iso(NOW)]]);
-    const later = planRepair(CFG, first.memory, input([pod0()], { now: NOW + 9_999 }));
-    expect(later.delete).toEqual([]);
-    expect(planRepair(CFG, first.memory, input([pod0()], { now: NOW + 10_000 })).delete.length).toBe(1);
+  test("in CrashLoopBackOff after a 95: the last termination is the latest run", () => {
+    const pod = withValidator("web-cl", { state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: LINKERD_FAILED });
+    expect(judge(pod).kind).toBe("bypassing");
+  });
+
+  test("Istio: istio-validation waiting after a 126 (Istio's own fixture): bypassing", () => {
+    const pod = istioPod("reviews-v1", { state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 126, message: "Died for some reason" } } });
+    expect(judge(pod, [], ISTIO)).toEqual({ kind: "bypassing", reason: "its istio-validation init container's latest run failed (exit code 126, Died for some reason): the redirect was not in place" });
+  });
+
+  // Each is not evidence: the pod is judged by its records (none here: unverified, never acted on).
+  const notEvidence: [string, Record<string, unknown>][] = [
+    ["an earlier run failed (95), the latest succeeded (terminated 0)", { state: { terminated: { exitCode: 0, reason: "Completed" } }, lastState: LINKERD_FAILED }],
+    ["running again after a failed run: the run in progress decides", { state: { running: { startedAt: iso(T0 + 20_000) } }, lastState: LINKERD_FAILED }],
+    ["another exit code (1): not the validator's answer about the redirect", { state: { terminated: { exitCode: 1, reason: "Error" } } }],
+    ["killed (137, OOMKilled) and waiting", { state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 137, reason: "OOMKilled" } } }],
+    ["waiting to start for the first time", { state: { waiting: { reason: "PodInitializing" } } }],
+    ["no state at all", {}],
+  ];
+  for (const [what, st] of notEvidence) {
+    test(`not evidence: ${what}`, () => {
+      const pod = withValidator("web-ne", st);
+      expect(judge(pod)).toEqual({ kind: "unverified", why: expect.stringContaining("no record of an ADD") });
+      expect(judge(pod, [record(pod)]).kind).toBe("handled");
+      const inp = input([pod]);
+      expect(planRepair(CFG, confirmed(CFG, inp), inp).act).toEqual([]);
+    });
+  }
+
+  test("Istio: 95 is not istio-validation's code, 126 is not linkerd-network-validator's", () => {
+    expect(judge(istioPod("reviews-95", { state: { terminated: { exitCode: 95 } } }), [], ISTIO).kind).toBe("unverified");
+    expect(judge(withValidator("web-126", { state: { terminated: { exitCode: 126 } } })).kind).toBe("unverified");
+  });
+
+  test("a failure that ended before the current sandbox was ready is of an earlier sandbox: not evidence", () => {
+    const ready = T0 + 60_000;
+    const conditions = [{ type: "PodReadyToStartContainers", status: "True", lastTransitionTime: iso(ready) }];
+    const old = withValidator("web-sb", { state: { waiting: { reason: "PodInitializing" } }, lastState: LINKERD_FAILED }, { conditions });
+    expect(judge(old).kind).toBe("unverified");
+    // The same failure in the current sandbox (finished after it was ready, or in the same second): evidence.
+    const now = withValidator("web-sb2", { state: { terminated: { ...LINKERD_FAILED.terminated, finishedAt: iso(ready) } } }, { conditions });
+    expect(judge(now).kind).toBe("bypassing");
+  });
+});
+
+describe("no record of an ADD is no evidence: unverified, reported, never acted on", () => {
+  test("a meshed pod with a sandbox and no record (a reinstall lost them, or it started before meshcni): unverified, not acted on in any mode", () => {
+    const pod = meshedPod("web-1");
+    expect(judge(pod)).toEqual({ kind: "unverified", why: "no record of an ADD for its sandbox on this node (PodReadyToStartContainers is True)" });
+    for (const mode of ["evict", "delete", "off"] as const) {
+      const cfg = { ...CFG, mode };
+      const inp = input([pod]);
+      const plan = planRepair(cfg, confirmed(cfg, inp), { ...inp, now: NOW + 3_600_000 });
+      expect(plan.act).toEqual([]);
+      expect(plan.bypassing).toEqual([]);
+      expect(plan.unverified).toEqual([{ namespace: "emojivoto", name: "web-1", uid: uidOf(pod), why: expect.stringContaining("no record of an ADD") }]);
+    }
+  });
+
+  test("a pod that started long before the chain, and one started after it: the start time says nothing", () => {
+    for (const startedAt of [T0 - 86_400_000, CHAIN + 5000]) expect(judge(meshedPod("web-t", { startedAt })).kind).toBe("unverified");
+  });
+
+  test("a record of an earlier sandbox of the same pod does not cover the current one", () => {
+    const pod = meshedPod("web-2"); // its sandbox became ready at T0 + 1 s
+    const old = record(pod, { time: iso(T0 - 3_600_000) });
+    expect(judge(pod, [old])).toEqual({ kind: "unverified", why: expect.stringMatching(/^the plugin's newest record of it \(container c-web-2, ADD at .*\) is of an earlier sandbox/) });
+    expect(judge(pod, [old, record(pod, { containerId: "c-new", time: iso(T0 + 500) })]).kind).toBe("handled");
+  });
+
+  test("a record of an earlier pod with the same name but another UID does not cover the new one", () => {
+    const pod = meshedPod("db-0");
+    expect(judge(pod, [record(pod, { uid: "00000000-0000-4000-8000-000000000000" })]).kind).toBe("unverified");
+  });
+
+  test("a pod of the same name in another namespace with a record does not cover this one", () => {
+    const pod = meshedPod("web-3");
+    expect(judge(pod, [record(pod, { namespace: "other", uid: undefined })]).kind).toBe("unverified");
+  });
+
+  test("the record of its current sandbox: handled, also when the plugin skipped it", () => {
+    const pod = meshedPod("web-4");
+    expect(judge(pod, [record(pod)])).toEqual({ kind: "handled", why: "the plugin's record of the ADD of its sandbox (container c-web-4, meshed)" });
+    expect(judge(pod, [record(pod, { decision: "skipped" })]).kind).toBe("handled");
+  });
+});
+
+describe("never acted on (no false repair)", () => {
+  // Each pod's validator failed, but for the one thing named it would be evicted.
+  const failing = (name: string, over: Parameters<typeof meshedPod>[1] = {}) => meshedPod(name, {
+    ...over,
+    status: {
+      phase: "Pending",
+      initContainerStatuses: [validator("linkerd-network-validator", { state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: LINKERD_FAILED })],
+      ...over.status,
+    },
+  });
+  const cases: [string, Record<string, unknown>, string | RegExp][] = [
+    ["another node's pod", failing("web-n", { spec: { nodeName: "node-b" } }), "runs on node node-b, not node-a"],
+    ["a pod not yet scheduled", failing("web-u", { spec: { nodeName: undefined } }), "runs on node (none), not node-a"],
+    ["a pod being deleted", failing("web-d", { meta: { deletionTimestamp: iso(NOW - 5000), deletionGracePeriodSeconds: 30 } }), "already being deleted"],
+    ["a mirror (static) pod", failing("web-m", { meta: { annotations: { "kubernetes.io/config.mirror": "3f1c", "kubernetes.io/config.source": "file" } } }), /a mirror \(static\) pod/],
+    ["a hostNetwork pod", failing("web-h", { spec: { hostNetwork: true } }), "uses the host's network (no CNI ADD)"],
+    ["an excluded namespace", failing("coredns-1", { ns: "kube-system" }), "namespace kube-system is excluded"],
+    ["the mesh's own control plane namespace, when excluded", failing("destination-1", { ns: "linkerd" }), "namespace linkerd is excluded"],
+    ["meshcni's own DaemonSet pod (by name)", failing("meshcni-node-x7k2p", { ns: "meshcni" }), "one of meshcni's own DaemonSet pods"],
+    ["meshcni's own DaemonSet pod (by owner)", failing("renamed-7", { ns: "meshcni", meta: { ownerReferences: [{ apiVersion: "apps/v1", kind: "DaemonSet", name: "meshcni-node", uid: "d", controller: true }] } }), "one of meshcni's own DaemonSet pods"],
+    ["a pod carrying linkerd-init", failing("web-li", { init: [{ name: "linkerd-init", image: "cr.l5d.io/linkerd/proxy-init:v2" }, { name: "linkerd-network-validator", image: "p" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }] }), "carries linkerd-init, which sets up its own rules"],
+    ["a pod carrying istio-init", failing("web-ii", { init: [{ name: "istio-init", image: "istio/proxyv2" }, { name: "linkerd-network-validator", image: "p" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }] }), "carries istio-init, which sets up its own rules"],
+    ["a pod the profile does not redirect (no proxy)", failing("plain-1", { init: [{ name: "linkerd-network-validator", image: "p" }] }), "the pod has no linkerd-proxy container"],
+    ["a completed pod", failing("job-1", { status: { phase: "Succeeded" } }), "phase Succeeded: nothing runs"],
+    ["a failed pod", failing("job-2", { status: { phase: "Failed" } }), "phase Failed: nothing runs"],
+    ["a pod without a sandbox (PodReadyToStartContainers False)", failing("web-s", { status: { conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } }), "no sandbox yet (the plugin runs when it is made)"],
+    ["a pod without a UID", failing("web-nouid", { meta: { uid: undefined } }), /^no UID/],
+    ["an object that is not a pod", { metadata: { name: "x" } }, "not a pod object (no namespace or name)"],
+  ];
+  for (const [what, pod, why] of cases) {
+    test(what, () => {
+      const j = judge(pod);
+      expect(j.kind).toBe("ignore");
+      expect(j.kind === "ignore" ? j.why : "").toMatch(why);
+    });
+  }
+
+  test("all of them together (and one real bypasser): only the bypasser is evicted", () => {
+    const bad = failing("web-bad");
+    const inp = input([...cases.map(([, pod]) => pod), bad]);
+    const plan = planRepair(CFG, confirmed(CFG, inp), inp);
+    expect(plan.act.map((d) => d.name)).toEqual(["web-bad"]);
+    expect(plan.bypassing.map((d) => d.name)).toEqual(["web-bad"]);
+    expect(plan.unverified).toEqual([]);
+  });
+
+  test("no sandbox yet (Pending, nothing ran): not even unverified", () => {
+    const pod = meshedPod("web-3", { status: { phase: "Pending", initContainerStatuses: [{ name: "linkerd-network-validator", state: { waiting: { reason: "PodInitializing" } } }], containerStatuses: [], conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } });
+    expect(judge(pod)).toEqual({ kind: "ignore", why: "no sandbox yet (the plugin runs when it is made)" });
   });
 
   const sandboxes: [string, Record<string, unknown>][] = [
@@ -103,110 +256,13 @@ describe("a pod that started before meshcni was chained", () => {
   ];
   for (const [what, status] of sandboxes) {
     test(`sandbox evidence: ${what}`, () => {
-      expect(judge(meshedPod("web-2", { status })).kind).toBe("bypassing");
+      expect(judge(meshedPod("web-2", { status })).kind).toBe("unverified");
     });
   }
-
-  test("a sandbox being made again (PodReadyToStartContainers False, though phase Running and containers ran): kept", () => {
-    const pod = meshedPod("web-4", { status: { conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } });
-    expect(judge(pod)).toEqual({ kind: "ignore", why: "no sandbox yet (the plugin runs when it is made)" });
-  });
-
-  test("no sandbox yet (Pending, nothing ran, PodReadyToStartContainers False): kept, the plugin runs when it is made", () => {
-    const pod = meshedPod("web-3", { status: { phase: "Pending", initContainerStatuses: [{ name: "linkerd-network-validator", state: { waiting: { reason: "PodInitializing" } } }], containerStatuses: [], conditions: [{ type: "PodReadyToStartContainers", status: "False" }] } });
-    expect(judge(pod)).toEqual({ kind: "ignore", why: "no sandbox yet (the plugin runs when it is made)" });
-  });
-
-  test("Istio: a sidecar-injected pod with istio-validation, no record: bypassing", () => {
-    const pod = meshedPod("reviews-v1", {
-      meta: { annotations: { "sidecar.istio.io/status": '{"containers":["istio-proxy"]}' } },
-      init: [{ name: "istio-validation", image: "istio/proxyv2:1.24.0" }],
-      spec: { containers: [{ name: "reviews", image: "reviews:1" }, { name: "istio-proxy", image: "istio/proxyv2:1.24.0", args: ["proxy", "sidecar"] }] },
-      status: { initContainerStatuses: [{ name: "istio-validation", state: { terminated: { exitCode: 0 } } }] },
-    });
-    const cfg = { ...CFG, conf: conf("istio"), profile: istioProfile };
-    expect(judge(pod, {}, cfg).kind).toBe("bypassing");
-  });
-});
-
-describe("a failed validator", () => {
-  const failed = (where: "state" | "lastState") => meshedPod("web-v", {
-    startedAt: NOW - 1000, // after the chain: only the validator can say it bypasses
-    status: {
-      phase: "Pending",
-      initContainerStatuses: [{
-        name: "linkerd-network-validator", ready: false, restartCount: 2,
-        ...(where === "state" ? { state: { terminated: { exitCode: 1, reason: "Error" } } } : { state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 1, reason: "Error" } } }),
-      }],
-    },
-  });
-  test("exited non-zero: bypassing even with a record and after the chain", () => {
-    const pod = failed("state");
-    expect(judge(pod, { records: [record(pod)] })).toEqual({ kind: "bypassing", reason: "its linkerd-network-validator init container failed (exit code 1): the redirect was not in place" });
-  });
-  test("in CrashLoopBackOff after a non-zero exit: bypassing", () => {
-    expect(judge(failed("lastState")).kind).toBe("bypassing");
-  });
-});
-
-describe("never repaired (no false repair)", () => {
-  // Each pod would bypass but for the one thing named.
-  const cases: [string, Record<string, unknown>, string | RegExp][] = [
-    ["another node's pod", meshedPod("web-n", { spec: { nodeName: "node-b" } }), "runs on node node-b, not node-a"],
-    ["a pod not yet scheduled", meshedPod("web-u", { spec: { nodeName: undefined } }), "runs on node (none), not node-a"],
-    ["a pod being deleted", meshedPod("web-d", { meta: { deletionTimestamp: iso(NOW - 5000), deletionGracePeriodSeconds: 30 } }), "already being deleted"],
-    ["a mirror (static) pod", meshedPod("web-m", { meta: { annotations: { "kubernetes.io/config.mirror": "3f1c", "kubernetes.io/config.source": "file" } } }), /a mirror \(static\) pod/],
-    ["a hostNetwork pod", meshedPod("web-h", { spec: { hostNetwork: true } }), "uses the host's network (no CNI ADD)"],
-    ["an excluded namespace", meshedPod("coredns-1", { ns: "kube-system" }), "namespace kube-system is excluded"],
-    ["the mesh's own control plane namespace, when excluded", meshedPod("destination-1", { ns: "linkerd" }), "namespace linkerd is excluded"],
-    ["meshcni's own DaemonSet pod (by name)", meshedPod("meshcni-node-x7k2p", { ns: "meshcni" }), "one of meshcni's own DaemonSet pods"],
-    ["meshcni's own DaemonSet pod (by owner)", meshedPod("renamed-7", { ns: "meshcni", meta: { ownerReferences: [{ apiVersion: "apps/v1", kind: "DaemonSet", name: "meshcni-node", uid: "d", controller: true }] } }), "one of meshcni's own DaemonSet pods"],
-    ["a pod carrying linkerd-init", meshedPod("web-li", { init: [{ name: "linkerd-init", image: "cr.l5d.io/linkerd/proxy-init:v2" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }] }), "carries linkerd-init, which sets up its own rules"],
-    ["a pod carrying istio-init", meshedPod("web-ii", { init: [{ name: "istio-init", image: "istio/proxyv2" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }] }), "carries istio-init, which sets up its own rules"],
-    ["a pod the profile does not redirect (no proxy)", meshedPod("plain-1", { init: [] }), "the pod has no linkerd-proxy container"],
-    ["a completed pod", meshedPod("job-1", { status: { phase: "Succeeded" } }), "phase Succeeded: nothing runs"],
-    ["a failed pod", meshedPod("job-2", { status: { phase: "Failed" } }), "phase Failed: nothing runs"],
-    ["a pod with a record of its ADD (same UID)", meshedPod("web-r"), "the plugin's record of its ADD"],
-    ["a pod with a record without UID (same name)", meshedPod("web-ru"), "the plugin's record of its ADD"],
-    ["a pod that started after the chain was in place", meshedPod("web-late", { startedAt: CHAIN + 5000 }), /started after meshcni was chained/],
-    ["a pod that started before the plugin kept records", meshedPod("web-old", { startedAt: T0 - 1000 }), "started before the plugin kept records on this node"],
-    ["a pod without a start time", meshedPod("web-nt", { status: { startTime: undefined } }), /no start time/],
-    ["an object that is not a pod", { metadata: { name: "x" } }, "not a pod object (no namespace or name)"],
-  ];
-  const records = (pods: Record<string, unknown>[]): PodRecord[] => [
-    record(pods.find((p) => (p.metadata as { name: string }).name === "web-r")!),
-    { ...record(pods.find((p) => (p.metadata as { name: string }).name === "web-ru")!), uid: undefined } as PodRecord,
-  ];
-  const all = cases.map(([, pod]) => pod);
-  for (const [what, pod, why] of cases) {
-    test(what, () => {
-      const j = judge(pod, { records: records(all), recordsSince: (pod.metadata as { name: string }).name === "web-old" ? T0 : 0 });
-      expect(j.kind).not.toBe("bypassing");
-      expect(j.kind === "bypassing" ? "" : j.why).toMatch(why);
-    });
-  }
-
-  test("all of them together (and one real bypasser): only the bypasser is deleted", () => {
-    const bad = meshedPod("web-bad");
-    const inp = input([...all.filter((p) => (p.metadata as { name?: string }).name !== "web-old"), bad], { records: records(all) });
-    const plan = planRepair(CFG, confirmed(CFG, inp), inp);
-    expect(plan.delete.map((d) => d.name)).toEqual(["web-bad"]);
-    expect(plan.bypassing.map((d) => d.name)).toEqual(["web-bad"]);
-  });
-
-  test("a record of an earlier pod with the same name but another UID does not cover the new one", () => {
-    const pod = meshedPod("db-0");
-    expect(judge(pod, { records: [record(pod, { uid: "00000000-0000-4000-8000-000000000000" })] }).kind).toBe("bypassing");
-  });
-
-  test("a pod of the same name in another namespace with a record does not cover this one", () => {
-    const pod = meshedPod("web-1");
-    expect(judge(pod, { records: [record(pod, { namespace: "other", uid: undefined })] }).kind).toBe("bypassing");
-  });
 });
 
 describe("when the agent acts", () => {
-  const pod = meshedPod("web-w");
+  const pod = withValidator("web-w", { state: LINKERD_FAILED });
   const cases: [string, Partial<RepairInput>, string][] = [
     ["cache not in sync", { synced: false }, "the watch cache is not in sync"],
     ["chain not in place", { chainSince: undefined }, "meshcni is not chained"],
@@ -217,51 +273,100 @@ describe("when the agent acts", () => {
       const plan = planRepair(CFG, newRepairMemory(), input([pod], over));
       expect(plan.active).toBe(false);
       expect(plan.waitingFor).toBe(why);
-      expect(plan.delete).toEqual([]);
+      expect(plan.act).toEqual([]);
       // Out of sync, nothing is judged at all; otherwise the pod is listed as waiting.
       expect(plan.bypassing.map((b) => b.action)).toEqual(over.synced === false ? [] : ["waiting"]);
     });
   }
 
-  test("--repair off: reported, never deleted", () => {
-    const plan = planRepair({ ...CFG, mode: "off" }, newRepairMemory(), input([pod]));
-    expect(plan.delete).toEqual([]);
-    expect(plan.bypassing.map((b) => b.action)).toEqual(["reported"]);
-    expect(repairStatus({ mode: "off" }, plan, plan.memory)).toEqual({ mode: "off", active: true, bypassing: plan.bypassing, repaired: 0 });
+  test("seen with its evidence for less than the confirmation time (10 s, at most the grace period): waiting", () => {
+    const first = planRepair(CFG, newRepairMemory(), input([pod]));
+    expect(first.act).toEqual([]);
+    expect(first.bypassing.map((b) => [b.action, b.since])).toEqual([["waiting", iso(NOW)]]);
+    expect(planRepair(CFG, first.memory, input([pod], { now: NOW + 9_999 })).act).toEqual([]);
+    expect(planRepair(CFG, first.memory, input([pod], { now: NOW + 10_000 })).act.length).toBe(1);
   });
 
-  test("rate limit: at most N deletions a minute; the rest wait, then go", () => {
+  test("--repair delete: the same pods, the act says deleted", () => {
+    const cfg = { ...CFG, mode: "delete" as const };
+    const plan = planRepair(cfg, confirmed(cfg, input([pod])), input([pod]));
+    expect(plan.act.map((a) => a.name)).toEqual(["web-w"]);
+    expect(plan.bypassing.map((b) => b.action)).toEqual(["deleted"]);
+  });
+
+  test("--repair off: reported, never acted on", () => {
+    const plan = planRepair({ ...CFG, mode: "off" }, confirmed(CFG, input([pod])), input([pod]));
+    expect(plan.act).toEqual([]);
+    expect(plan.bypassing.map((b) => b.action)).toEqual(["reported"]);
+    expect(repairStatus({ mode: "off" }, plan, plan.memory)).toEqual({ mode: "off", active: true, bypassing: plan.bypassing, unverified: [], repaired: 0, refusals: 0 });
+  });
+
+  test("rate limit: at most N acts a minute; the rest wait, then go", () => {
     const cfg = { ...CFG, ratePerMinute: 3 };
-    const pods = Array.from({ length: 5 }, (_, i) => meshedPod(`burst-${i}`));
+    const pods = Array.from({ length: 5 }, (_, i) => withValidator(`burst-${i}`, { state: LINKERD_FAILED }));
     let plan = planRepair(cfg, confirmed(cfg, input(pods)), input(pods));
-    expect(plan.delete.length).toBe(3);
-    expect(plan.bypassing.map((b) => b.action)).toEqual(["deleted", "deleted", "deleted", "waiting", "waiting"]);
-    let mem = noteDeletions(plan.memory, plan.delete.map((ref) => ({ ref, ok: true })), NOW);
+    expect(plan.act.length).toBe(3);
+    expect(plan.bypassing.map((b) => b.action)).toEqual(["evicted", "evicted", "evicted", "waiting", "waiting"]);
+    let mem = noteActs(cfg, plan.memory, plan.act.map((ref): ActResult => ({ ref, outcome: "done" })), NOW);
     expect(mem.repaired).toBe(3);
     const left = pods.slice(3);
     // Ten seconds later: the minute's budget is spent.
     plan = planRepair(cfg, mem, input(left, { now: NOW + 10_000 }));
-    expect(plan.delete).toEqual([]);
+    expect(plan.act).toEqual([]);
     expect(plan.bypassing.map((b) => b.action)).toEqual(["waiting", "waiting"]);
     expect(plan.bypassing[0]!.since).toBe(SEEN);
     // A minute later: they go.
     plan = planRepair(cfg, plan.memory, input(left, { now: NOW + 61_000 }));
-    expect(plan.delete.map((d) => d.name)).toEqual(["burst-3", "burst-4"]);
-    mem = noteDeletions(plan.memory, plan.delete.map((ref) => ({ ref, ok: true })), NOW + 61_000);
+    expect(plan.act.map((d) => d.name)).toEqual(["burst-3", "burst-4"]);
+    mem = noteActs(cfg, plan.memory, plan.act.map((ref): ActResult => ({ ref, outcome: "done" })), NOW + 61_000);
     expect(mem.repaired).toBe(5);
   });
 
-  test("a failed deletion counts against the rate but not as a repair; a pod deleted once is not deleted again while the cache lags", () => {
+  test("a failed act counts against the rate but not as a repair; a pod acted on once is not acted on again while the cache lags", () => {
     let plan = planRepair(CFG, confirmed(CFG, input([pod])), input([pod]));
-    let mem = noteDeletions(plan.memory, [{ ref: plan.delete[0]!, ok: false }], NOW);
-    expect([mem.repaired, mem.recentDeletions.length]).toEqual([0, 1]);
+    let mem = noteActs(CFG, plan.memory, [{ ref: plan.act[0]!, outcome: "failed" }], NOW);
+    expect([mem.repaired, mem.recentActs.length]).toEqual([0, 1]);
+    expect(afterActs(plan, mem, [{ ref: plan.act[0]!, outcome: "failed" }]).bypassing.map((b) => b.action)).toEqual(["waiting"]);
     plan = planRepair(CFG, mem, input([pod], { now: NOW + 1000 }));
-    expect(plan.delete.length).toBe(1);
-    mem = noteDeletions(plan.memory, [{ ref: plan.delete[0]!, ok: true }], NOW + 1000);
+    expect(plan.act.length).toBe(1);
+    mem = noteActs(CFG, plan.memory, [{ ref: plan.act[0]!, outcome: "done" }], NOW + 1000);
     plan = planRepair(CFG, mem, input([pod], { now: NOW + 2000 }));
-    expect(plan.delete).toEqual([]);
-    expect(plan.bypassing.map((b) => b.action)).toEqual(["deleted"]);
+    expect(plan.act).toEqual([]);
+    expect(plan.bypassing.map((b) => b.action)).toEqual(["evicted"]);
     expect(plan.memory.repaired).toBe(1);
+  });
+
+  test("an eviction a PodDisruptionBudget refused (429): reported with the server's message, tried again after the backoff, which doubles", () => {
+    const msg = "Cannot evict pod as it would violate the pod's disruption budget.";
+    let plan = planRepair(CFG, confirmed(CFG, input([pod])), input([pod]));
+    const refused = (p: typeof plan, at: number) => noteActs(CFG, p.memory, [{ ref: p.act[0]!, outcome: "refused", message: msg }], at);
+    let mem = refused(plan, NOW);
+    expect([mem.repaired, mem.refusals]).toEqual([0, 1]);
+    const shown = afterActs(plan, mem, [{ ref: plan.act[0]!, outcome: "refused", message: msg }]);
+    expect(shown.bypassing).toEqual([expect.objectContaining({ action: "refused", refusal: { message: msg, retryAt: iso(NOW + 60_000) } })]);
+    expect(repairStatus(CFG, shown, mem)).toEqual(expect.objectContaining({ refusals: 1, repaired: 0 }));
+    // Within the minute: not tried again, still reported as refused.
+    plan = planRepair(CFG, mem, input([pod], { now: NOW + 59_000 }));
+    expect(plan.act).toEqual([]);
+    expect(plan.bypassing.map((b) => b.action)).toEqual(["refused"]);
+    // After it: tried again; refused again, the next try is two minutes later.
+    plan = planRepair(CFG, plan.memory, input([pod], { now: NOW + 60_000 }));
+    expect(plan.act.length).toBe(1);
+    mem = refused(plan, NOW + 60_000);
+    expect(mem.refused[uidOf(pod)]).toEqual({ until: NOW + 180_000, message: msg, count: 2 });
+    expect(planRepair(CFG, mem, input([pod], { now: NOW + 179_000 })).act).toEqual([]);
+    plan = planRepair(CFG, mem, input([pod], { now: NOW + 180_000 }));
+    expect(plan.act.length).toBe(1);
+    // Allowed at last: evicted, the refusal forgotten.
+    mem = noteActs(CFG, plan.memory, [{ ref: plan.act[0]!, outcome: "done" }], NOW + 180_000);
+    expect([mem.repaired, mem.refusals, mem.refused]).toEqual([1, 2, {}]);
+  });
+
+  test("the refusals' backoff stops growing at ten minutes", () => {
+    let mem = newRepairMemory();
+    const ref = { namespace: "emojivoto", name: "web-w", uid: uidOf(pod) };
+    for (let i = 0; i < 8; i++) mem = noteActs(CFG, mem, [{ ref, outcome: "refused", message: "m" }], NOW);
+    expect(mem.refused[ref.uid]!.until).toBe(NOW + 600_000);
   });
 });
 
@@ -278,7 +383,7 @@ describe("each cached pod is parsed once", () => {
         return linkerdProfile.decide(p, c);
       } },
     };
-    const pods = ["web-p1", "web-p2", "web-p3"].map((n) => meshedPod(n));
+    const pods = ["web-p1", "web-p2", "web-p3"].map((n) => withValidator(n, { state: LINKERD_FAILED }));
     const first = planRepair(cfg, newRepairMemory(), input(pods));
     // web-p2 changes: the cache holds a new object (a status update), the others stay as they were.
     const changed = { ...pods[1]!, metadata: { ...(pods[1]!.metadata as object), resourceVersion: "4712" } };

@@ -1,9 +1,9 @@
 // The compiled meshcni-installer as the node agent, with real signals, against temporary host
 // folders and the stand-in API server: restarts that never unmesh the node (SIGTERM and SIGINT
-// keep everything while the DaemonSet exists) and the cases that undo; `--uninstall`; the
-// socket and its folder; pod lookups through the agent; the plugin's reports and its fallback
-// log on the agent's stdout; /metrics and /status; the periodic resync putting right what a
-// watch missed.
+// keep everything while the DaemonSet exists) and the cases that undo (the records stay for a
+// reinstall); `--uninstall` (which removes them); the socket and its folder; pod lookups through
+// the agent; the plugin's reports and its fallback log on the agent's stdout; /metrics and
+// /status; the periodic resync putting right what a watch missed.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -131,7 +131,7 @@ describe("restarts never unmesh the node", () => {
     }, /no longer runs on node node-a: its nodeSelector wants meshcni.io\/enabled=true/],
   ];
   for (const [what, arrange, why] of undoCases) {
-    test(`SIGTERM undoes when ${what}: chain, binary, kubeconfig, records, socket`, async () => {
+    test(`SIGTERM undoes when ${what}: chain, binary, kubeconfig, socket; the records and the fallback log stay for a reinstall`, async () => {
       setup();
       cluster.setDaemonSet("present");
       const p = await startAgent();
@@ -141,10 +141,13 @@ describe("restarts never unmesh the node", () => {
       expect(await p.stop("SIGTERM")).toBe(0);
       expect(p.log()).toMatch(why);
       expect(p.log()).toContain("meshcni is uninstalled from this node");
+      expect(p.log()).toContain(`the plugin's records stay in ${dirs.state} for a later install (--uninstall removes them; a reboot empties the folder)`);
       expect(dirs.file("10-calico.conflist")).toBe(CALICO);
       expect(dirs.names()).toEqual(["10-calico.conflist"]);
       expect(readdirSync(dirs.bin)).toEqual([]);
-      expect(existsSync(dirs.state)).toBe(false);
+      expect(existsSync(dirs.socket)).toBe(false);
+      expect(readdirSync(dirs.state).sort()).toEqual(["containers", "plugin.log"]);
+      expect(readdirSync(join(dirs.state, "containers"))).toEqual(["bbbb2222.json"]);
     }, 30_000);
   }
 
@@ -165,12 +168,13 @@ describe("restarts never unmesh the node", () => {
     expect(cluster.api.requests.filter((r) => r.path === DAEMONSET_PATH).length).toBeGreaterThan(2);
   }, 30_000);
 
-  test("--uninstall always undoes, records and fallback logs included", async () => {
+  test("--uninstall always undoes, records, fallback logs and earlier agents' notes included", async () => {
     setup();
     cluster.setDaemonSet("present");
     const p = await startAgent();
     writeRecord({ containerId: "cccc3333" });
     writeFileSync(join(dirs.state, "plugin.log"), "meshcni: info left behind\n");
+    for (const note of ["records-since", "chained-since"]) writeFileSync(join(dirs.state, note), "1764000000000\n");
     p.proc.kill("SIGKILL");
     await p.stop();
     const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], { env: { PATH: Bun.env.PATH ?? "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe" });
@@ -342,6 +346,9 @@ describe("/metrics and /status", () => {
     expect(samples.get("meshcni_agent_bad_requests_total")).toBe(1);
     expect(samples.get("meshcni_installer_ready")).toBe(1);
     expect(samples.get("meshcni_repairs_total")).toBe(0);
+    expect(samples.get("meshcni_repair_refusals_total")).toBe(0);
+    expect(samples.get("meshcni_agent_bypassing_pods")).toBe(0);
+    expect(samples.get("meshcni_agent_unverified_pods")).toBe(0);
     expect(samples.get("meshcni_agent_cached_pods")).toBe(0);
 
     const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;

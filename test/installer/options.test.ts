@@ -19,18 +19,23 @@ describe("parseInstallerOptions", () => {
       stateDir: "/var/run/meshcni",
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
-      repair: "delete",
+      repair: "evict",
       repairGraceSeconds: 30,
       repairRate: 10,
+      repairRetrySeconds: 60,
       help: false,
     });
   });
 
-  test("repair and the startup taint: --repair delete|off, grace and rate, --startup-taint KEY (each also MESHCNI_*)", () => {
+  test("repair and the startup taint: --repair evict|delete|off, grace and rate, --startup-taint KEY (each also MESHCNI_*)", () => {
     const o = parseInstallerOptions(["--repair", "off", "--startup-taint", "meshcni.io/not-ready"], { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" }, DEFAULTS);
     expect([o.repair, o.repairGraceSeconds, o.repairRate, o.startupTaint]).toEqual(["off", 5, 2, "meshcni.io/not-ready"]);
     expect(parseInstallerOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe("node.example.com/cni");
-    expect(() => parseInstallerOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected delete or off');
+    expect(parseInstallerOptions(["--repair", "delete"], {}, DEFAULTS).repair).toBe("delete");
+    expect(parseInstallerOptions([], { MESHCNI_REPAIR: "evict" }, DEFAULTS).repair).toBe("evict");
+    expect(() => parseInstallerOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected evict, delete or off');
+    // The contract's in-place needs the agent to write rules itself: refused, saying why.
+    expect(() => parseInstallerOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(/^--repair in-place: not in this release: .*use evict, delete or off$/);
     expect(() => parseInstallerOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
     expect(() => parseInstallerOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });
