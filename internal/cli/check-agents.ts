@@ -27,6 +27,9 @@ export interface HandledPod {
   uid?: string;
   decision: "meshed" | "skipped";
   reason: string;
+  containerId?: string;
+  /** The time of the ADD (matched against the pod's current sandbox). */
+  time?: string;
 }
 
 export interface BypassingView {
@@ -36,6 +39,15 @@ export interface BypassingView {
   reason: string;
   action: string;
   since?: string;
+  /** The API server's message when a PodDisruptionBudget refused the eviction, and the next try. */
+  refusal?: string;
+}
+
+export interface UnverifiedView {
+  namespace: string;
+  name: string;
+  uid?: string;
+  why: string;
 }
 
 export type CacheView =
@@ -52,7 +64,8 @@ export interface AgentView {
   binary?: PartView;
   cache: CacheView;
   pods?: { handled: number; meshed: number; skipped: number; containers: HandledPod[] };
-  repair?: { mode: string; active: boolean; bypassing: BypassingView[]; repaired: number };
+  /** `unverified` and `refusals` are undefined for agents older than evidence-only repair. */
+  repair?: { mode: string; active: boolean; bypassing: BypassingView[]; unverified?: UnverifiedView[]; repaired: number; refusals?: number };
 }
 
 function part(v: unknown): PartView | undefined {
@@ -90,6 +103,10 @@ function handled(v: unknown): HandledPod | undefined {
   const h: HandledPod = { namespace, name, decision: v.decision, reason: str(v.reason) ?? "" };
   const uid = str(v.uid);
   if (uid) h.uid = uid;
+  const containerId = str(v.containerId);
+  if (containerId) h.containerId = containerId;
+  const time = str(v.time);
+  if (time) h.time = time;
   return h;
 }
 
@@ -103,7 +120,19 @@ function bypassing(v: unknown): BypassingView | undefined {
   if (uid) b.uid = uid;
   const since = str(v.since);
   if (since) b.since = since;
+  if (isObj(v.refusal) && str(v.refusal.message)) b.refusal = `${str(v.refusal.message)}${str(v.refusal.retryAt) ? ` (next try ${str(v.refusal.retryAt)})` : ""}`;
   return b;
+}
+
+function unverified(v: unknown): UnverifiedView | undefined {
+  if (!isObj(v)) return undefined;
+  const namespace = str(v.namespace);
+  const name = str(v.name);
+  if (!namespace || !name) return undefined;
+  const u: UnverifiedView = { namespace, name, why: str(v.why) ?? "no reason given" };
+  const uid = str(v.uid);
+  if (uid) u.uid = uid;
+  return u;
 }
 
 /** Reads an agent's /status document; undefined when it is not a JSON object. */
@@ -131,7 +160,9 @@ export function parseAgentStatus(doc: unknown): AgentView | undefined {
       mode: str(r.mode) ?? "unknown",
       active: r.active === true,
       bypassing: Array.isArray(r.bypassing) ? r.bypassing.map(bypassing).filter((b): b is BypassingView => b !== undefined) : [],
+      ...(Array.isArray(r.unverified) ? { unverified: r.unverified.map(unverified).filter((u): u is UnverifiedView => u !== undefined) } : {}),
       repaired: num(r.repaired),
+      ...(typeof r.refusals === "number" ? { refusals: num(r.refusals) } : {}),
     };
   }
   return view;
@@ -303,19 +334,34 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     }));
   } else {
     const rep = v.repair;
-    const state = `repair ${rep.mode}${rep.active ? "" : ", not active yet"}, ${rep.repaired} repaired`;
-    const open = rep.bypassing.filter((b) => b.action !== "deleted");
-    const lines = rep.bypassing.map((b) => `${b.namespace}/${b.name}: ${b.reason} (${b.action}${b.since ? ` since ${b.since}` : ""})`);
+    const refusals = rep.refusals ? `, ${plural(rep.refusals, "eviction")} refused` : "";
+    const state = `repair ${rep.mode}${rep.active ? "" : ", not active yet"}, ${rep.repaired} repaired${refusals}`;
+    const acted = (b: BypassingView) => b.action === "deleted" || b.action === "evicted";
+    const open = rep.bypassing.filter((b) => !acted(b));
+    const lines = rep.bypassing.map((b) => `${b.namespace}/${b.name}: ${b.reason} (${b.action}${b.since ? ` since ${b.since}` : ""}${b.refusal ? `; refused: ${b.refusal}` : ""})`);
     if (rep.bypassing.length === 0) out.push(r(bypassName, true, { detail: state }));
     else if (open.length === 0) {
-      out.push(r(bypassName, false, { warning: true, detail: [`${state}; just deleted, their controllers recreate them:`, ...lines].join("\n") }));
+      out.push(r(bypassName, false, { warning: true, detail: [`${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`, ...lines].join("\n") }));
     } else {
       out.push(r(bypassName, false, {
         detail: [`${plural(open.length, "pod")} ${open.length === 1 ? "runs" : "run"} without meshcni's rules (${state}):`, ...lines].join("\n"),
         hint: rep.mode === "off"
-          ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair delete"
-          : "the agent deletes them once its cache is in sync and its grace period is over; their controllers recreate them",
+          ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair evict"
+          : open.some((b) => b.action === "refused")
+            ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again later; kubectl get pdb -A shows the budgets"
+            : "the agent evicts them once its cache is in sync and its grace period is over; their controllers recreate them",
       }));
+    }
+    if (rep.unverified) {
+      const unverifiedName = "every meshed pod has a record of meshcni's ADD";
+      if (rep.unverified.length === 0) out.push(r(unverifiedName, true, { detail: `${plural(v.pods?.handled ?? 0, "record")} on this node` }));
+      else {
+        out.push(r(unverifiedName, false, {
+          warning: true,
+          detail: [`${plural(rep.unverified.length, "pod")} unverified (reported, never removed for that):`, ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`)].join("\n"),
+          hint: "the records are lost on a reboot or a wiped state folder, and an older meshcni removed them on uninstall; pods that started before meshcni was chained have none: restart their workloads if they should be meshed",
+        }));
+      }
     }
   }
   return out;

@@ -1,7 +1,12 @@
-// `meshcnictl check --pods`: every pod the mesh profile redirects that runs without meshcni's
-// rules. The decision is the plugin's own (skipBeforeLookup, then the profile's decide) under
-// the configuration the ConfigMap carries; whether the plugin ran is what each node's agent
-// says in /status (its records, and repair's bypassing list). Pure.
+// `meshcnictl check --pods`: every pod the mesh profile redirects, and whether it runs with
+// meshcni's rules. The decision is the plugin's own (skipBeforeLookup, then the profile's decide)
+// under the configuration the ConfigMap carries. A pod bypasses the mesh on positive evidence
+// only: its node's agent lists it as bypassing, or its mesh validator's latest run found no
+// redirect (internal/agent/validator.ts). A pod with no record of the ADD of its current sandbox
+// in its node's /status (internal/agent/record-match.ts) is unverified: a warning, since the
+// records can be lost (a reinstall of an older meshcni, a wiped state folder). Pure.
+import { matchRecord } from "../agent/record-match.ts";
+import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "../agent/validator.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import { parsePod, type Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
@@ -16,23 +21,6 @@ const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && 
 
 /** The init container each mesh injects when its CNI mode is off. */
 export const MESH_INIT: Record<PluginConf["mesh"], string> = { linkerd: LINKERD_INIT, istio: ISTIO_INIT };
-
-/** The init container each mesh's injector adds in CNI mode to prove the pod's traffic is redirected. */
-export const MESH_VALIDATOR: Record<PluginConf["mesh"], string> = { linkerd: "linkerd-network-validator", istio: "istio-validation" };
-
-/** Why the mesh's validator init container failed, when its last run did. */
-export function validatorFailure(raw: Json, validator: string): string | undefined {
-  const st = isObj(raw.status) ? raw.status : {};
-  const cs = (Array.isArray(st.initContainerStatuses) ? st.initContainerStatuses.filter(isObj) : []).find((c) => c.name === validator);
-  if (!cs) return undefined;
-  for (const s of [cs.state, cs.lastState]) {
-    const t = isObj(s) && isObj(s.terminated) ? s.terminated : undefined;
-    if (t && typeof t.exitCode === "number" && t.exitCode !== 0) {
-      return `its ${validator} init container failed (exit ${t.exitCode}${typeof t.reason === "string" ? `, ${t.reason}` : ""}${typeof t.message === "string" && t.message ? `: ${t.message.trim().split("\n")[0]}` : ""})`;
-    }
-  }
-  return undefined;
-}
 
 /** Whether the pod's sandbox exists: a container started, PodReadyToStartContainers, or Running. */
 export function podStarted(raw: Json): boolean {
@@ -50,8 +38,11 @@ export interface PodFinding {
   uid?: string;
   node: string;
   reason: string;
-  /** "bypassing": traffic skips the proxy; "init": the mesh's own init container set the rules. */
-  kind: "bypassing" | "init";
+  /**
+   * "bypassing": evidence that traffic skips the proxy; "unverified": no record of the ADD of its
+   * sandbox (a warning); "init": the mesh's own init container set the rules.
+   */
+  kind: "bypassing" | "unverified" | "init";
 }
 
 export interface PodsJudgement {
@@ -69,14 +60,23 @@ function withoutInit(pod: Pod, init: string): Pod {
   return { ...pod, spec: { ...pod.spec, initContainers: (pod.spec.initContainers ?? []).filter((c) => c.name !== init), containers: pod.spec.containers.filter((c) => c.name !== init) } };
 }
 
-function judgeOnNode(view: AgentView, ns: string, name: string, uid: string | undefined): string | undefined {
+function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: string | undefined): Pick<PodFinding, "kind" | "reason"> | undefined {
   const bypass = view.repair?.bypassing.find((b) => b.namespace === ns && b.name === name && sameUid(b.uid, uid));
-  if (bypass) return `the agent on its node lists it as bypassing: ${bypass.reason} (${bypass.action})`;
-  const records = (view.pods?.containers ?? []).filter((h) => h.namespace === ns && h.name === name && sameUid(h.uid, uid));
-  if (records.some((h) => h.decision === "meshed")) return undefined;
-  const skipped = records.find((h) => h.decision === "skipped");
-  if (skipped) return `the plugin skipped it: ${skipped.reason}`;
-  return "no record of an ADD on its node: it started before meshcni was chained, so its traffic bypasses the proxy";
+  if (bypass) {
+    const refused = bypass.refusal ? `; refused: ${bypass.refusal}` : "";
+    return { kind: "bypassing", reason: `the agent on its node lists it as bypassing: ${bypass.reason} (${bypass.action}${refused})` };
+  }
+  const failed = validatorFailure(raw.status);
+  if (failed) return { kind: "bypassing", reason: describeValidatorFailure(failed) };
+  const readyAt = sandboxReadyAt(raw.status);
+  const records = (view.pods?.containers ?? []).map((h) => ({ v: 1 as const, containerId: h.containerId ?? "", namespace: h.namespace, name: h.name, ...(h.uid ? { uid: h.uid } : {}), decision: h.decision, reason: h.reason, time: h.time ?? "" }));
+  // Without the record's time (an older agent's /status) the UID alone decides.
+  const match = matchRecord({ namespace: ns, name, ...(uid ? { uid } : {}), ...(readyAt !== undefined && records.every((r) => r.time) ? { readyAt } : {}) }, records);
+  if (match.kind === "current") return match.record.decision === "skipped" ? { kind: "bypassing", reason: `the plugin skipped it: ${match.record.reason}` } : undefined;
+  if (match.kind === "older") {
+    return { kind: "unverified", reason: `unverified: the plugin's newest record of it on its node (ADD at ${match.record.time}) is of an earlier sandbox` };
+  }
+  return { kind: "unverified", reason: "unverified: no record of an ADD for its sandbox on its node (it started before meshcni was chained, or the records were lost)" };
 }
 
 /**
@@ -124,8 +124,8 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
       continue;
     }
     nodes.add(node);
-    const reason = judgeOnNode(answer.view, ns, name, uid) ?? validatorFailure(raw, MESH_VALIDATOR[conf.mesh]);
-    if (reason) findings.push({ ...base, kind: "bypassing", reason });
+    const found = judgeOnNode(answer.view, raw, ns, name, uid);
+    if (found) findings.push({ ...base, ...found });
   }
 
   const category = "pods";
@@ -136,6 +136,11 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
       results.push({
         category, name: `pod ${key(f.namespace, f.name)} on ${f.node} runs with meshcni's rules`, ok: false, node: f.node, pod, detail: f.reason,
         hint: `delete it (kubectl -n ${f.namespace} delete pod ${f.name}): its controller recreates it, and the plugin gives the new pod its rules`,
+      });
+    } else if (f.kind === "unverified") {
+      results.push({
+        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} has a record of meshcni's ADD`, ok: false, warning: true, node: f.node, pod, detail: f.reason,
+        hint: "the agent never removes a pod for a missing record; if it started before meshcni was chained, restart its workload (kubectl rollout restart) so the plugin meshes the new pods",
       });
     } else {
       results.push({
@@ -153,10 +158,12 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
   }
   if (!findings.some((f) => f.kind === "bypassing")) {
     const notChecked = [...unchecked.values()].reduce((n, u) => n + u.pods.length, 0);
+    const unverified = findings.filter((f) => f.kind === "unverified").length;
     const checked = considered - notChecked;
     const checkedNodes = nodes.size;
-    const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
-    results.unshift({ category, name: "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
+    const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}` +
+      `${unverified ? `; ${unverified} unverified, see below` : ""}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
+    results.unshift({ category, name: unverified ? "no pod the profile redirects is known to bypass the mesh" : "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
   }
   return { results, findings, considered };
 }

@@ -67,7 +67,7 @@ afterAll(async () => {
   dirs?.cleanup();
 });
 
-test("check reads the real agent's /status through the pod proxy, and --pods finds the pod without a record", async () => {
+test("check reads the real agent's /status through the pod proxy, and --pods warns of the pod without a record", async () => {
   const r = await runCliAsync(["check", "-o", "json"], { env: { KUBECONFIG: kubeconfig } });
   const node = JSON.parse(r.stdout).checks.filter((c: Obj) => c.node === "node-a");
   const by = (name: string) => node.find((c: Obj) => c.name === name);
@@ -80,7 +80,8 @@ test("check reads the real agent's /status through the pod proxy, and --pods fin
   expect(cluster.api.requests.some((q) => q.path === "/api/v1/namespaces/meshcni/pods/meshcni-node-4x7bq:9813/proxy/status")).toBe(true);
 
   const pods = await runCliAsync(["check", "--pods"], { env: { KUBECONFIG: kubeconfig } });
-  expect(pods.code).toBe(1);
-  expect(pods.stdout).toContain("× pod emojivoto/web-2 on node-a runs with meshcni's rules\n    no record of an ADD on its node");
+  // No record is no evidence of a bypass: a warning, not a failure.
+  expect(pods.code).toBe(0);
+  expect(pods.stdout).toContain("‼ pod emojivoto/web-2 on node-a has a record of meshcni's ADD\n    unverified: no record of an ADD for its sandbox on its node");
   expect(pods.stdout).not.toContain("emojivoto/web-1 on node-a");
 }, 60_000);

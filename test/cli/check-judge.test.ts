@@ -57,7 +57,8 @@ describe("reading /status", () => {
     expect(v.pods?.containers.map((c) => `${c.namespace}/${c.name}:${c.decision}`)).toEqual([
       "emojivoto/web-5b8b6f7c9d-x2x7q:meshed", "emojivoto/emoji-6d8f9c7b5-4kq2p:meshed", "default/busybox:skipped",
     ]);
-    expect(v.repair).toEqual({ mode: "delete", active: true, bypassing: [], repaired: 2 });
+    expect(v.repair).toEqual({ mode: "evict", active: true, bypassing: [], unverified: [], repaired: 2, refusals: 0 });
+    expect(v.pods?.containers[0]).toMatchObject({ containerId: expect.stringMatching(/^9f1c3e2a/), time: "2026-11-24T09:12:03.118Z" });
   });
 
   test("an old agent: no repair member, no watch cache", () => {
@@ -98,7 +99,8 @@ describe("judging a node", () => {
     const rs = judgeAgent(answer("node-a", statusA()), "0.1.0", "meshcni");
     expect(rs.every((r) => r.ok)).toBe(true);
     expect(rs.map((r) => r.category)).toEqual(Array(rs.length).fill("node node-a"));
-    expect(byName(rs, "no meshed pod bypasses the mesh")?.detail).toBe("repair delete, 2 repaired");
+    expect(byName(rs, "no meshed pod bypasses the mesh")?.detail).toBe("repair evict, 2 repaired");
+    expect(byName(rs, "every meshed pod has a record of meshcni's ADD")?.detail).toBe("3 records on this node");
     expect(byName(rs, "pods the plugin handled on this node")?.detail).toBe("3 pods: 2 meshed, 1 skipped");
   });
 
@@ -106,16 +108,42 @@ describe("judging a node", () => {
     const r = byName(judgeAgent(answer("node-b", statusB()), "0.1.0", "meshcni"), "no meshed pod bypasses the mesh")!;
     expect(r.ok).toBe(false);
     expect(r.warning).toBeUndefined();
-    expect(r.detail).toBe("1 pod runs without meshcni's rules (repair off, 0 repaired):\nemojivoto/voting-7c9f8b6d4-mz5rw: started before meshcni was chained (no record of an ADD) (reported since 2026-11-24T10:01:58.000Z)");
-    expect(r.hint).toContain("--repair delete");
+    expect(r.detail).toBe("1 pod runs without meshcni's rules (repair off, 0 repaired):\nemojivoto/voting-7c9f8b6d4-mz5rw: its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify the redirect: timed out after 10s): the redirect was not in place (reported since 2026-11-24T10:01:58.000Z)");
+    expect(r.hint).toContain("--repair evict");
+    expect(byName(judgeAgent(answer("node-b", statusB()), "0.1.0", "meshcni"), "every meshed pod has a record of meshcni's ADD")).toMatchObject({ ok: true, detail: "1 record on this node" });
   });
 
-  test("pods the agent just deleted are a warning, not a failure", () => {
+  test("unverified pods (no record of the ADD of their sandbox) are a warning naming each", () => {
+    const doc = statusA();
+    doc.repair.unverified = [{ namespace: "emojivoto", name: "web-5b8b6f7c9d-n4v2k", uid: "d9e8f7a6-b5c4-4d3e-9f2a-1b0c9d8e7f6a", why: "no record of an ADD for its sandbox on this node (PodReadyToStartContainers is True)" }];
+    const rs = judgeAgent(answer("node-a", doc), "0.1.0", "meshcni");
+    expect(rs.filter((r) => !r.ok).map((r) => [r.name, r.warning])).toEqual([["every meshed pod has a record of meshcni's ADD", true]]);
+    expect(byName(rs, "every meshed pod has a record of meshcni's ADD")?.detail).toBe(
+      "1 pod unverified (reported, never removed for that):\nemojivoto/web-5b8b6f7c9d-n4v2k: no record of an ADD for its sandbox on this node (PodReadyToStartContainers is True)");
+  });
+
+  test("an eviction a PodDisruptionBudget refused: a failure naming the server's message and the next try", () => {
     const doc = statusB();
-    doc.repair.mode = "delete";
-    doc.repair.bypassing[0].action = "deleted";
+    doc.repair.mode = "evict";
+    doc.repair.refusals = 2;
+    doc.repair.bypassing[0].action = "refused";
+    doc.repair.bypassing[0].refusal = { message: "Cannot evict pod as it would violate the pod's disruption budget.", retryAt: "2026-11-24T10:04:00.000Z" };
     const r = byName(judgeAgent(answer("node-b", doc), "0.1.0", "meshcni"), "no meshed pod bypasses the mesh")!;
-    expect([r.ok, r.warning]).toEqual([false, true]);
+    expect([r.ok, r.warning]).toEqual([false, undefined]);
+    expect(r.detail).toStartWith("1 pod runs without meshcni's rules (repair evict, 0 repaired, 2 evictions refused):");
+    expect(r.detail).toEndWith("(refused since 2026-11-24T10:01:58.000Z; refused: Cannot evict pod as it would violate the pod's disruption budget. (next try 2026-11-24T10:04:00.000Z))");
+    expect(r.hint).toContain("kubectl get pdb -A");
+  });
+
+  test("pods the agent just evicted or deleted are a warning, not a failure", () => {
+    for (const [mode, action] of [["evict", "evicted"], ["delete", "deleted"]]) {
+      const doc = statusB();
+      doc.repair.mode = mode;
+      doc.repair.bypassing[0].action = action;
+      const r = byName(judgeAgent(answer("node-b", doc), "0.1.0", "meshcni"), "no meshed pod bypasses the mesh")!;
+      expect([r.ok, r.warning]).toEqual([false, true]);
+      expect(r.detail).toStartWith(`repair ${mode}, 0 repaired; just ${action}, their controllers recreate them:`);
+    }
   });
 
   test("an old agent: warnings for what it cannot say, a failure for its stale binary", () => {
@@ -143,15 +171,16 @@ describe("judging a node", () => {
 describe("judging the pods the profile redirects", () => {
   const answers = () => [answer("node-a", statusA()), answer("node-b", statusB()), answer("node-c", statusC())];
 
-  test("before repair: no record, listed as bypassing, linkerd-init in CNI mode, a node without agent", () => {
+  test("before repair: no record (unverified, a warning), listed as bypassing, linkerd-init in CNI mode, a node without agent", () => {
     const j = judgeMeshedPods(linkerdConf(), podList().items, answers(), true);
     expect(j.findings.map((f) => [f.kind, `${f.namespace}/${f.name}`, f.node])).toEqual([
-      ["bypassing", "emojivoto/web-5b8b6f7c9d-n4v2k", "node-a"],
+      ["unverified", "emojivoto/web-5b8b6f7c9d-n4v2k", "node-a"],
       ["init", "emojivoto/legacy-api-5d4c3b2a1-7tq9x", "node-a"],
       ["bypassing", "emojivoto/voting-7c9f8b6d4-mz5rw", "node-b"],
     ]);
-    expect(j.findings[0]!.reason).toBe("no record of an ADD on its node: it started before meshcni was chained, so its traffic bypasses the proxy");
-    expect(j.findings[2]!.reason).toBe("the agent on its node lists it as bypassing: started before meshcni was chained (no record of an ADD) (reported)");
+    expect(j.findings[0]!.reason).toBe("unverified: no record of an ADD for its sandbox on its node (it started before meshcni was chained, or the records were lost)");
+    expect(j.results.find((r) => r.pod?.name === "web-5b8b6f7c9d-n4v2k")).toMatchObject({ ok: false, warning: true, name: "pod emojivoto/web-5b8b6f7c9d-n4v2k on node-a has a record of meshcni's ADD" });
+    expect(j.findings[2]!.reason).toBe("the agent on its node lists it as bypassing: its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify the redirect: timed out after 10s): the redirect was not in place (reported)");
     // web x2x7q, emoji (native sidecar), 8jh4t, n4v2k, voting, vote-bot and the node-d pod; not
     // legacy-api (linkerd-init), busybox (no proxy), the pending pod, the hostNetwork pod, meshcni's own.
     expect(j.considered).toBe(7);
@@ -163,7 +192,7 @@ describe("judging the pods the profile redirects", () => {
 
   test("linkerd-init pods are not listed while the mesh's CNI mode is off (the mesh check says so)", () => {
     const j = judgeMeshedPods(linkerdConf(), podList().items, answers(), false);
-    expect(j.findings.map((f) => f.kind)).toEqual(["bypassing", "bypassing"]);
+    expect(j.findings.map((f) => f.kind)).toEqual(["unverified", "bypassing"]);
   });
 
   test("after repair: the recreated pods have records, none is listed", () => {
@@ -172,10 +201,10 @@ describe("judging the pods the profile redirects", () => {
     recreated.metadata = { ...recreated.metadata, name: "web-5b8b6f7c9d-q8r7s", uid: "99999999-8888-4777-8666-555555555555" };
     recreated.spec.nodeName = "node-b";
     const b = statusB();
-    b.repair = { mode: "off", active: true, bypassing: [], repaired: 0 };
+    b.repair = { mode: "off", active: true, bypassing: [], unverified: [], repaired: 0, refusals: 0 };
     b.pods.containers.push({ namespace: "emojivoto", name: "web-5b8b6f7c9d-q8r7s", uid: "99999999-8888-4777-8666-555555555555", containerId: "c0ffee", decision: "meshed", reason: "the pod runs linkerd-proxy", time: "2026-11-24T10:05:00.000Z" });
     const j = judgeMeshedPods(linkerdConf(), [...pods, recreated], [answer("node-a", statusA()), answer("node-b", b), answer("node-c", statusC())], true);
-    expect(j.findings.filter((f) => f.kind === "bypassing")).toEqual([]);
+    expect(j.findings.filter((f) => f.kind !== "init")).toEqual([]);
     expect(j.results[0]).toMatchObject({ ok: true, name: "every pod the profile redirects runs with meshcni's rules", detail: "5 pods on 3 nodes; 1 not checked, see below" });
     expect(passed(j.results)).toBe(true);
   });
@@ -184,7 +213,17 @@ describe("judging the pods the profile redirects", () => {
     const a = statusA();
     a.pods.containers[0].uid = "00000000-0000-4000-8000-000000000000";
     const j = judgeMeshedPods(linkerdConf(), podList().items, [answer("node-a", a)], true);
-    expect(j.findings.map((f) => f.name)).toContain("web-5b8b6f7c9d-x2x7q");
+    expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")?.kind).toBe("unverified");
+  });
+
+  test("a record of an earlier sandbox does not cover the current one (PodReadyToStartContainers' transition)", () => {
+    const pods = podList().items;
+    const web = pods.find((p: Obj) => p.metadata.name === "web-5b8b6f7c9d-x2x7q");
+    web.status.conditions[0].lastTransitionTime = "2026-11-24T11:00:00Z"; // its record's ADD: 09:12:03
+    const j = judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true);
+    expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")).toMatchObject({ kind: "unverified", reason: "unverified: the plugin's newest record of it on its node (ADD at 2026-11-24T09:12:03.118Z) is of an earlier sandbox" });
+    web.status.conditions[0].lastTransitionTime = "2026-11-24T09:12:04Z";
+    expect(judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true).findings.map((f) => f.name)).not.toContain("web-5b8b6f7c9d-x2x7q");
   });
 
   test("a record saying the plugin skipped the pod is named", () => {
@@ -195,14 +234,15 @@ describe("judging the pods the profile redirects", () => {
     expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")?.reason).toBe("the plugin skipped it: namespace emojivoto is excluded");
   });
 
-  test("a pod with a record whose mesh validator failed is named", () => {
+  test("a pod with a record whose mesh validator's latest run failed (95) is named; an old failure before a success is not", () => {
     const pods = podList().items;
     const web = pods.find((p: Obj) => p.metadata.name === "web-5b8b6f7c9d-x2x7q");
     web.spec.initContainers = [{ name: "linkerd-network-validator" }];
-    web.status.initContainerStatuses = [{ name: "linkerd-network-validator", ready: false, state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 1, reason: "Error", message: "failed to connect to 1.1.1.1:20001: timed out\nmore" } } }];
+    const failed = { terminated: { exitCode: 95, reason: "Error", message: "failed to connect to 1.1.1.1:20001: timed out\nmore" } };
+    web.status.initContainerStatuses = [{ name: "linkerd-network-validator", ready: false, state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: failed }];
     const j = judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true);
-    expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")?.reason).toBe("its linkerd-network-validator init container failed (exit 1, Error: failed to connect to 1.1.1.1:20001: timed out)");
-    web.status.initContainerStatuses[0] = { name: "linkerd-network-validator", state: { terminated: { exitCode: 0, reason: "Completed" } } };
+    expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")).toMatchObject({ kind: "bypassing", reason: "its linkerd-network-validator init container's latest run failed (exit code 95, Error: failed to connect to 1.1.1.1:20001: timed out): the redirect was not in place" });
+    web.status.initContainerStatuses[0] = { name: "linkerd-network-validator", state: { terminated: { exitCode: 0, reason: "Completed" } }, lastState: failed };
     expect(judgeMeshedPods(linkerdConf(), pods, [answer("node-a", statusA())], true).findings.map((f) => f.name)).not.toContain("web-5b8b6f7c9d-x2x7q");
   });
 

@@ -271,7 +271,7 @@ describe("check, the mesh's side", () => {
     const r = await check([]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("‼ Linkerd injects pods for CNI mode\n    no ConfigMap linkerd/linkerd-config: Linkerd's control plane is not installed here (or not in namespace linkerd)");
-    expect(r.stdout).toContain("Status check results are ✓ (29 checks, 1 warning)");
+    expect(r.stdout).toContain("Status check results are ✓ (30 checks, 1 warning)");
   });
 
   test("Istio: the sidecar injector's istio_cni.enabled, and pods with istio-init", async () => {
@@ -306,7 +306,7 @@ describe("check --pods", () => {
     api.handlers.push(version, podProxyHandler(proxy));
   }
 
-  test("before repair: the pods without rules, with the reason; after: none", async () => {
+  test("before repair: the pod whose validator failed, with the reason, and the unverified pod (a warning); after: none", async () => {
     installPods();
     const before = await check(["--pods"]);
     expect(before.stderr).toBe("");
@@ -314,9 +314,9 @@ describe("check --pods", () => {
     expectGolden("testdata/cli/check/pods-before.golden", normalize(before.stdout));
     const json = await check(["--pods", "-o", "json"]);
     expectGolden("testdata/cli/check/pods-before.json.golden", normalize(json.stdout));
-    expect(JSON.parse(json.stdout).checks.filter((c: Obj) => c.category === "pods" && c.result === "error").map((c: Obj) => `${c.pod.namespace}/${c.pod.name}`)).toEqual([
-      "emojivoto/web-5b8b6f7c9d-n4v2k", "emojivoto/voting-7c9f8b6d4-mz5rw",
-    ]);
+    const pods = (result: string) => JSON.parse(json.stdout).checks.filter((c: Obj) => c.category === "pods" && c.result === result && c.pod).map((c: Obj) => `${c.pod.namespace}/${c.pod.name}`);
+    expect(pods("error")).toEqual(["emojivoto/voting-7c9f8b6d4-mz5rw"]);
+    expect(pods("warning")).toEqual(["emojivoto/web-5b8b6f7c9d-n4v2k", "emojivoto/legacy-api-5d4c3b2a1-7tq9x"]);
 
     // The repair: both pods deleted and recreated by their controllers, now with records.
     const list = readJson("cluster-pods.json");
@@ -324,7 +324,7 @@ describe("check --pods", () => {
     list.items = list.items.filter((p: Obj) => !["web-5b8b6f7c9d-n4v2k", "voting-7c9f8b6d4-mz5rw"].includes(p.metadata.name));
     const a = statusDoc("node-a.json");
     const b = statusDoc("node-b-bypassing.json");
-    b.repair = { mode: "off", active: true, bypassing: [], repaired: 0 };
+    b.repair = { mode: "off", active: true, bypassing: [], unverified: [], repaired: 0, refusals: 0 };
     for (const [name, uid, node, doc] of [["web-5b8b6f7c9d-r7w2m", "0d1e2f3a-4b5c-4d6e-8f7a-8b9c0d1e2f3a", "node-a", a], ["voting-7c9f8b6d4-h6k3d", "1e2f3a4b-5c6d-4e7f-9a8b-9c0d1e2f3a4b", "node-b", b]] as const) {
       list.items.push({ ...structuredClone(template), metadata: { name, namespace: "emojivoto", uid }, spec: { ...structuredClone(template.spec), nodeName: node } });
       doc.pods.containers.push({ namespace: "emojivoto", name, uid, containerId: `${uid.slice(0, 8)}aa`, decision: "meshed", reason: "the pod runs linkerd-proxy", time: "2026-11-24T10:06:00.000Z" });
