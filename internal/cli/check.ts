@@ -140,7 +140,9 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
         const group = rule.apiGroups[0] ?? "";
         const denied: string[] = [];
         for (const verb of rule.verbs) {
-          const attrs: Record<string, string> = { verb, group, resource };
+          // A rule's "pods/eviction" is resource pods, subresource eviction, in an access review.
+          const [res, subresource] = resource.split("/", 2) as [string, string | undefined];
+          const attrs: Record<string, string> = { verb, group, resource: res, ...(subresource ? { subresource } : {}) };
           if (role.metadata.namespace) attrs.namespace = role.metadata.namespace;
           if (rule.resourceNames?.[0]) attrs.name = rule.resourceNames[0];
           const r = await canI(api, { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: attrs } });

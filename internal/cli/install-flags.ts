@@ -6,7 +6,7 @@ import { parse as parseYaml } from "yaml";
 import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "../manifests/overrides.ts";
 import { RELEASE_IMAGE_DIGEST } from "../manifests/release-image.ts";
 import {
-  DEFAULT_DIRS, LINKERD_ONLY, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, resolveImage,
+  DEFAULT_DIRS, LINKERD_ONLY, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, REPAIR_VALUES, resolveImage,
   TAINT_KEY, type Values, ValuesError, type ValuesInput, entryOptions,
 } from "../manifests/values.ts";
 import { CliError } from "./errors.ts";
@@ -71,7 +71,7 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
   "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
-  repair: { type: "string", arg: "MODE", default: "delete", choices: ["delete", "off"], help: "pods that started before meshcni was chained (or whose mesh validator failed): the agent deletes them, each with an Event (RBAC: delete pods, create events), or only reports them" },
+  repair: { type: "string", arg: "MODE", default: "evict", choices: REPAIR_VALUES, help: "pods whose mesh validator's latest run found no redirect: the agent evicts them (PodDisruptionBudgets respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), each with an Event, or only reports them (off); pods with no record of an ADD are only reported" },
   "startup-taint": { type: "string", arg: "KEY", default: "none", help: "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)" },
   values: {
     type: "string", short: "f", arg: "FILE", multiple: true, repeatOnly: true, file: true, default: "none",
@@ -278,7 +278,10 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
     set("priorityClassName", pc);
     set("healthPort", port(flags, "health-port"));
     set("podAnnotations", annotations(flags, "pod-annotation"));
-    set("repair", choice(flags, "repair", ["delete", "off"] as const));
+    if (str(flags, "repair") === "in-place") {
+      throw bad("repair", "in-place", "is not in this release: it needs the agent to write a pod's rules into its network namespace itself; use evict, delete or off");
+    }
+    set("repair", choice(flags, "repair", REPAIR_VALUES));
     const taint = str(flags, "startup-taint");
     if (taint !== undefined && !TAINT_KEY.test(taint)) throw bad("startup-taint", taint, "is not a taint key ([prefix/]name)");
     set("startupTaint", taint);

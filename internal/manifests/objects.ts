@@ -71,7 +71,9 @@ export function buildServiceAccount(values: Values): K8sObject {
 /**
  * The agent watches its node's pods and all namespaces (the plugin, falling back, gets one pod and
  * its namespace) and, on SIGTERM, reads its node to see whether its DaemonSet still runs there.
- * With repair on it deletes pods and posts Events on them; with a startup taint it patches its node.
+ * Repair posts an Event on a pod before it evicts it (--repair evict: create on pods/eviction) or
+ * deletes it (--repair delete: delete on pods); --repair off needs neither. With a startup taint
+ * it patches its node.
  */
 export function buildClusterRole(values: Values): K8sObject {
   return {
@@ -83,10 +85,9 @@ export function buildClusterRole(values: Values): K8sObject {
       { apiGroups: [""], resources: ["nodes"], verbs: values.startupTaint ? ["get", "patch"] : ["get"] },
       // The plugin reads the API server's ports for Linkerd's control-plane pods.
       { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
-      ...(values.repair === "delete" ? [
-        { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
-        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
-      ] : []),
+      ...(values.repair === "evict" ? [{ apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] }] : []),
+      ...(values.repair === "delete" ? [{ apiGroups: [""], resources: ["pods"], verbs: ["delete"] }] : []),
+      ...(values.repair !== "off" ? [{ apiGroups: [""], resources: ["events"], verbs: ["create"] }] : []),
     ],
   };
 }

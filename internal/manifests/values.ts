@@ -20,6 +20,8 @@ export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
 /** A volume mount's recursiveReadOnly, or "" for none. */
 export const RECURSIVE_READ_ONLY = ["", "IfPossible", "Enabled"] as const;
+/** The agent's --repair modes the manifests render (its option parser takes the same; in-place is not in this release). */
+export const REPAIR_VALUES = ["evict", "delete", "off"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
 export const PLATFORMS = {
@@ -141,8 +143,12 @@ export const ValuesSchema = v.object({
   pullPolicy: v.optional(v.picklist(PULL_POLICIES), "IfNotPresent"),
   priorityClassName: v.optional(v.string(), "system-node-critical"),
   healthPort: v.optional(Port, 9813),
-  /** The agent's --repair: delete the node's pods that bypass the mesh (RBAC: delete pods, create events), or only report them. */
-  repair: v.optional(v.picklist(["delete", "off"]), "delete"),
+  /**
+   * The agent's --repair, for pods whose mesh validator's latest run found no redirect: evict them
+   * (RBAC: create pods/eviction and events), delete them (delete pods, create events), or only
+   * report them (off: neither).
+   */
+  repair: v.optional(v.picklist(REPAIR_VALUES), "evict"),
   /** The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC: get and patch nodes). */
   startupTaint: v.optional(v.pipe(v.string(), v.regex(TAINT_KEY, "must be a taint key ([prefix/]name) or empty")), ""),
   /**

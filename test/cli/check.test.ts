@@ -82,14 +82,17 @@ function linkerdConfig(cniEnabled: boolean | undefined): void {
 
 const version: Handler = (req) => (req.path === "/version" ? { status: 200, body: { major: "1", minor: "31", gitVersion: "v1.31.4" } } : undefined);
 
-/** SelfSubjectAccessReview: allowed unless the resource is in `denied`. */
+/** SelfSubjectAccessReview: allowed unless the resource ("pods/eviction" for a subresource) is in `denied`; each review's attributes are kept. */
+const reviewed: Record<string, string>[] = [];
 function accessReviews(denied: string[]): Handler {
   return (req, body) => {
     if (req.method !== "POST" || req.path !== "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews") return undefined;
     const review = JSON.parse(body);
     const attrs = review.spec.resourceAttributes;
-    const allowed = !denied.includes(attrs.resource);
-    return { status: 201, body: { ...review, status: { allowed, ...(allowed ? {} : { reason: `user "dev" cannot ${attrs.verb} ${attrs.resource}` }) } } };
+    reviewed.push(attrs);
+    const resource = attrs.subresource ? `${attrs.resource}/${attrs.subresource}` : attrs.resource;
+    const allowed = !denied.includes(resource);
+    return { status: 201, body: { ...review, status: { allowed, ...(allowed ? {} : { reason: `user "dev" cannot ${attrs.verb} ${resource}` }) } } };
   };
 }
 
@@ -368,10 +371,12 @@ describe("check --pre", () => {
     expect(j.code).toBe(0);
     expectGolden("testdata/cli/check/pre-ok.json.golden", normalize(j.stdout));
     // One review per object to create, then one per verb the roles grant (pods and namespaces:
-    // get, list, watch; nodes: get; the kubernetes Service: get; the DaemonSet: get; repair's pods:
-    // delete, events: create).
+    // get, list, watch; nodes: get; the kubernetes Service: get; the DaemonSet: get; repair's
+    // pods/eviction: create, events: create).
     const reviews = api.requests.filter((q) => q.method === "POST");
     expect(reviews.length).toBe(2 * (8 + 3 + 3 + 1 + 1 + 1 + 2)); // two runs
+    // The eviction is asked as kube-apiserver knows it: resource pods, subresource eviction.
+    expect(reviewed).toContainEqual({ verb: "create", group: "", resource: "pods", subresource: "eviction" });
   });
 
   test("no permission to create RBAC objects, and linkerd-cni installed", async () => {

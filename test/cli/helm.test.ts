@@ -128,6 +128,18 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     },
   },
   {
+    name: "repair delete: delete on pods instead of create on pods/eviction",
+    namespace: "meshcni",
+    args: ["--set", "repair=delete"],
+    check: (objs) => {
+      expect(podSpec(objs).containers[0].args.slice(-1)).toEqual(["--repair=delete"]);
+      expect(objs.find((o) => o.kind === "ClusterRole")!.rules.slice(3)).toEqual([
+        { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ]);
+    },
+  },
+  {
     name: "repair off and a startup taint, its toleration kept when tolerations are removed",
     namespace: "meshcni",
     args: ["--set", "repair=off", "--set", "startupTaint=meshcni.io/agent-not-ready", "--set", "tolerations=null"],
@@ -286,6 +298,7 @@ describe("helm chart", () => {
       [["--set", "affinity.nodeAfinity.x=1"], "affinity"],
       [["--set", "nodeSelector.a=1"], "nodeSelector"],
       [["--set", "noSuchValue=1"], "noSuchValue"],
+      [["--set", "repair=in-place"], "repair"],
     ];
     for (const [set, word] of bad) {
       const r = runHelm(["template", "meshcni", "manifests", ...set]);

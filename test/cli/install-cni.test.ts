@@ -126,18 +126,18 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service, and (repair on by default) deletes pods and creates events; the Role reads the agent's own DaemonSet", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service, and (repair evict by default) evicts pods and creates events, never deletes; the Role reads the agent's own DaemonSet", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
     const role = objs.find((o) => o.kind === "ClusterRole")!;
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
       { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
-      { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+      { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
       { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     ]);
     const args = objs.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args;
-    expect(args.slice(-1)).toEqual(["--repair=delete"]);
+    expect(args.slice(-1)).toEqual(["--repair=evict"]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
     expect(own.rules).toEqual([{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: ["meshcni-node"], verbs: ["get"] }]);
@@ -148,7 +148,16 @@ describe("install-cni objects", () => {
     for (const r of [...role.rules.slice(0, 2), ...own.rules]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
   });
 
-  test("RBAC grows only by what repair and the startup taint need: --repair off reads only; --startup-taint patches nodes and reaches the agent", () => {
+  test("RBAC grows only by what repair and the startup taint need: --repair delete deletes pods (no eviction), --repair off reads only, in-place is refused; --startup-taint patches nodes and reaches the agent", () => {
+    const del = parseStream(runCli(["install-cni", "--repair", "delete"]).stdout);
+    expect(del.find((o) => o.kind === "ClusterRole")!.rules.slice(3)).toEqual([
+      { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
+      { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+    ]);
+    expect(del.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args.slice(-1)).toEqual(["--repair=delete"]);
+    const inPlace = runCli(["install-cni", "--repair", "in-place"]);
+    expect(inPlace.code).not.toBe(0);
+    expect(inPlace.stderr).toContain('--repair "in-place": is not in this release');
     const off = parseStream(runCli(["install-cni", "--repair", "off"]).stdout);
     expect(off.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },

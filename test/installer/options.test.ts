@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { entryFromConfigText } from "../../internal/installer/entry.ts";
 import { envName, parseInstallerOptions, renderUsage } from "../../internal/installer/options.ts";
+import { REPAIR_MODES } from "../../internal/agent/repair.ts";
+import { REPAIR_VALUES } from "../../internal/manifests/values.ts";
 
 const DEFAULTS = { pluginBinary: "/opt/meshcni/meshcni" };
 
@@ -36,6 +38,8 @@ describe("parseInstallerOptions", () => {
     expect(() => parseInstallerOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected evict, delete or off');
     // The contract's in-place needs the agent to write rules itself: refused, saying why.
     expect(() => parseInstallerOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(/^--repair in-place: not in this release: .*use evict, delete or off$/);
+    // The manifests render exactly the modes the agent takes.
+    expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
     expect(() => parseInstallerOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
     expect(() => parseInstallerOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });
