@@ -61,7 +61,10 @@ function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): 
   const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
   const profile = profileFor(conf);
   if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
-  return { mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName, graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate, retryMs: opts.repairRetrySeconds * 1000 };
+  return {
+    mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName,
+    graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate, retryMs: opts.repairRetrySeconds * 1000,
+  };
 }
 
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */

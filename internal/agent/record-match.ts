@@ -51,6 +51,7 @@ export function matchRecord(pod: SandboxRef, records: readonly PodRecord[]): Rec
   }
   if (!newest) return { kind: "none" };
   // Times in a pod's status are truncated to the second: that only moves the bound earlier.
-  if (pod.readyAt === undefined || when(newest) >= pod.readyAt - ADD_BEFORE_READY_MAX_MS) return { kind: "current", record: newest };
+  const current = pod.readyAt === undefined || when(newest) >= pod.readyAt - ADD_BEFORE_READY_MAX_MS;
+  if (current) return { kind: "current", record: newest };
   return { kind: "older", record: newest };
 }

@@ -28,7 +28,8 @@ export type RepairMode = "evict" | "delete" | "off";
 export const REPAIR_MODES: readonly RepairMode[] = ["evict", "delete", "off"];
 /** Modes the contract names that this build cannot run yet, and why. */
 export const RESERVED_REPAIR_MODES: Readonly<Record<string, string>> = {
-  "in-place": "not in this release: it needs the agent to write a pod's rules into its network namespace itself; use evict, delete or off",
+  "in-place": "not in this release: it needs the agent to write a pod's rules into its network namespace itself; " +
+    "use evict, delete or off",
 };
 
 /** The mesh init containers that set up their own rules (the mesh runs without CNI for that pod). */
@@ -44,7 +45,10 @@ export const ACTED_MEMORY_MS = 10 * 60_000;
  * a status in flux (a validator restarting) is not acted on at its first sight.
  */
 export const CONFIRM_MAX_MS = 10_000;
-/** An eviction a PodDisruptionBudget refused (429) is tried again after this (--repair-retry-seconds), doubled at each refusal up to the cap. */
+/**
+ * An eviction a PodDisruptionBudget refused (429) is tried again after this (--repair-retry-seconds),
+ * doubled at each refusal in a row up to the cap.
+ */
 export const DEFAULT_RETRY_SECONDS = 60;
 export const REFUSED_BACKOFF_MAX_MS = 10 * 60_000;
 
@@ -59,7 +63,7 @@ export interface RepairConfig {
   daemonSetName: string;
   graceMs: number;
   ratePerMinute: number;
-  /** How long after a refused eviction the next try comes (doubled at each refusal in a row, up to REFUSED_BACKOFF_MAX_MS). */
+  /** How long after a refused eviction the next try comes (doubled at each refusal in a row, up to the cap). */
   retryMs: number;
 }
 
@@ -87,7 +91,9 @@ export interface RepairMemory {
   refusals: number;
 }
 
-export const newRepairMemory = (): RepairMemory => ({ firstSeen: {}, recentActs: [], acted: {}, refused: {}, repaired: 0, refusals: 0 });
+export const newRepairMemory = (): RepairMemory => ({
+  firstSeen: {}, recentActs: [], acted: {}, refused: {}, repaired: 0, refusals: 0,
+});
 
 export interface RepairInput {
   /** The node's pods as the cache holds them. */
@@ -114,7 +120,7 @@ export interface RepairPlan {
   waitingOn?: WaitingOn;
   bypassing: BypassingPod[];
   unverified: UnverifiedPod[];
-  /** Pods to evict or delete now (mode evict or delete, active, within the rate limit), with the reason for their Event. */
+  /** Pods to evict or delete now (mode evict or delete, active, within the rate), with the reason for their Event. */
   act: (PodRef & { reason: string })[];
   memory: RepairMemory;
 }
@@ -133,7 +139,8 @@ const obj = (x: unknown): Obj => (isObj(x) ? x : {});
 const arr = (x: unknown): unknown[] => (Array.isArray(x) ? x : []);
 const str = (x: unknown): string | undefined => (typeof x === "string" ? x : undefined);
 
-export const podKey = (p: { uid?: string; namespace: string; name: string }): string => p.uid ?? `${p.namespace}/${p.name}`;
+export const podKey = (p: { uid?: string; namespace: string; name: string }): string =>
+  p.uid ?? `${p.namespace}/${p.name}`;
 
 /**
  * Whether the pod's sandbox exists. PodReadyToStartContainers, where kubelet reports it, says so
@@ -168,7 +175,9 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
   if (!namespace || !name) return { kind: "ignore", why: "not a pod object (no namespace or name)" };
   if (spec.nodeName !== cfg.node) return { kind: "ignore", why: `runs on node ${str(spec.nodeName) ?? "(none)"}, not ${cfg.node}` };
   if (meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null) return { kind: "ignore", why: "already being deleted" };
-  if (obj(meta.annotations)[MIRROR_ANNOTATION] !== undefined) return { kind: "ignore", why: "a mirror (static) pod: kubelet owns it, an eviction or a delete does nothing" };
+  if (obj(meta.annotations)[MIRROR_ANNOTATION] !== undefined) {
+    return { kind: "ignore", why: "a mirror (static) pod: kubelet owns it, an eviction or a delete does nothing" };
+  }
   if (spec.hostNetwork === true) return { kind: "ignore", why: "uses the host's network (no CNI ADD)" };
   const k = cfg.conf.kubernetes;
   const own = skipBeforeLookup(k, namespace, name);
@@ -195,11 +204,17 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
   const match = matchRecord({ namespace, name, uid, ...(readyAt !== undefined ? { readyAt } : {}) }, records);
   if (match.kind === "current") {
     const r = match.record;
-    return { kind: "handled", why: `the plugin's record of the ADD of its sandbox (container ${r.containerId.slice(0, 12)}, ${r.decision})` };
+    const container = r.containerId.slice(0, 12);
+    const why = `the plugin's record of the ADD of its sandbox (container ${container}, ${r.decision})`;
+    return { kind: "handled", why };
   }
   if (match.kind === "older") {
     const r = match.record;
-    return { kind: "unverified", why: `the plugin's newest record of it (container ${r.containerId.slice(0, 12)}, ADD at ${r.time}) is of an earlier sandbox: the current one became ready at ${new Date(readyAt!).toISOString()}` };
+    const record = `container ${r.containerId.slice(0, 12)}, ADD at ${r.time}`;
+    const ready = new Date(readyAt!).toISOString();
+    const why = `the plugin's newest record of it (${record}) is of an earlier sandbox: ` +
+      `the current one became ready at ${ready}`;
+    return { kind: "unverified", why };
   }
   return { kind: "unverified", why: `no record of an ADD for its sandbox on this node (${sandbox})` };
 }
@@ -229,10 +244,15 @@ function waitingFor(cfg: RepairConfig, input: RepairInput): { on: WaitingOn; why
   if (!input.synced) return { on: "cache", why: "the watch cache is not in sync" };
   if (input.chainSince === undefined) return { on: "chain", why: "meshcni is not chained" };
   const left = input.chainSince + cfg.graceMs - input.now;
-  if (left > 0) return { on: "grace", why: `the chain has been in place for less than the grace period (${Math.ceil(left / 1000)} s left)` };
+  if (left > 0) {
+    const why = `the chain has been in place for less than the grace period (${Math.ceil(left / 1000)} s left)`;
+    return { on: "grace", why };
+  }
   return undefined;
 }
 
+const atRate = (m: RepairMemory, planned: number, cfg: RepairConfig) =>
+  m.recentActs.length + planned >= cfg.ratePerMinute;
 const done = (mode: RepairMode): BypassingPod["action"] => (mode === "delete" ? "deleted" : "evicted");
 
 export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: RepairInput): RepairPlan {
@@ -250,10 +270,9 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
       else byPod.set(k, [r]);
     }
     for (const raw of input.pods) {
-      const meta0 = obj(obj(raw).metadata);
-      const j = judgePod(cfg, raw, byPod.get(`${str(meta0.namespace)}/${str(meta0.name)}`) ?? []);
-      if (j.kind !== "bypassing" && j.kind !== "unverified") continue;
       const meta = obj(obj(raw).metadata);
+      const j = judgePod(cfg, raw, byPod.get(`${str(meta.namespace)}/${str(meta.name)}`) ?? []);
+      if (j.kind !== "bypassing" && j.kind !== "unverified") continue;
       const ref: PodRef = { namespace: str(meta.namespace)!, name: str(meta.name)!, uid: str(meta.uid)! };
       if (j.kind === "bypassing") found.push({ ref, reason: j.reason });
       else unverified.push({ ...ref, why: j.why });
@@ -271,7 +290,9 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
     if (m.acted[key] !== undefined) action = done(cfg.mode);
     else if (cfg.mode === "off") action = "reported";
     else if (refusal && now < refusal.until) action = "refused";
-    else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || m.recentActs.length + act.length >= cfg.ratePerMinute) action = "waiting";
+    else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || atRate(m, act.length, cfg)) {
+      action = "waiting";
+    }
     else {
       act.push({ ...ref, reason });
       action = done(cfg.mode);
@@ -281,14 +302,21 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
       ...(refusal ? { refusal: { message: refusal.message, retryAt: new Date(refusal.until).toISOString() } } : {}),
     };
   });
-  return { active, ...(waiting ? { waitingFor: waiting.why, waitingOn: waiting.on } : {}), bypassing, unverified, act, memory: m };
+  const wait = waiting ? { waitingFor: waiting.why, waitingOn: waiting.on } : {};
+  return { active, ...wait, bypassing, unverified, act, memory: m };
 }
 
-/** What became of one act: done, refused by a PodDisruptionBudget (429, with the server's message), or failed otherwise. */
-export type ActResult = { ref: PodRef } & ({ outcome: "done" } | { outcome: "refused"; message: string } | { outcome: "failed" });
+/** What became of one act: done, refused (429: a PodDisruptionBudget; the server's message), or failed otherwise. */
+export type ActResult = { ref: PodRef } & (
+  | { outcome: "done" }
+  | { outcome: "refused"; message: string }
+  | { outcome: "failed" }
+);
 
-/** After the shell tried the plan's acts: each attempt counts against the rate; successes are repairs; a refusal backs off. */
-export function noteActs(cfg: Pick<RepairConfig, "retryMs">, m: RepairMemory, results: readonly ActResult[], now: number): RepairMemory {
+/** After the shell's acts: each try counts against the rate, successes are repairs, a refusal backs off. */
+export function noteActs(
+  cfg: Pick<RepairConfig, "retryMs">, m: RepairMemory, results: readonly ActResult[], now: number,
+): RepairMemory {
   const next: RepairMemory = { ...m, recentActs: [...m.recentActs], acted: { ...m.acted }, refused: { ...m.refused } };
   for (const r of results) {
     next.recentActs.push(now);
@@ -315,14 +343,17 @@ export function afterActs(plan: RepairPlan, m: RepairMemory, results: readonly A
     if (!r || r.outcome === "done") return b;
     const refusal = m.refused[podKey(b)];
     if (r.outcome === "refused" && refusal) {
-      return { ...b, action: "refused", refusal: { message: refusal.message, retryAt: new Date(refusal.until).toISOString() } };
+      const retryAt = new Date(refusal.until).toISOString();
+      return { ...b, action: "refused", refusal: { message: refusal.message, retryAt } };
     }
     return { ...b, action: "waiting" };
   });
   return { ...plan, bypassing, memory: m };
 }
 
-export function repairStatus(cfg: Pick<RepairConfig, "mode">, plan: RepairPlan | undefined, memory: RepairMemory): RepairStatus {
+export function repairStatus(
+  cfg: Pick<RepairConfig, "mode">, plan: RepairPlan | undefined, memory: RepairMemory,
+): RepairStatus {
   return {
     mode: cfg.mode,
     active: plan?.active ?? false,
@@ -336,5 +367,7 @@ export function repairStatus(cfg: Pick<RepairConfig, "mode">, plan: RepairPlan |
 
 /** The Event's message, posted on the pod just before it is evicted or deleted. */
 export function eventMessage(mode: "evict" | "delete", reason: string, node: string): string {
-  return `meshcni ${mode === "evict" ? "evicts" : "deletes"} this pod on node ${node} so that its controller creates it again with the mesh's redirect: ${reason}`;
+  const act = mode === "evict" ? "evicts" : "deletes";
+  const why = `so that its controller creates it again with the mesh's redirect: ${reason}`;
+  return `meshcni ${act} this pod on node ${node} ${why}`;
 }

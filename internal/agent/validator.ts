@@ -58,7 +58,8 @@ export function latestRun(containerStatus: unknown): Obj | undefined {
  */
 export function sandboxReadyAt(status: unknown): number | undefined {
   const conditions = obj(status).conditions;
-  const ready = (Array.isArray(conditions) ? conditions : []).map(obj).find((c) => c.type === "PodReadyToStartContainers");
+  const list = Array.isArray(conditions) ? conditions : [];
+  const ready = list.map(obj).find((c) => c.type === "PodReadyToStartContainers");
   return ready?.status === "True" ? time(ready.lastTransitionTime) : undefined;
 }
 
@@ -84,12 +85,14 @@ export function validatorFailure(status: unknown): ValidatorFailure | undefined 
     const reason = str(run.reason);
     const message = str(run.message)?.trim().split("\n")[0];
     const detail = [reason, message].filter((s) => s).join(": ");
-    return { container: name, exitCode: want, ...(detail ? { detail } : {}), ...(str(run.finishedAt) ? { finishedAt: str(run.finishedAt)! } : {}) };
+    const finishedAt = str(run.finishedAt);
+    return { container: name, exitCode: want, ...(detail ? { detail } : {}), ...(finishedAt ? { finishedAt } : {}) };
   }
   return undefined;
 }
 
 /** One line for logs, Events and /status. */
 export function describeValidatorFailure(f: ValidatorFailure): string {
-  return `its ${f.container} init container's latest run failed (exit code ${f.exitCode}${f.detail ? `, ${f.detail}` : ""}): the redirect was not in place`;
+  const code = `exit code ${f.exitCode}${f.detail ? `, ${f.detail}` : ""}`;
+  return `its ${f.container} init container's latest run failed (${code}): the redirect was not in place`;
 }

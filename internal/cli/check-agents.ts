@@ -65,7 +65,14 @@ export interface AgentView {
   cache: CacheView;
   pods?: { handled: number; meshed: number; skipped: number; containers: HandledPod[] };
   /** `unverified` and `refusals` are undefined for agents older than evidence-only repair. */
-  repair?: { mode: string; active: boolean; bypassing: BypassingView[]; unverified?: UnverifiedView[]; repaired: number; refusals?: number };
+  repair?: {
+    mode: string;
+    active: boolean;
+    bypassing: BypassingView[];
+    unverified?: UnverifiedView[];
+    repaired: number;
+    refusals?: number;
+  };
 }
 
 function part(v: unknown): PartView | undefined {
@@ -120,7 +127,10 @@ function bypassing(v: unknown): BypassingView | undefined {
   if (uid) b.uid = uid;
   const since = str(v.since);
   if (since) b.since = since;
-  if (isObj(v.refusal) && str(v.refusal.message)) b.refusal = `${str(v.refusal.message)}${str(v.refusal.retryAt) ? ` (next try ${str(v.refusal.retryAt)})` : ""}`;
+  const refusal = isObj(v.refusal) ? v.refusal : {};
+  const message = str(refusal.message);
+  const retryAt = str(refusal.retryAt);
+  if (message) b.refusal = `${message}${retryAt ? ` (next try ${retryAt})` : ""}`;
   return b;
 }
 
@@ -160,7 +170,9 @@ export function parseAgentStatus(doc: unknown): AgentView | undefined {
       mode: str(r.mode) ?? "unknown",
       active: r.active === true,
       bypassing: Array.isArray(r.bypassing) ? r.bypassing.map(bypassing).filter((b): b is BypassingView => b !== undefined) : [],
-      ...(Array.isArray(r.unverified) ? { unverified: r.unverified.map(unverified).filter((u): u is UnverifiedView => u !== undefined) } : {}),
+      ...(Array.isArray(r.unverified)
+        ? { unverified: r.unverified.map(unverified).filter((u): u is UnverifiedView => u !== undefined) }
+        : {}),
       repaired: num(r.repaired),
       ...(typeof r.refusals === "number" ? { refusals: num(r.refusals) } : {}),
     };
@@ -338,28 +350,39 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     const state = `repair ${rep.mode}${rep.active ? "" : ", not active yet"}, ${rep.repaired} repaired${refusals}`;
     const acted = (b: BypassingView) => b.action === "deleted" || b.action === "evicted";
     const open = rep.bypassing.filter((b) => !acted(b));
-    const lines = rep.bypassing.map((b) => `${b.namespace}/${b.name}: ${b.reason} (${b.action}${b.since ? ` since ${b.since}` : ""}${b.refusal ? `; refused: ${b.refusal}` : ""})`);
+    const lines = rep.bypassing.map((b) => {
+      const when = `${b.since ? ` since ${b.since}` : ""}${b.refusal ? `; refused: ${b.refusal}` : ""}`;
+      return `${b.namespace}/${b.name}: ${b.reason} (${b.action}${when})`;
+    });
     if (rep.bypassing.length === 0) out.push(r(bypassName, true, { detail: state }));
     else if (open.length === 0) {
-      out.push(r(bypassName, false, { warning: true, detail: [`${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`, ...lines].join("\n") }));
+      const just = `${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`;
+      out.push(r(bypassName, false, { warning: true, detail: [just, ...lines].join("\n") }));
     } else {
       out.push(r(bypassName, false, {
         detail: [`${plural(open.length, "pod")} ${open.length === 1 ? "runs" : "run"} without meshcni's rules (${state}):`, ...lines].join("\n"),
         hint: rep.mode === "off"
           ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair evict"
           : open.some((b) => b.action === "refused")
-            ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again later; kubectl get pdb -A shows the budgets"
+            ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again " +
+              "later; kubectl get pdb -A shows the budgets"
             : "the agent evicts them once its cache is in sync and its grace period is over; their controllers recreate them",
       }));
     }
     if (rep.unverified) {
       const unverifiedName = "every meshed pod has a record of meshcni's ADD";
-      if (rep.unverified.length === 0) out.push(r(unverifiedName, true, { detail: `${plural(v.pods?.handled ?? 0, "record")} on this node` }));
+      if (rep.unverified.length === 0) {
+        out.push(r(unverifiedName, true, { detail: `${plural(v.pods?.handled ?? 0, "record")} on this node` }));
+      }
       else {
         out.push(r(unverifiedName, false, {
           warning: true,
-          detail: [`${plural(rep.unverified.length, "pod")} unverified (reported, never removed for that):`, ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`)].join("\n"),
-          hint: "the records are lost on a reboot or a wiped state folder, and an older meshcni removed them on uninstall; pods that started before meshcni was chained have none: restart their workloads if they should be meshed",
+          detail: [
+            `${plural(rep.unverified.length, "pod")} unverified (reported, never removed for that):`,
+            ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`),
+          ].join("\n"),
+          hint: "records go with a wiped state folder or --uninstall (and an older meshcni's removal); pods that started " +
+            "before meshcni was chained have none: restart their workloads if they should be meshed",
         }));
       }
     }

@@ -5,7 +5,8 @@
 // redirect (internal/agent/validator.ts). A pod with no record of the ADD of its current sandbox
 // in its node's /status (internal/agent/record-match.ts) is unverified: a warning, since the
 // records can be lost (a reinstall of an older meshcni, a wiped state folder). Pure.
-import { matchRecord } from "../agent/record-match.ts";
+import type { PodRecord } from "../agent/protocol.ts";
+import { matchRecord, recordOfPod, type SandboxRef } from "../agent/record-match.ts";
 import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "../agent/validator.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import { parsePod, type Pod } from "../kube/objects.ts";
@@ -13,7 +14,7 @@ import { profileFor } from "../mesh/index.ts";
 import { ISTIO_INIT } from "../mesh/istio-options.ts";
 import { LINKERD_INIT } from "../mesh/linkerd.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
-import type { AgentAnswer, AgentView } from "./check-agents.ts";
+import type { AgentAnswer, AgentView, HandledPod } from "./check-agents.ts";
 import type { CheckResult } from "./check.ts";
 
 type Json = Record<string, unknown>;
@@ -60,7 +61,15 @@ function withoutInit(pod: Pod, init: string): Pod {
   return { ...pod, spec: { ...pod.spec, initContainers: (pod.spec.initContainers ?? []).filter((c) => c.name !== init), containers: pod.spec.containers.filter((c) => c.name !== init) } };
 }
 
-function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: string | undefined): Pick<PodFinding, "kind" | "reason"> | undefined {
+type Found = Pick<PodFinding, "kind" | "reason">;
+
+/** A record as /status lists it, in the form record-match.ts reads. */
+const asRecord = (h: HandledPod): PodRecord => ({
+  v: 1, containerId: h.containerId ?? "", namespace: h.namespace, name: h.name, ...(h.uid ? { uid: h.uid } : {}),
+  decision: h.decision, reason: h.reason, time: h.time ?? "",
+});
+
+function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: string | undefined): Found | undefined {
   const bypass = view.repair?.bypassing.find((b) => b.namespace === ns && b.name === name && sameUid(b.uid, uid));
   if (bypass) {
     const refused = bypass.refusal ? `; refused: ${bypass.refusal}` : "";
@@ -68,15 +77,21 @@ function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: 
   }
   const failed = validatorFailure(raw.status);
   if (failed) return { kind: "bypassing", reason: describeValidatorFailure(failed) };
+  const pod: SandboxRef = { namespace: ns, name, ...(uid ? { uid } : {}) };
+  const records = (view.pods?.containers ?? []).map(asRecord).filter((r) => recordOfPod(r, pod));
+  // Without the records' times (an older agent's /status) the UID alone decides.
   const readyAt = sandboxReadyAt(raw.status);
-  const records = (view.pods?.containers ?? []).map((h) => ({ v: 1 as const, containerId: h.containerId ?? "", namespace: h.namespace, name: h.name, ...(h.uid ? { uid: h.uid } : {}), decision: h.decision, reason: h.reason, time: h.time ?? "" }));
-  // Without the record's time (an older agent's /status) the UID alone decides.
-  const match = matchRecord({ namespace: ns, name, ...(uid ? { uid } : {}), ...(readyAt !== undefined && records.every((r) => r.time) ? { readyAt } : {}) }, records);
-  if (match.kind === "current") return match.record.decision === "skipped" ? { kind: "bypassing", reason: `the plugin skipped it: ${match.record.reason}` } : undefined;
-  if (match.kind === "older") {
-    return { kind: "unverified", reason: `unverified: the plugin's newest record of it on its node (ADD at ${match.record.time}) is of an earlier sandbox` };
+  if (readyAt !== undefined && records.every((r) => r.time)) pod.readyAt = readyAt;
+  const match = matchRecord(pod, records);
+  if (match.kind === "current") {
+    return match.record.decision === "skipped" ? { kind: "bypassing", reason: `the plugin skipped it: ${match.record.reason}` } : undefined;
   }
-  return { kind: "unverified", reason: "unverified: no record of an ADD for its sandbox on its node (it started before meshcni was chained, or the records were lost)" };
+  if (match.kind === "older") {
+    const at = match.record.time;
+    return { kind: "unverified", reason: `unverified: the plugin's newest record of it on its node (ADD at ${at}) is of an earlier sandbox` };
+  }
+  const why = "it started before meshcni was chained, or the records were lost";
+  return { kind: "unverified", reason: `unverified: no record of an ADD for its sandbox on its node (${why})` };
 }
 
 /**
@@ -139,8 +154,10 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
       });
     } else if (f.kind === "unverified") {
       results.push({
-        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} has a record of meshcni's ADD`, ok: false, warning: true, node: f.node, pod, detail: f.reason,
-        hint: "the agent never removes a pod for a missing record; if it started before meshcni was chained, restart its workload (kubectl rollout restart) so the plugin meshes the new pods",
+        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} has a record of meshcni's ADD`,
+        ok: false, warning: true, node: f.node, pod, detail: f.reason,
+        hint: "the agent never removes a pod for a missing record; if it started before meshcni was chained, " +
+          "restart its workload (kubectl rollout restart) so the plugin meshes the new pods",
       });
     } else {
       results.push({
@@ -163,7 +180,8 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const checkedNodes = nodes.size;
     const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}` +
       `${unverified ? `; ${unverified} unverified, see below` : ""}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
-    results.unshift({ category, name: unverified ? "no pod the profile redirects is known to bypass the mesh" : "every pod the profile redirects runs with meshcni's rules", ok: true, detail: where });
+    const name = unverified ? "no pod the profile redirects is known to bypass the mesh" : "every pod the profile redirects runs with meshcni's rules";
+    results.unshift({ category, name, ok: true, detail: where });
   }
   return { results, findings, considered };
 }

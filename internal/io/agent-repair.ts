@@ -4,7 +4,10 @@
 // It also takes the startup taint off the node once the chain, the binary and the view of the
 // node's pods are ready (internal/agent/taint.ts).
 import type { PodRecord } from "../agent/protocol.ts";
-import { type ActResult, afterActs, eventMessage, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairMemory, type RepairPlan, repairStatus } from "../agent/repair.ts";
+import {
+  type ActResult, afterActs, eventMessage, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairMemory,
+  type RepairPlan, repairStatus,
+} from "../agent/repair.ts";
 import { untaintPatch } from "../agent/taint.ts";
 import type { NodeView, RepairStatus } from "../agent/types.ts";
 import type { Log } from "../installer/deps.ts";
@@ -102,7 +105,11 @@ export function startRepair(d: RepairDeps): RepairLoop {
         metadata: { name: ref.name, namespace: ref.namespace },
         deleteOptions: { preconditions },
       }, "application/json", WRITE_TIMEOUT_MS)
-      : await d.writer.send("DELETE", podPath(ref.namespace, ref.name), { apiVersion: "v1", kind: "DeleteOptions", preconditions }, "application/json", WRITE_TIMEOUT_MS);
+      : await d.writer.send("DELETE", podPath(ref.namespace, ref.name), {
+        apiVersion: "v1",
+        kind: "DeleteOptions",
+        preconditions,
+      }, "application/json", WRITE_TIMEOUT_MS);
     if (r.ok) {
       log.info(`repair: ${mode === "evict" ? "evicted" : "deleted"} ${what}: ${ref.reason}`);
       return { ref, outcome: "done" };
@@ -146,21 +153,28 @@ export function startRepair(d: RepairDeps): RepairLoop {
     if (!d.chained()) chainSince = undefined;
     else chainSince ??= now;
     if (!untainted && chainSince !== undefined && d.ready() && d.view.synced()) await untaint();
-    plan = planRepair(cfg, memory, { pods: d.view.pods(), records: d.view.synced() ? d.records() : [], synced: d.view.synced(), chainSince, now });
+    const synced = d.view.synced();
+    plan = planRepair(cfg, memory, { pods: d.view.pods(), records: synced ? d.records() : [], synced, chainSince, now });
     memory = plan.memory;
     if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`, `waits on ${plan.waitingOn}`);
     else say("repair", "info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
-    if (d.view.synced()) {
+    if (synced) {
       const names = plan.unverified.map((u) => `${u.namespace}/${u.name}`).sort();
-      const shown = names.length > NAMED_IN_LOG ? `${names.slice(0, NAMED_IN_LOG).join(", ")} and ${names.length - NAMED_IN_LOG} more` : names.join(", ");
+      const more = names.length - NAMED_IN_LOG;
+      const shown = more > 0 ? `${names.slice(0, NAMED_IN_LOG).join(", ")} and ${more} more` : names.join(", ");
       const text = names.length === 0
         ? "repair: no meshed pod of this node is unverified"
-        : `repair: ${names.length} meshed pod(s) of node ${cfg.node} are unverified (no record of an ADD for their sandbox; reported, never removed for that; /status says why): ${shown}`;
+        : `repair: ${names.length} meshed pod(s) of node ${cfg.node} are unverified ` +
+          `(no record of an ADD for their sandbox; reported, never removed for that; /status says why): ${shown}`;
       // Said when the set changes; the first "none" is not said.
       if (names.length > 0 || said.has("unverified")) say("unverified", "info", text, names.join(" "));
     }
     if (cfg.mode === "off") {
-      for (const b of plan.bypassing) if (memory.firstSeen[b.uid] === now) log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
+      for (const b of plan.bypassing) {
+        if (memory.firstSeen[b.uid] === now) {
+          log.warn(`repair: pod ${b.namespace}/${b.name} bypasses the mesh (--repair off: reported only): ${b.reason}`);
+        }
+      }
     }
     if (plan.act.length === 0) return;
     const results: ActResult[] = [];
@@ -207,8 +221,8 @@ export function startRepair(d: RepairDeps): RepairLoop {
   // Settled: nothing waits on the clock (a confirmation, the rate limit, a refused eviction's
   // backoff); pods already acted on or only reported change only with the watch. Not with acts
   // in the plan: it says what a round is about to do, not how that went (a refusal backs off).
-  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor && plan.act.length === 0 &&
-    plan.bypassing.every((b) => b.action !== "waiting" && b.action !== "refused");
+  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor &&
+    plan.act.length === 0 && plan.bypassing.every((b) => b.action !== "waiting" && b.action !== "refused");
   /** ms until the grace period ends, while it is all that is pending; undefined otherwise. */
   const graceLeft = (): number | undefined => {
     if (chainSince === undefined || !untainted || running || plan === undefined || plan.active || plan.bypassing.length > 0 || !d.view.synced()) return undefined;

@@ -148,7 +148,8 @@ export function removeAgentState(stateDir: string, socket: string): string[] {
   } catch {
     // absent
   }
-  for (const n of all) if ([`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`].some((p) => n.startsWith(p))) rm(`${stateDir}/${n}`);
+  const printing = [`.${FALLBACK_LOG}.printing-`, `.${FALLBACK_LOG}.1.printing-`];
+  for (const n of all) if (printing.some((p) => n.startsWith(p))) rm(`${stateDir}/${n}`);
   try {
     rmdirSync(stateDir); // fails when not empty, or when it is a mount point: both fine
   } catch {

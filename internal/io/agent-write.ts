@@ -26,7 +26,8 @@ export function clientWriter(api: Pick<KubeClient, "request">): AgentWriter {
       if (a.status >= 200 && a.status < 300) return { ok: true, status: a.status, object: parsed };
       const m = (parsed as { message?: unknown })?.message;
       const message = typeof m === "string" ? m.slice(0, 300) : undefined;
-      return { ok: false, status: a.status, reason: `${method} ${path} answered ${a.status}${message ? `: ${message}` : ""}`, ...(message ? { message } : {}) };
+      const reason = `${method} ${path} answered ${a.status}${message ? `: ${message}` : ""}`;
+      return { ok: false, status: a.status, reason, ...(message ? { message } : {}) };
     },
   };
 }
