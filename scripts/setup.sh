@@ -30,12 +30,14 @@ pkg_for() { # command -> Debian package
     zsh) echo zsh ;;
     time) echo time ;;
     strace) echo strace ;;
+    readelf) echo binutils ;;
   esac
 }
 # wget and zsh: meshcnictl's install.sh and zsh completion are tested with them. containerd, ctr
 # and the runc shim: test/support/cri.ts runs containerd's CRI as kubelet drives it. strace:
-# test/plugin/agent.test.ts proves a DEL without a record runs no process.
-for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh strace /usr/lib/cni/bridge podman containerd ctr containerd-shim-runc-v2; do
+# test/plugin/agent.test.ts proves a DEL without a record runs no process. readelf: the host
+# check's and the ELF rewrite's tests compare what they read and write with binutils' reading.
+for c in iptables-legacy iptables-nft nft ip nsenter openssl curl wget zsh strace readelf /usr/lib/cni/bridge podman containerd ctr containerd-shim-runc-v2; do
   case "$c" in
     /*) [ -x "$c" ] && continue ;;
     *) have "$c" && continue ;;

@@ -78,6 +78,149 @@ export function makeElf(spec: ElfSpec): Uint8Array {
   return buf;
 }
 
+export interface ExecutableSpec {
+  /** e_machine: 62 x86-64 (pages of 4 KiB), 183 aarch64 (64 KiB). */
+  machine?: number;
+  /** ET_EXEC (2, linked at 0x400000) or ET_DYN (3, a PIE linked at 0). */
+  type?: 2 | 3;
+  /** No interpreter makes a static executable (no PT_INTERP). */
+  interpreter?: string;
+  needed?: string[];
+  /** A run path, as DT_RUNPATH or, with `rpathTag: 15`, as DT_RPATH. */
+  runpath?: string;
+  rpathTag?: 15 | 29;
+  /** Zero-filled memory after .dynamic in the read-write segment (.bss). */
+  bss?: number;
+  /** Without PT_DYNAMIC (and without .dynamic). */
+  noDynamic?: boolean;
+  /** Without PT_PHDR. */
+  noPhdr?: boolean;
+  /** Extra DT_NULL entries at the end of .dynamic, as some linkers leave. */
+  spareDynamic?: number;
+}
+
+/** Its whole program: exit(42), as x86-64 and aarch64 instructions. */
+const EXIT_42: Record<number, number[]> = {
+  62: [0xbf, 42, 0, 0, 0, 0xb8, 60, 0, 0, 0, 0x0f, 0x05], // mov edi, 42; mov eax, 60 (exit); syscall
+  183: [0x40, 0x05, 0x80, 0xd2, 0xa8, 0x0b, 0x80, 0xd2, 0x01, 0x00, 0x00, 0xd4], // mov x0, 42; mov x8, 93; svc 0
+};
+
+/**
+ * A 64-bit little-endian executable laid out as a linker lays one out: PT_PHDR, PT_INTERP, a
+ * read-and-execute PT_LOAD from offset 0 (headers, .interp, .dynstr, the code), a read-write
+ * PT_LOAD on the next page (.dynamic, then .bss), PT_DYNAMIC, PT_GNU_STACK, and section headers
+ * for .interp, .dynstr, .dynamic and .shstrtab. It runs: the loader maps it and the libraries
+ * it names, then its code exits with 42.
+ */
+export function makeExecutable(spec: ExecutableSpec): Uint8Array {
+  const page = spec.machine === 183 ? 0x10000 : 0x1000;
+  const base = (spec.type ?? 2) === 2 ? 0x400000 : 0;
+  const enc = new TextEncoder();
+  const strs: number[] = [0];
+  const offsets = new Map<string, number>();
+  for (const s of [...(spec.needed ?? []), ...(spec.runpath ? [spec.runpath] : [])]) {
+    offsets.set(s, strs.length);
+    strs.push(...enc.encode(s), 0);
+  }
+  const interp = spec.interpreter !== undefined ? [...enc.encode(spec.interpreter), 0] : [];
+  const dynamic = !spec.noDynamic;
+  const types = [
+    ...(spec.noPhdr ? [] : [6]), ...(interp.length ? [3] : []), 1, 1, ...(dynamic ? [2] : []), 0x6474e551,
+  ];
+  const phoff = 64;
+  const interpOff = phoff + types.length * 56;
+  const strOff = interpOff + interp.length;
+  const code = EXIT_42[spec.machine ?? 62] ?? [];
+  // A symbol table of the null symbol alone: glibc's loader reads DT_SYMTAB when it relocates.
+  const symOff = Math.ceil((strOff + strs.length) / 8) * 8;
+  const codeOff = Math.ceil((symOff + 24) / 16) * 16;
+  const roEnd = codeOff + code.length;
+  const dynOff = Math.ceil(roEnd / 16) * 16;
+  const dynVaddr = base + page + dynOff;
+  const dyn: [number, number][] = dynamic ? [
+    ...(spec.needed ?? []).map((n) => [1, offsets.get(n)!] as [number, number]),
+    ...(spec.runpath ? [[spec.rpathTag ?? 29, offsets.get(spec.runpath)!] as [number, number]] : []),
+    [5, base + strOff],
+    [10, strs.length],
+    [6, base + symOff],
+    [11, 24],
+    [21, 0], // DT_DEBUG: the loader writes its r_debug here
+    [0, 0],
+    ...Array.from({ length: spec.spareDynamic ?? 0 }, () => [0, 0] as [number, number]),
+  ] : [];
+  const dynSize = dyn.length * 16;
+  const names = "\0.interp\0.dynstr\0.dynamic\0.shstrtab\0";
+  const shstrOff = dynOff + dynSize;
+  const shoff = Math.ceil((shstrOff + names.length) / 8) * 8;
+  const sections = [
+    [0, 0, 0, 0, 0, 0, 0, 0],
+    ...(interp.length ? [[1, 1, 2, base + interpOff, interpOff, interp.length, 0, 1]] : []),
+    [9, 3, 2, base + strOff, strOff, strs.length, 0, 1],
+    ...(dynamic ? [[17, 6, 3, dynVaddr, dynOff, dynSize, interp.length ? 2 : 1, 8]] : []),
+    [26, 3, 0, 0, shstrOff, names.length, 0, 1],
+  ];
+  const size = shoff + sections.length * 64;
+  const buf = new Uint8Array(size);
+  const v = new DataView(buf.buffer);
+  const put = (at: number, n: number) => v.setBigUint64(at, BigInt(n), true);
+  buf.set([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1], 0);
+  v.setUint16(16, spec.type ?? 2, true);
+  v.setUint16(18, spec.machine ?? 62, true);
+  v.setUint32(20, 1, true);
+  put(24, base + codeOff); // e_entry
+  put(32, phoff);
+  put(40, shoff);
+  v.setUint16(52, 64, true);
+  v.setUint16(54, 56, true);
+  v.setUint16(56, types.length, true);
+  v.setUint16(58, 64, true);
+  v.setUint16(60, sections.length, true);
+  v.setUint16(62, sections.length - 1, true);
+  type Fields = [flags: number, offset: number, vaddr: number, filesz: number, memsz: number, align: number];
+  const segment: Record<number, Fields> = {
+    6: [4, phoff, base + phoff, types.length * 56, types.length * 56, 8],
+    3: [4, interpOff, base + interpOff, interp.length, interp.length, 1],
+    2: [6, dynOff, dynVaddr, dynSize, dynSize, 8],
+    0x6474e551: [6, 0, 0, 0, 0, 16],
+  };
+  let loads = 0;
+  types.forEach((t, i) => {
+    const at = phoff + i * 56;
+    const rx: Fields = [5, 0, base, roEnd, roEnd, page];
+    const rw: Fields = [6, dynOff, dynVaddr, dynSize, dynSize + (spec.bss ?? 0), page];
+    const [flags, offset, vaddr, filesz, memsz, align] = t === 1 ? (loads++ === 0 ? rx : rw) : segment[t]!;
+    v.setUint32(at, t, true);
+    v.setUint32(at + 4, flags, true);
+    put(at + 8, offset);
+    put(at + 16, vaddr);
+    put(at + 24, vaddr);
+    put(at + 32, filesz);
+    put(at + 40, memsz);
+    put(at + 48, align);
+  });
+  buf.set(interp, interpOff);
+  buf.set(strs, strOff);
+  buf.set(code, codeOff);
+  dyn.forEach(([tag, val], k) => {
+    put(dynOff + k * 16, tag);
+    put(dynOff + k * 16 + 8, val);
+  });
+  buf.set(enc.encode(names), shstrOff);
+  sections.forEach(([name, type, flags, addr, offset, sz, link, align], i) => {
+    const at = shoff + i * 64;
+    v.setUint32(at, name!, true);
+    v.setUint32(at + 4, type!, true);
+    put(at + 8, flags!);
+    put(at + 16, addr!);
+    put(at + 24, offset!);
+    put(at + 32, sz!);
+    v.setUint32(at + 40, link!, true);
+    put(at + 48, align!);
+    if (type === 6) put(at + 56, 16);
+  });
+  return buf;
+}
+
 /** glibc's ld.so.cache in the format ldconfig writes ("glibc-ld.so.cache1.1"). */
 export function makeLdCache(entries: { name: string; path: string }[]): Uint8Array {
   const enc = new TextEncoder();
