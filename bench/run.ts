@@ -7,6 +7,7 @@ import { join } from "node:path";
 /** Benchmark modules and the function each exports (returning a markdown section). */
 const SUITES: [file: string, fn: string][] = [
   ["plugin.ts", "benchPlugin"],
+  ["private-loader.ts", "benchPrivateLoader"],
   ["backends.ts", "benchBackends"],
   ["startup-instructions.ts", "benchStartupInstructions"],
   ["burst.ts", "benchBurst"],
