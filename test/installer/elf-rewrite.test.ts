@@ -8,16 +8,19 @@
 //   built loads the host's;
 // - readelf reads it, the same input gives the same bytes, rewriting it again to another path
 //   gives what rewriting the original does, and Bun's program (the .bun section) is untouched;
+// - small executables (test/support/elf-builder.ts), ET_EXEC with a large .bss and PIE, x86-64
+//   and aarch64, rewritten, run: the kernel maps the added segment and the loader reads it;
 // - the arm64 build, with Debian's arm64 libc6 (scripts/image.ts downloads it once), answers
 //   VERSION under qemu-user in such a root.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { buildElfRewrite } from "../../internal/hostcheck/elf-rewrite.ts";
 import { parseElf } from "../../internal/hostcheck/elf.ts";
 import { buildBinary, describeVersion } from "../../scripts/build.ts";
 import { debianSysroot } from "../../scripts/image.ts";
+import { type ExecutableSpec, makeExecutable } from "../support/elf-builder.ts";
 import { isRoot } from "../support/netns.ts";
 import { type PrivateLoader, stagePrivateLoader, writeRewritten } from "../support/private-loader.ts";
 import { ensureBuilt, PLUGIN } from "./harness.ts";
@@ -159,6 +162,32 @@ describe.skipIf(!isRoot())("the node binary (amd64) with a private loader and C 
     const info = parseElf((o, n) => once.bytes.subarray(o, o + n), once.bytes.length);
     expect(info).toMatchObject({ interpreter: long.interpreter, runpath: [longPath] });
   });
+});
+
+describe("small executables, as a linker lays them out, run with a private loader", () => {
+  const cases: [string, ExecutableSpec][] = [
+    ["x86-64, ET_EXEC, 3 MiB of .bss", { type: 2, bss: 3 << 20 }],
+    ["x86-64, PIE", { type: 3, bss: 0x1234 }],
+    ...(QEMU === null ? [] : [
+      ["aarch64 under qemu-user, ET_EXEC", { machine: 183, type: 2, bss: 3 << 20 }],
+      ["aarch64 under qemu-user, PIE", { machine: 183, type: 3 }],
+    ] as [string, ExecutableSpec][]),
+  ];
+  test.each(cases)("%s: mapped and loaded, libc from the folder, exit 42", (_, spec) => {
+    const arm = spec.machine === 183;
+    const sysroot = arm ? debianSysroot("arm64") : "/";
+    const interpreter = arm ? "/lib/ld-linux-aarch64.so.1" : "/lib64/ld-linux-x86-64.so.2";
+    const exe = join(dir, `small-${arm ? "arm64" : "amd64"}-${spec.type}`);
+    writeFileSync(exe, makeExecutable({ ...spec, interpreter, needed: ["libc.so.6", "libm.so.6"] }));
+    const loader = stagePrivateLoader(exe, sysroot, join(longPath, `small-${spec.type}`));
+    const bin = join(dir, `${basename(exe)}.private`);
+    writeRewritten(exe, bin, loader);
+    const r = Bun.spawnSync(arm ? [QEMU!, "-E", "LD_DEBUG=libs", bin] : [bin], {
+      env: arm ? {} : { LD_DEBUG: "libs" }, stdout: "pipe", stderr: "pipe",
+    });
+    expect(r.exitCode).toBe(42);
+    expect(initialized(r.stderr.toString())).toEqual(loader.files.map((f) => join(loader.runPath, f)).sort());
+  }, 60_000);
 });
 
 describe.skipIf(!isRoot() || QEMU === null)("the arm64 build under qemu-user", () => {
