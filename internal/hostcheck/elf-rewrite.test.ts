@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ExecutableSpec, makeExecutable } from "../../test/support/elf-builder.ts";
 import { parseElf } from "./elf.ts";
-import { buildElfRewrite } from "./elf-rewrite.ts";
+import { applyElfRewrite, buildElfRewrite, planElfRewrite } from "./elf-rewrite.ts";
 
 const X86 = 62;
 const ARM = 183;
@@ -162,6 +162,29 @@ describe("a rewritten executable", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("the plan", () => {
+  test("reads a few ranges and writes a few, in order, the input's bytes kept before them", () => {
+    const input = exe({ runpath: "/usr/local/lib", bss: 0x3000 });
+    const reads: [number, number][] = [];
+    const plan = planElfRewrite((o, n) => {
+      reads.push([o, n]);
+      return input.subarray(o, o + n);
+    }, input.length, opts);
+    expect(reads.length).toBeLessThan(12);
+    expect(plan.keep).toBe(input.length);
+    const ends = plan.writes.map((w) => [w.offset, w.offset + w.bytes.length]);
+    ends.forEach(([from], i) => i > 0 && expect(from!).toBeGreaterThanOrEqual(ends[i - 1]![1]!));
+    expect(ends.at(-1)).toEqual([plan.segment.offset, plan.size]);
+    expect(Bun.deepEquals(applyElfRewrite(input, plan), buildElfRewrite(input, opts).bytes)).toBe(true);
+  });
+
+  test("a short read is a truncated file, not a wrong one", () => {
+    const input = exe();
+    const short = (o: number, n: number) => input.subarray(o, o + Math.min(n, 100));
+    expect(() => planElfRewrite(short, input.length, opts)).toThrow("truncated: a short read");
   });
 });
 

@@ -1,7 +1,13 @@
 // Gives an ELF executable a loader and a library folder of its own: its program interpreter
 // (PT_INTERP, the loader the kernel starts) becomes `interpreter` and its dynamic section gets a
 // DT_RPATH of `runPath`, so the node binary runs with the loader and C library installed beside
-// it whatever the host carries. Pure: bytes in, bytes out, the same output for the same input.
+// it whatever the host carries. Pure, and the same output for the same input.
+//
+// planElfRewrite reads only the few ranges it needs through `read` (the headers, the interpreter,
+// .dynamic, .dynstr, the section headers) and answers what to write: keep the input's first
+// `keep` bytes, write a handful of ranges, end at `size`. So the installer can copy a 100 MB
+// binary and patch the copy without holding it in memory; buildElfRewrite applies the plan to
+// bytes in memory.
 //
 // DT_RPATH, not DT_RUNPATH: glibc's loader searches DT_RPATH before LD_LIBRARY_PATH, and
 // DT_RUNPATH after it, so with DT_RUNPATH a LD_LIBRARY_PATH in the runtime's environment would
@@ -31,10 +37,11 @@
 // file, holding the program headers, the interpreter, .dynstr ending in the run path, and
 // .dynamic) gets that segment replaced, not a second one: the result is byte for byte what
 // rewriting the original gives. The segment counts as this rewrite's only when rebuilding it
-// with its own interpreter and run path gives back the input exactly; anything else is left as
-// it is and a new segment is added.
+// with its own interpreter and run path gives back the input exactly (every byte the plan
+// writes is already there, and the file ends where the plan ends); anything else is left as it
+// is and a new segment is added.
 
-import { ElfError } from "./elf.ts";
+import { ElfError, type ReadAt } from "./elf.ts";
 
 export interface ElfRewriteOptions {
   /** The loader's absolute path, as the kernel will open it (up to 4095 bytes). */
@@ -43,11 +50,21 @@ export interface ElfRewriteOptions {
   runPath: string;
 }
 
+/** The rewritten file: the input's first `keep` bytes, zeros up to `size`, then `writes` over them. */
+export interface ElfRewritePlan {
+  keep: number;
+  size: number;
+  /** In increasing offset order, not overlapping. */
+  writes: { offset: number; bytes: Uint8Array }[];
+  /** The PT_LOAD segment the rewrite adds: its file offset, address and size in bytes. */
+  segment: { offset: number; vaddr: number; size: number };
+  /** True when the input carried this rewrite's segment already and it is replaced. */
+  replaced: boolean;
+}
+
 export interface ElfRewrite {
   bytes: Uint8Array;
-  /** The PT_LOAD segment the rewrite added: its file offset, address and size in bytes. */
-  segment: { offset: number; vaddr: number; size: number };
-  /** True when the input carried this rewrite's segment already and it was replaced. */
+  segment: ElfRewritePlan["segment"];
   replaced: boolean;
 }
 
@@ -77,6 +94,8 @@ const SHT_DYNAMIC = 6;
 const SHT_NOBITS = 8;
 /** The kernel refuses a longer PT_INTERP (PATH_MAX, with its NUL). */
 const INTERP_MAX = 4096;
+/** The most of .dynstr read (Bun's is 23 KB). */
+const DYNSTR_MAX = 16 << 20;
 
 interface Phdr {
   type: number;
@@ -97,8 +116,8 @@ interface Dyn {
 /** What the rewrite builds from: the bytes kept and the tables it writes anew. */
 interface Base {
   machine: number;
-  /** The file bytes kept as they are, but for the header fields and section headers patched. */
-  head: Uint8Array;
+  /** The input's first `keep` bytes stay, but for the header fields and section headers patched. */
+  keep: number;
   /** The program headers kept, in order (the added PT_LOAD goes after the last PT_LOAD). */
   phdrs: Phdr[];
   /** The dynamic entries before DT_NULL. */
@@ -111,6 +130,7 @@ interface Base {
 }
 
 interface Parsed extends Base {
+  size: number;
   interpreter: string;
   /** The DT_RPATH or DT_RUNPATH entry's string: its offset in .dynstr and its text. */
   rpath?: { tag: bigint; offset: number; value: string };
@@ -122,8 +142,11 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
 
-/** Rewrites `input` (an ELF64 little-endian x86-64 or aarch64 executable); refuses what it does not understand. */
-export function buildElfRewrite(input: Uint8Array, opts: ElfRewriteOptions): ElfRewrite {
+/**
+ * The rewrite of the ELF file of `size` bytes that `read` reads (an ELF64 little-endian x86-64 or
+ * aarch64 executable); refuses, with an ElfError saying why, what it does not understand.
+ */
+export function planElfRewrite(read: ReadAt, size: number, opts: ElfRewriteOptions): ElfRewritePlan {
   checkPath(opts.interpreter, "interpreter", INTERP_MAX - 1);
   checkPath(opts.runPath, "run path", INTERP_MAX - 1);
   if (opts.runPath.includes(":")) {
@@ -132,10 +155,23 @@ export function buildElfRewrite(input: Uint8Array, opts: ElfRewriteOptions): Elf
   if (opts.runPath.includes("$")) {
     throw new ElfError(`run path ${JSON.stringify(opts.runPath)}: the loader expands '$' ($ORIGIN, $LIB, $PLATFORM)`);
   }
-  const parsed = parseForRewrite(input);
-  const own = ownSegment(input, parsed);
-  const out = layout(own ?? parsed, opts.interpreter, opts.runPath);
-  return { ...out, replaced: own !== undefined };
+  const parsed = parseForRewrite(read, size);
+  const own = ownSegment(read, parsed);
+  return { ...layout(own ?? parsed, opts.interpreter, opts.runPath), replaced: own !== undefined };
+}
+
+/** `input` rewritten (see planElfRewrite). */
+export function buildElfRewrite(input: Uint8Array, opts: ElfRewriteOptions): ElfRewrite {
+  const plan = planElfRewrite((o, n) => input.subarray(o, o + n), input.length, opts);
+  return { bytes: applyElfRewrite(input, plan), segment: plan.segment, replaced: plan.replaced };
+}
+
+/** The bytes `plan` describes, from the input it was planned on. */
+export function applyElfRewrite(input: Uint8Array, plan: ElfRewritePlan): Uint8Array {
+  const out = new Uint8Array(plan.size);
+  out.set(input.subarray(0, plan.keep));
+  for (const w of plan.writes) out.set(w.bytes, w.offset);
+  return out;
 }
 
 function checkPath(path: string, what: string, max: number): void {
@@ -145,57 +181,60 @@ function checkPath(path: string, what: string, max: number): void {
   if (bytes > max) throw new ElfError(`${what} of ${bytes} bytes: at most ${max}`);
 }
 
-function parseForRewrite(input: Uint8Array): Parsed {
-  const size = input.length;
-  // Copies, not views: a Node Buffer's slice() is a view into a pooled buffer.
-  const copy = (from: number, to: number) => new Uint8Array(input.subarray(from, to));
-  const view = new DataView(input.buffer, input.byteOffset, input.byteLength);
-  const need = (offset: number, length: number, what: string) => {
+function parseForRewrite(read: ReadAt, size: number): Parsed {
+  // Copies: a reader may hand out views of a buffer it reuses (a Node Buffer's pool, too).
+  const bytes = (offset: number, length: number, what: string): Uint8Array => {
     if (offset < 0 || length < 0 || offset + length > size) {
       throw new ElfError(`truncated: ${what} (${length} bytes at ${offset}) past the end of the file (${size} bytes)`);
     }
+    const b = read(offset, length);
+    if (b.length < length) throw new ElfError(`truncated: a short read of ${what} at ${offset}`);
+    return new Uint8Array(b.subarray(0, length));
   };
-  const u64 = (at: number, what: string): number => {
-    const n = view.getBigUint64(at, true);
+  const viewOf = (b: Uint8Array) => new DataView(b.buffer, b.byteOffset, b.byteLength);
+  const u64 = (v: DataView, at: number, what: string): number => {
+    const n = v.getBigUint64(at, true);
     if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw new ElfError(`${what} out of range: ${n}`);
     return Number(n);
   };
 
-  if (size < 16 || input[0] !== 0x7f || input[1] !== 0x45 || input[2] !== 0x4c || input[3] !== 0x46) {
+  const ident = read(0, Math.min(16, size));
+  if (ident.length < 16 || ident[0] !== 0x7f || ident[1] !== 0x45 || ident[2] !== 0x4c || ident[3] !== 0x46) {
     throw new ElfError("not an ELF file");
   }
-  if (input[4] === 1) throw new ElfError("a 32-bit ELF file (ELFCLASS32): only 64-bit executables are rewritten");
-  if (input[4] !== 2) throw new ElfError(`unknown ELF class ${input[4]}`);
-  if (input[5] === 2) throw new ElfError("a big-endian ELF file: only little-endian executables are rewritten");
-  if (input[5] !== 1) throw new ElfError(`unknown ELF byte order ${input[5]}`);
-  need(0, 64, "the ELF header");
-  const type = view.getUint16(16, true);
-  const machine = view.getUint16(18, true);
+  if (ident[4] === 1) throw new ElfError("a 32-bit ELF file (ELFCLASS32): only 64-bit executables are rewritten");
+  if (ident[4] !== 2) throw new ElfError(`unknown ELF class ${ident[4]}`);
+  if (ident[5] === 2) throw new ElfError("a big-endian ELF file: only little-endian executables are rewritten");
+  if (ident[5] !== 1) throw new ElfError(`unknown ELF byte order ${ident[5]}`);
+  const eh = viewOf(bytes(0, 64, "the ELF header"));
+  const type = eh.getUint16(16, true);
+  const machine = eh.getUint16(18, true);
   if (type !== ET_EXEC && type !== ET_DYN) throw new ElfError(`ELF type ${type}: not an executable`);
   if (PAGE[machine] === undefined) {
     throw new ElfError(`machine ${machine}: only x86-64 and aarch64 executables are rewritten`);
   }
-  const phoff = u64(32, "e_phoff");
-  const shoff = u64(40, "e_shoff");
-  const phentsize = view.getUint16(54, true);
-  const phnum = view.getUint16(56, true);
-  const shentsize = view.getUint16(58, true);
-  let shnum = view.getUint16(60, true);
+  const phoff = u64(eh, 32, "e_phoff");
+  const shoff = u64(eh, 40, "e_shoff");
+  const phentsize = eh.getUint16(54, true);
+  const phnum = eh.getUint16(56, true);
+  const shentsize = eh.getUint16(58, true);
+  let shnum = eh.getUint16(60, true);
   if (phnum === 0 || phnum === 0xffff) throw new ElfError(`${phnum} program headers`);
   if (phentsize !== PHENT) throw new ElfError(`program header entries of ${phentsize} bytes`);
-  need(phoff, phnum * PHENT, "the program headers");
 
+  const table = bytes(phoff, phnum * PHENT, "the program headers");
+  const tv = viewOf(table);
   const phdrs: Phdr[] = [];
   for (let i = 0; i < phnum; i++) {
-    const at = phoff + i * PHENT;
+    const at = i * PHENT;
     phdrs.push({
-      type: view.getUint32(at, true),
-      offset: u64(at + 8, "p_offset"),
-      vaddr: u64(at + 16, "p_vaddr"),
-      filesz: u64(at + 32, "p_filesz"),
-      memsz: u64(at + 40, "p_memsz"),
-      align: u64(at + 48, "p_align"),
-      raw: copy(at, at + PHENT),
+      type: tv.getUint32(at, true),
+      offset: u64(tv, at + 8, "p_offset"),
+      vaddr: u64(tv, at + 16, "p_vaddr"),
+      filesz: u64(tv, at + 32, "p_filesz"),
+      memsz: u64(tv, at + 40, "p_memsz"),
+      align: u64(tv, at + 48, "p_align"),
+      raw: table.slice(at, at + PHENT),
     });
   }
   const one = (t: number, name: string, missing: string): Phdr => {
@@ -211,44 +250,41 @@ function parseForRewrite(input: Uint8Array): Parsed {
   const loads = phdrs.filter((p) => p.type === PT_LOAD);
   if (loads.length === 0) throw new ElfError("no PT_LOAD segment");
   for (const [i, l] of loads.entries()) {
-    need(l.offset, l.filesz, "a PT_LOAD segment");
+    if (l.offset + l.filesz > size) throw new ElfError("truncated: a PT_LOAD segment past the end of the file");
     if (l.filesz > l.memsz) throw new ElfError("a PT_LOAD segment larger in the file than in memory");
     if (i > 0 && l.vaddr < loads[i - 1]!.vaddr + loads[i - 1]!.memsz) {
       throw new ElfError("PT_LOAD segments out of address order or overlapping");
     }
   }
 
-  need(interp.offset, interp.filesz, "the interpreter");
-  const interpBytes = input.subarray(interp.offset, interp.offset + interp.filesz);
+  if (interp.filesz > INTERP_MAX) throw new ElfError(`an interpreter path of ${interp.filesz} bytes`);
+  const interpBytes = bytes(interp.offset, interp.filesz, "the interpreter");
   const nul = interpBytes.indexOf(0);
   if (nul < 0) throw new ElfError("an interpreter path without its NUL");
   const interpreter = dec.decode(interpBytes.subarray(0, nul));
 
-  need(dynamic.offset, dynamic.filesz, "the dynamic section");
+  const dynBytes = bytes(dynamic.offset, Math.floor(dynamic.filesz / DYNENT) * DYNENT, "the dynamic section");
   const dyn: Dyn[] = [];
   let ended = false;
-  for (let at = dynamic.offset; at + DYNENT <= dynamic.offset + dynamic.filesz; at += DYNENT) {
-    const tag = view.getBigInt64(at, true);
+  for (let at = 0; at + DYNENT <= dynBytes.length; at += DYNENT) {
+    const tag = viewOf(dynBytes).getBigInt64(at, true);
     if (tag === DT_NULL) {
       ended = true;
       break;
     }
-    dyn.push({ tag, raw: copy(at, at + DYNENT) });
+    dyn.push({ tag, raw: dynBytes.slice(at, at + DYNENT) });
   }
   if (!ended) throw new ElfError("a dynamic section without DT_NULL");
-  const value = (d: Dyn, what: string): number => {
-    const n = new DataView(d.raw.buffer).getBigUint64(8, true);
-    if (n > BigInt(Number.MAX_SAFE_INTEGER)) throw new ElfError(`${what} out of range: ${n}`);
-    return Number(n);
-  };
+  const value = (d: Dyn, what: string) => u64(viewOf(d.raw), 8, what);
   const strtabEntry = dyn.find((d) => d.tag === DT_STRTAB);
   const strszEntry = dyn.find((d) => d.tag === DT_STRSZ);
   if (!strtabEntry || !strszEntry) throw new ElfError("a dynamic section without DT_STRTAB and DT_STRSZ");
   const strtab = value(strtabEntry, "DT_STRTAB");
   const strsz = value(strszEntry, "DT_STRSZ");
+  if (strsz > DYNSTR_MAX) throw new ElfError(`a dynamic string table of ${strsz} bytes`);
   const seg = loads.find((l) => strtab >= l.vaddr && strtab + strsz <= l.vaddr + l.filesz);
   if (!seg) throw new ElfError("the dynamic string table is in no loaded segment");
-  const dynstr = copy(seg.offset + (strtab - seg.vaddr), seg.offset + (strtab - seg.vaddr) + strsz);
+  const dynstr = bytes(seg.offset + (strtab - seg.vaddr), strsz, "the dynamic string table");
   const pathEntry = dyn.find((d) => d.tag === DT_RPATH || d.tag === DT_RUNPATH);
   let rpath: Parsed["rpath"];
   if (pathEntry) {
@@ -261,43 +297,45 @@ function parseForRewrite(input: Uint8Array): Parsed {
   // Section headers are optional (the loader never reads them); when present, the ones that
   // name the interpreter, the dynamic strings and the dynamic section follow them.
   const sections: Base["sections"] = {};
-  if (shoff !== 0) {
+  if (shoff === 0) shnum = 0;
+  else {
     if (shentsize !== SHENT) throw new ElfError(`section header entries of ${shentsize} bytes`);
-    need(shoff, SHENT, "the section headers");
-    if (shnum === 0) shnum = u64(shoff + 32, "the section count");
-    need(shoff, shnum * SHENT, "the section headers");
+    if (shoff < 64) throw new ElfError(`section headers at ${shoff}, inside the ELF header`);
+    if (shnum === 0) shnum = u64(viewOf(bytes(shoff, SHENT, "the section headers")), 32, "the section count");
+    if (shnum > 0xffffff) throw new ElfError(`${shnum} section headers`);
+    const sv = viewOf(bytes(shoff, shnum * SHENT, "the section headers"));
     for (let i = 1; i < shnum; i++) {
-      const at = shoff + i * SHENT;
-      const stype = view.getUint32(at + 4, true);
-      const addr = u64(at + 16, "sh_addr");
-      const offset = u64(at + 24, "sh_offset");
-      const ssize = u64(at + 32, "sh_size");
+      const at = i * SHENT;
+      const stype = sv.getUint32(at + 4, true);
+      const addr = u64(sv, at + 16, "sh_addr");
+      const offset = u64(sv, at + 24, "sh_offset");
+      const ssize = u64(sv, at + 32, "sh_size");
       if (stype === SHT_NOBITS || ssize === 0) continue;
       if (stype === SHT_DYNAMIC && addr === dynamic.vaddr) sections.dynamic ??= i;
       else if (stype === SHT_STRTAB && addr === strtab) sections.dynstr ??= i;
       else if (addr === interp.vaddr && offset === interp.offset && ssize === interp.filesz) sections.interp ??= i;
     }
   }
-  if (shoff === 0) shnum = 0;
   return {
-    machine, head: input, phdrs, dyn, dynstr, shoff, shnum, sections, interpreter, ...(rpath ? { rpath } : {}), phoff,
+    machine, keep: size, size, phdrs, dyn, dynstr, shoff, shnum, sections, interpreter, phoff,
+    ...(rpath ? { rpath } : {}),
   };
 }
 
 /** The input without this rewrite's segment, when the input carries one (see the top). */
-function ownSegment(input: Uint8Array, p: Parsed): Base | undefined {
+function ownSegment(read: ReadAt, p: Parsed): Base | undefined {
   const loads = p.phdrs.filter((x) => x.type === PT_LOAD);
   const last = loads.at(-1)!;
   const phdr = p.phdrs.find((x) => x.type === PT_PHDR)!;
   if (!p.rpath || p.rpath.tag !== DT_RPATH || loads.length < 2) return undefined;
   if (p.rpath.offset + enc.encode(p.rpath.value).length + 1 !== p.dynstr.length) return undefined;
   if (p.phoff !== last.offset || phdr.offset !== last.offset) return undefined;
-  if (last.offset + last.filesz !== input.length || last.filesz !== last.memsz) return undefined;
+  if (last.offset + last.filesz !== p.size || last.filesz !== last.memsz) return undefined;
   if (loads.some((l) => l !== last && l.offset + l.filesz > last.offset)) return undefined;
   if (p.shoff + p.shnum * SHENT > last.offset) return undefined;
   const base: Base = {
     machine: p.machine,
-    head: input.subarray(0, last.offset),
+    keep: last.offset,
     phdrs: p.phdrs.filter((x) => x !== last),
     dyn: p.dyn,
     dynstr: p.dynstr.subarray(0, p.rpath.offset),
@@ -305,30 +343,28 @@ function ownSegment(input: Uint8Array, p: Parsed): Base | undefined {
     shnum: p.shnum,
     sections: p.sections,
   };
+  let again: ReturnType<typeof layout>;
   try {
-    return equalBytes(layout(base, p.interpreter, p.rpath.value).bytes, input) ? base : undefined;
+    again = layout(base, p.interpreter, p.rpath.value);
   } catch (e) {
     if (e instanceof ElfError) return undefined;
     throw e;
   }
+  // Rebuilt on the kept bytes, the file must come out as it is: same end, same bytes written.
+  if (again.size !== p.size || again.segment.offset !== last.offset) return undefined;
+  for (const w of again.writes) {
+    if (!equalBytes(read(w.offset, w.bytes.length), w.bytes)) return undefined;
+  }
+  return base;
 }
 
 function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
   if (a.length !== b.length) return false;
-  // Four bytes at a time where both views allow it: a Bun binary is about 100 MB.
-  let i = 0;
-  if (a.byteOffset % 4 === 0 && b.byteOffset % 4 === 0) {
-    const words = a.length >>> 2;
-    const x = new Int32Array(a.buffer, a.byteOffset, words);
-    const y = new Int32Array(b.buffer, b.byteOffset, words);
-    for (; i < words; i++) if (x[i] !== y[i]) return false;
-    i = words * 4;
-  }
-  for (; i < a.length; i++) if (a[i] !== b[i]) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
 
-function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewrite, "replaced"> {
+function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewritePlan, "replaced"> {
   const loads = base.phdrs.filter((x) => x.type === PT_LOAD);
   const page = Math.max(PAGE[base.machine]!, ...loads.map((l) => l.align));
   const first = loads[0]!;
@@ -338,7 +374,7 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
       `the first PT_LOAD maps offset ${first.offset} at ${first.vaddr}: not a whole number of pages apart`);
   }
   const memEnd = Math.max(...loads.map((l) => l.vaddr + l.memsz));
-  const offset = alignUp(Math.max(base.head.length, memEnd - delta), page);
+  const offset = alignUp(Math.max(base.keep, memEnd - delta), page);
   const vaddr = delta + offset;
 
   const phnum = base.phdrs.length + 1;
@@ -358,26 +394,23 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
   const dynSize = (dyn.length + 1) * DYNENT;
   const size = dynAt + dynSize;
 
-  const out = new Uint8Array(offset + size);
-  out.set(base.head);
-  const v = new DataView(out.buffer);
-  const put64 = (pos: number, n: number | bigint) => v.setBigUint64(pos, BigInt(n), true);
-  put64(32, offset); // e_phoff
-  v.setUint16(56, phnum, true);
+  const seg = new Uint8Array(size);
+  const sv = new DataView(seg.buffer);
+  const put64 = (v: DataView, pos: number, n: number | bigint) => v.setBigUint64(pos, BigInt(n), true);
 
   // Program headers: the kept ones in order, the moved ones pointing into the segment, and the
   // new PT_LOAD after the last PT_LOAD (PT_LOAD entries stay in address order).
   const lastLoad = base.phdrs.lastIndexOf(loads.at(-1)!);
   const place = (pos: number, raw: Uint8Array, within?: { at: number; size: number }) => {
-    out.set(raw, pos);
+    seg.set(raw, pos);
     if (!within) return;
-    put64(pos + 8, offset + within.at);
-    put64(pos + 16, vaddr + within.at);
-    put64(pos + 24, vaddr + within.at);
-    put64(pos + 32, within.size);
-    put64(pos + 40, within.size);
+    put64(sv, pos + 8, offset + within.at);
+    put64(sv, pos + 16, vaddr + within.at);
+    put64(sv, pos + 24, vaddr + within.at);
+    put64(sv, pos + 32, within.size);
+    put64(sv, pos + 40, within.size);
   };
-  let pos = offset;
+  let pos = 0;
   for (const [i, ph] of base.phdrs.entries()) {
     const within = ph.type === PT_PHDR ? { at: 0, size: phnum * PHENT }
       : ph.type === PT_INTERP ? { at: interpAt, size: interpBytes.length }
@@ -390,34 +423,45 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
     const lv = new DataView(load.buffer);
     lv.setUint32(0, PT_LOAD, true);
     lv.setUint32(4, PF_R | PF_W, true);
-    lv.setBigUint64(48, BigInt(page), true);
+    put64(lv, 48, page);
     place(pos, load, { at: 0, size });
     pos += PHENT;
   }
 
-  out.set(interpBytes, offset + interpAt);
-  out.set(base.dynstr, offset + strAt);
-  out.set(pathBytes, offset + strAt + rpathOffset);
+  seg.set(interpBytes, interpAt);
+  seg.set(base.dynstr, strAt);
+  seg.set(pathBytes, strAt + rpathOffset);
   for (const [i, d] of dyn.entries()) {
-    const p = offset + dynAt + i * DYNENT;
-    out.set(d.raw, p);
+    const p = dynAt + i * DYNENT;
+    seg.set(d.raw, p);
     if (d === rpathEntry) {
-      put64(p, DT_RPATH);
-      put64(p + 8, rpathOffset);
-    } else if (d.tag === DT_STRTAB) put64(p + 8, vaddr + strAt);
-    else if (d.tag === DT_STRSZ) put64(p + 8, strsz);
+      put64(sv, p, DT_RPATH);
+      put64(sv, p + 8, rpathOffset);
+    } else if (d.tag === DT_STRTAB) put64(sv, p + 8, vaddr + strAt);
+    else if (d.tag === DT_STRSZ) put64(sv, p + 8, strsz);
   }
   // (the DT_NULL entry after them is zeros already)
 
-  const section = (index: number | undefined, at: number, length: number) => {
-    if (index === undefined) return;
-    const sh = base.shoff + index * SHENT;
-    put64(sh + 16, vaddr + at);
-    put64(sh + 24, offset + at);
-    put64(sh + 32, length);
+  const writes: ElfRewritePlan["writes"] = [];
+  const field = (at: number, length: number, fill: (v: DataView) => void) => {
+    const b = new Uint8Array(length);
+    fill(new DataView(b.buffer));
+    writes.push({ offset: at, bytes: b });
   };
-  section(base.sections.interp, interpAt, interpBytes.length);
-  section(base.sections.dynstr, strAt, strsz);
-  section(base.sections.dynamic, dynAt, dynSize);
-  return { bytes: out, segment: { offset, vaddr, size } };
+  field(32, 8, (v) => put64(v, 0, offset)); // e_phoff
+  field(56, 2, (v) => v.setUint16(0, phnum, true)); // e_phnum
+  const moved: [index: number | undefined, at: number, length: number][] = [
+    [base.sections.interp, interpAt, interpBytes.length],
+    [base.sections.dynstr, strAt, strsz],
+    [base.sections.dynamic, dynAt, dynSize],
+  ];
+  for (const [index, at, length] of moved.filter(([i]) => i !== undefined).sort((a, b) => a[0]! - b[0]!)) {
+    field(base.shoff + index! * SHENT + 16, 24, (v) => { // sh_addr, sh_offset, sh_size
+      put64(v, 0, vaddr + at);
+      put64(v, 8, offset + at);
+      put64(v, 16, length);
+    });
+  }
+  writes.push({ offset, bytes: seg });
+  return { keep: base.keep, size: offset + size, writes, segment: { offset, vaddr, size } };
 }
