@@ -12,11 +12,21 @@
 // matching the field selector arriving as ADDED or DELETED, as kube-apiserver does. A watch from a
 // resourceVersion older than the last compaction gets one ERROR event with a 410 Status (or a 410
 // answer with `expiredAsStatus`). Helpers: bookmarks, compaction, dropping every watch, an outage.
+//
+// Identities: the TokenRequest API (`POST /api/v1/namespaces/NS/serviceaccounts/NAME/token`)
+// issues a token for a service account with an expiry (`expirationSeconds` honoured, shortened
+// to `maxTokenSeconds` when that is set, as kube-apiserver's --service-account-max-token-expiration
+// does), and the server answers 401 for an issued token once it has expired. With `identities`
+// (static tokens and the user each stands for), only known tokens are accepted; with `rbac` (the
+// Roles, ClusterRoles and bindings, e.g. meshcnictl install-cni's), each request of a known user
+// is authorized against them and refused with a 403 Status when the user lacks the verb. Without
+// either, any request (or the one `token`) is accepted, as before.
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import type { TLSSocket } from "node:tls";
 import { makePki } from "./certs.ts";
+import { forbiddenMessage, rbacAllows, requestAttributes, serviceAccountUser } from "./rbac.ts";
 
 export type Fault =
   | { kind: "status"; code: number }
@@ -32,6 +42,24 @@ export interface ApiRequest {
   query: string;
   authorization?: string;
   clientCertCN?: string;
+  /** The user an issued or known token stands for. */
+  user?: string;
+}
+
+/** A token the TokenRequest API issued. */
+export interface IssuedToken {
+  token: string;
+  /** system:serviceaccount:NS:NAME */
+  user: string;
+  /** Epoch milliseconds; the server answers 401 for it from then on. */
+  expiresAt: number;
+  /** The lifetime asked for, and the one granted. */
+  requestedSeconds?: number;
+  grantedSeconds: number;
+  /** The request's spec.boundObjectRef, as sent (null when none). */
+  boundObjectRef: unknown;
+  /** Who asked (the user of the request's token), when known. */
+  by?: string;
 }
 
 export interface ApiServerOptions {
@@ -41,6 +69,16 @@ export interface ApiServerOptions {
   /** Also accept a client certificate signed by the test CA. */
   acceptClientCert?: boolean;
   host?: string;
+  /**
+   * Static bearer tokens and the user each stands for (e.g. the agent's own service account,
+   * `system:serviceaccount:meshcni:meshcni`). With it, only these and issued tokens are
+   * accepted, and a TokenRequest needs the ServiceAccount object.
+   */
+  identities?: Record<string, string>;
+  /** RBAC objects authorizing the requests of known users (403 otherwise). */
+  rbac?: unknown[];
+  /** TokenRequest grants at most this many seconds. */
+  maxTokenSeconds?: number;
 }
 
 /** A route's answer; `text` is sent as it is (text/plain) instead of `body` as JSON. */
@@ -93,6 +131,18 @@ export interface ApiServer {
   expiredAsStatus: boolean;
   /** A kubeconfig (YAML text) for this server. */
   kubeconfig(opts?: { token?: string; clientCert?: boolean; caFile?: string }): string;
+  /** Static tokens and their users (see ApiServerOptions.identities); changes take effect at once. */
+  identities: Map<string, string>;
+  /** RBAC objects (see ApiServerOptions.rbac); undefined authorizes everything. */
+  rbac: unknown[] | undefined;
+  /** TokenRequest's cap (seconds); undefined grants what is asked. */
+  maxTokenSeconds: number | undefined;
+  /** Tokens issued so far, in order. */
+  issued: IssuedToken[];
+  /** Issues a token as TokenRequest does (for a test that needs one without asking). */
+  issueToken(namespace: string, name: string, seconds: number): IssuedToken;
+  /** Expires the issued tokens (of one user, or all) now: from now on they get 401. */
+  expireTokens(user?: string): void;
   close(): Promise<void>;
 }
 
@@ -250,6 +300,72 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     return true;
   };
 
+  // ---- identities ----
+  const issued: IssuedToken[] = [];
+  const issuedByToken = new Map<string, IssuedToken>();
+  let tokenSerial = 0;
+  const issue = (namespace: string, name: string, granted: number, extra: Partial<IssuedToken> = {}): IssuedToken => {
+    const token = `stand-in-token.${namespace}.${name}.${++tokenSerial}.${Math.random().toString(36).slice(2)}`;
+    const t: IssuedToken = {
+      token, user: serviceAccountUser(namespace, name), expiresAt: Date.now() + granted * 1000, grantedSeconds: granted,
+      boundObjectRef: null, ...extra,
+    };
+    issued.push(t);
+    issuedByToken.set(token, t);
+    return t;
+  };
+  const DEFAULT_AUDIENCE = "https://kubernetes.default.svc.cluster.local";
+  const TOKEN_PATH = /^\/api\/v1\/namespaces\/([^/]+)\/serviceaccounts\/([^/]+)\/token$/;
+  /** POST .../serviceaccounts/NAME/token, as kube-apiserver answers it. */
+  const tokenRequest = (entry: ApiRequest, body: string): HandlerAnswer | undefined => {
+    const m = entry.method === "POST" ? TOKEN_PATH.exec(entry.path) : null;
+    if (!m) return undefined;
+    const [, namespace, name] = m as unknown as [string, string, string];
+    if (api.identities.size > 0 && !objects.has(`/api/v1/namespaces/${namespace}/serviceaccounts/${name}`)) {
+      return { status: 404, body: status(404, "NotFound", `serviceaccounts "${name}" not found`) };
+    }
+    type Spec = { expirationSeconds?: unknown; audiences?: unknown; boundObjectRef?: unknown };
+    let req: { apiVersion?: unknown; kind?: unknown; spec?: Spec };
+    try {
+      req = JSON.parse(body);
+    } catch {
+      return { status: 400, body: status(400, "BadRequest", "the body is not JSON") };
+    }
+    if (req?.kind !== "TokenRequest" || req.apiVersion !== "authentication.k8s.io/v1") {
+      const got = `${JSON.stringify(req?.apiVersion)} ${JSON.stringify(req?.kind)}`;
+      const message = `expected an authentication.k8s.io/v1 TokenRequest, got ${got}`;
+      return { status: 400, body: status(400, "BadRequest", message) };
+    }
+    const asked = req.spec?.expirationSeconds;
+    const valid = (n: unknown) => typeof n === "number" && Number.isInteger(n) && n >= 600 && n <= 2 ** 32;
+    if (asked !== undefined && !valid(asked)) {
+      const message = `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: ` +
+        `Invalid value: ${JSON.stringify(asked)}: may not specify a duration less than 10 minutes`;
+      return { status: 422, body: status(422, "Invalid", message) };
+    }
+    const requested = (asked as number | undefined) ?? 3600;
+    const granted = api.maxTokenSeconds !== undefined ? Math.min(requested, api.maxTokenSeconds) : requested;
+    const t = issue(namespace, name, granted, {
+      requestedSeconds: requested, boundObjectRef: req.spec?.boundObjectRef ?? null,
+      ...(entry.user ? { by: entry.user } : {}),
+    });
+    // metav1.Time: whole seconds, UTC.
+    const expirationTimestamp = new Date(Math.floor(t.expiresAt / 1000) * 1000).toISOString().replace(/\.\d{3}Z$/, "Z");
+    return {
+      status: 201,
+      body: {
+        kind: "TokenRequest", apiVersion: "authentication.k8s.io/v1",
+        metadata: { name, namespace, creationTimestamp: null },
+        spec: {
+          audiences: Array.isArray(req.spec?.audiences) ? req.spec.audiences : [DEFAULT_AUDIENCE],
+          expirationSeconds: granted,
+          boundObjectRef: t.boundObjectRef,
+        },
+        status: { token: t.token, expirationTimestamp },
+      },
+    };
+  };
+
   const listener = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const [path = "/", query = ""] = (req.url ?? "/").split(/\?(.*)/s);
     const q = new URLSearchParams(query);
@@ -289,11 +405,28 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       send(fault.code, status(fault.code, REASONS[fault.code] ?? "Unknown", `stand-in fault ${fault.code}`));
       return;
     }
-    const authorized = opts.token === undefined || req.headers.authorization === `Bearer ${opts.token}` || cn !== undefined;
+    const bearer = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+    const minted = bearer === undefined ? undefined : issuedByToken.get(bearer);
+    const known = bearer === undefined ? undefined : api.identities.get(bearer);
+    if (minted) entry.user = minted.user;
+    else if (known) entry.user = known;
+    const authorized = minted ? Date.now() < minted.expiresAt
+      : known !== undefined || cn !== undefined
+        || (api.identities.size === 0 && (opts.token === undefined || bearer === opts.token));
     if (!authorized) {
       send(401, status(401, "Unauthorized", "Unauthorized"));
       return;
     }
+    if (api.rbac && entry.user) {
+      const attrs = requestAttributes(entry.method, path, query);
+      if (!rbacAllows(api.rbac, entry.user, attrs)) {
+        const forbidden = status(403, "Forbidden", forbiddenMessage(entry.user, attrs!));
+        send(403, { ...forbidden, details: { ...(attrs!.name ? { name: attrs!.name } : {}), kind: attrs!.resource } });
+        return;
+      }
+    }
+    const minting = tokenRequest(entry, body);
+    if (minting) return send(minting.status, minting.body);
     for (const h of handlers) {
       const out = await h(entry, body);
       if (out?.text !== undefined) {
@@ -393,6 +526,16 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       if (kind) for (const w of [...open]) closeWatch(w, true);
     },
     expiredAsStatus: false,
+    identities: new Map(Object.entries(opts.identities ?? {})),
+    rbac: opts.rbac,
+    maxTokenSeconds: opts.maxTokenSeconds,
+    issued,
+    issueToken: (namespace, name, seconds) => issue(namespace, name, seconds),
+    expireTokens(user) {
+      for (const t of issued) {
+        if (user === undefined || t.user === user) t.expiresAt = Math.min(t.expiresAt, Date.now());
+      }
+    },
     kubeconfig(k = {}) {
       const token = k.token ?? opts.token;
       const caLine = !tls ? "" : k.caFile
