@@ -2,7 +2,7 @@
 // files, watches, clock, log, signals, sockets and API server to the installer
 // (internal/installer) and the agent's parts (internal/agent), and maps the outcome to an exit
 // code: 0 done, 1 failed, 2 bad usage.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createSocketHandler } from "../internal/agent/handler.ts";
 import { createAddPlanner } from "../internal/agent/plan-add.ts";
@@ -23,6 +23,9 @@ import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage
 import { runInstaller } from "../internal/installer/run.ts";
 import type { Log } from "../internal/installer/deps.ts";
 import { apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
+import { PluginTokenSource } from "../internal/io/plugin-token.ts";
+import { renderTime } from "../internal/kubeconfig/render.ts";
+import type { InstallStatus } from "../internal/agent/status.ts";
 import type { KubeClient } from "../internal/io/kube-client.ts";
 import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
@@ -82,7 +85,45 @@ function drainFallbackLog(stateDir: string, log: Log): number {
   return printed;
 }
 
-async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient, entry: JsonObject, log: Log, signal: AbortSignal): Promise<number> {
+/** The installer's status, the kubeconfig's with what the token source knows of the plugin's token. */
+function installStatus(inst: Installer, tokens: PluginTokenSource): InstallStatus {
+  const s = inst.status();
+  s.kubeconfig.token = { ...tokens.status(), ...s.kubeconfig.token };
+  return s;
+}
+
+/**
+ * The plugin's token: requested at once with the agent's credentials, renewed and retried until
+ * `signal` aborts; each new one makes the installer write the kubeconfig (through `kick`). A
+ * token of the same account in the kubeconfig a previous agent wrote stands until then.
+ */
+function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Log, signal: AbortSignal): void {
+  const written = inst.readWrittenToken();
+  if (written && tokens.adopt(written)) {
+    const who = `${written.account.namespace}/${written.account.name}`;
+    const until = renderTime(written.expiresAt);
+    log.info(`the plugin's kubeconfig holds a token of ${who}, valid until ${until}; asking for a new one`);
+  } else if (existsSync(inst.kubeconfigPath) && !written) {
+    log.info(`${inst.kubeconfigPath} holds no token of the plugin's own account (an older meshcni wrote the agent's ` +
+      `token there): it is rewritten with a token of ${tokens.account.namespace}/${tokens.account.name}`);
+  }
+  void tokens.run(signal);
+}
+
+/** Where the plugin's service account is: the agent's namespace (POD_NAMESPACE, else the service account folder's). */
+function pluginAccountNamespace(opts: InstallerOptions): string | undefined {
+  if (opts.podNamespace) return opts.podNamespace;
+  try {
+    return readFileSync(`${opts.serviceAccountDir}/namespace`, "utf8").trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function runAgent(
+  opts: InstallerOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Log,
+  signal: AbortSignal,
+): Promise<number> {
   const counters = newCounters();
   const startedAt = new Date();
   const cacheStop = new AbortController();
@@ -175,7 +216,8 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
       ...(source.status ? { cache: source.status() } : {}),
     }),
     status: () => buildStatus({
-      version: VERSION, daemonSet: opts.daemonSetName, install: inst.status(), records: readRecords(opts.stateDir), counters,
+      version: VERSION, daemonSet: opts.daemonSetName, install: installStatus(inst, tokens), counters,
+      records: readRecords(opts.stateDir),
       ...(opts.nodeName ? { node: opts.nodeName } : {}),
       ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
       ...(source.status ? { cache: source.status() } : {}),
@@ -185,10 +227,15 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
   });
 
   let undone = false;
+  const tokenStop = new AbortController();
+  let kick = () => {};
+  tokens.onToken = () => kick();
+  startPluginTokens(inst, tokens, log, AbortSignal.any([signal, tokenStop.signal]));
   try {
     const ok = await runInstaller(inst, "run", {
       watch: watchDir,
       log,
+      reconcileOn: (k) => (kick = k),
       resyncMs: opts.resyncSeconds * 1000,
       onResync(before, fixed) {
         counters.resyncs++;
@@ -206,6 +253,7 @@ async function runAgent(opts: InstallerOptions, inst: Installer, api: KubeClient
     }, signal);
     return ok ? 0 : 1;
   } finally {
+    tokenStop.abort();
     repair?.stop();
     cacheStop.abort();
     socket?.stop();
@@ -245,27 +293,46 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     return 2;
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
-  const inst = new Installer({ ...opts, entry, ...(service ? { service } : {}) }, { fs: createHostFs([{ host: opts.destNetDir, container: opts.hostNetDir }]), log, now: () => performance.now(), canRun: checkBinaryOnHost });
+  const fs = createHostFs([{ host: opts.destNetDir, container: opts.hostNetDir }]);
+  const baseDeps = { fs, log, now: () => performance.now(), canRun: checkBinaryOnHost };
+  const config = { ...opts, entry, ...(service ? { service } : {}) };
   try {
     if (opts.mode === "uninstall") {
-      inst.uninstall();
+      new Installer(config, baseDeps).uninstall();
       const removed = removeAgentState(opts.stateDir, opts.agentSocket);
       if (removed.length > 0) log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
       return 0;
     }
     if (!service) throw new Error("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them");
+    const namespace = pluginAccountNamespace(opts);
+    if (!namespace) {
+      throw new Error(`the plugin's service account ${opts.pluginServiceAccount} is in meshcni's namespace, which is ` +
+        "unknown: set POD_NAMESPACE (the DaemonSet sets it) or mount the service account's namespace file in " +
+        opts.serviceAccountDir);
+    }
+    const { host, port } = service;
+    const api = serviceAccountApi({ host, port, serviceAccountDir: opts.serviceAccountDir });
+    const account = { namespace, name: opts.pluginServiceAccount };
+    const tokens = new PluginTokenSource({ api, account, seconds: opts.pluginTokenSeconds, log });
+    const inst = new Installer(config, { ...baseDeps, tokens });
     if (opts.mode === "once") {
       log.info(`meshcni-installer ${VERSION}: installing once (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
       const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, { check: () => inst.check() });
+      const tokenStop = new AbortController();
+      let kick = () => {};
+      tokens.onToken = () => kick();
+      startPluginTokens(inst, tokens, log, AbortSignal.any([stop.signal, tokenStop.signal]));
       try {
-        return (await runInstaller(inst, "once", { watch: watchDir, log }, stop.signal)) ? 0 : 1;
+        const deps = { watch: watchDir, log, reconcileOn: (k: () => void) => (kick = k) };
+        const installed = await runInstaller(inst, "once", deps, stop.signal);
+        return installed ? 0 : 1;
       } finally {
+        tokenStop.abort();
         health?.stop();
       }
     }
     log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
-    const api = serviceAccountApi({ host: service.host, port: service.port, serviceAccountDir: opts.serviceAccountDir });
-    return await runAgent(opts, inst, api, entry, log, stop.signal);
+    return await runAgent(opts, inst, api, tokens, entry, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);
     return 1;

@@ -17,7 +17,25 @@ export interface InstallStatus {
   chain: PartStatus & { file?: string };
   /** hostCheck: whether the host can run it, or why that check was skipped (internal/hostcheck). */
   binary: PartStatus & { hostCheck?: string };
-  kubeconfig: PartStatus;
+  /** With the plugin's token: its service account and expiry (never the token). */
+  kubeconfig: PartStatus & { token?: TokenView };
+}
+
+/** The plugin's token as /status shows it (internal/io/plugin-token.ts); never the token itself. */
+export interface TokenView {
+  /** NAMESPACE/NAME of the plugin's service account. */
+  account: string;
+  /** As the API server said it; absent while there is none. */
+  expiresAt?: string;
+  expired?: boolean;
+  grantedSeconds?: number;
+  requestedSeconds?: number;
+  /** When the agent asks next (renewal, or a retry after a failure). */
+  nextRequestAt?: string;
+  /** The last request's failure, while requests fail. */
+  lastError?: string;
+  obtained?: number;
+  failures?: number;
 }
 
 export interface RecordsRead {

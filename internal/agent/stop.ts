@@ -10,8 +10,9 @@
 //   its own DaemonSet or of its namespace (403). A rollout, an eviction and a crash loop keep the ServiceAccount and
 //   the RBAC objects; only a removal (`kubectl delete -f`, `helm uninstall`) deletes them, and
 //   often before the pod gets its SIGTERM. With them gone, the plugin left behind could not read
-//   any pod either (its kubeconfig holds the same account's token), so keeping it would fail
-//   every pod that needs a lookup on this node, for good;
+//   any pod either (its kubeconfig's token is of meshcni's plugin account, which goes with them,
+//   and no agent would renew it), so keeping it would fail every pod that needs a lookup on this
+//   node, for good;
 // - the DaemonSet no longer runs on this node (its nodeSelector, required node affinity or
 //   tolerations exclude it now): no agent will come back here.
 // Anything else keeps everything: the DaemonSet is there; the API server cannot be reached,

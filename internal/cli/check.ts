@@ -140,7 +140,7 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
         const group = rule.apiGroups[0] ?? "";
         const denied: string[] = [];
         for (const verb of rule.verbs) {
-          // A rule's "pods/eviction" is resource pods, subresource eviction, in an access review.
+          // A rule's "pods/eviction" or "serviceaccounts/token": a resource and a subresource in a review.
           const [res, subresource] = resource.split("/", 2) as [string, string | undefined];
           const attrs: Record<string, string> = { verb, group, resource: res, ...(subresource ? { subresource } : {}) };
           if (role.metadata.namespace) attrs.namespace = role.metadata.namespace;
@@ -150,7 +150,7 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
         }
         out.push({
           category: "pre-install",
-          name: `you hold ${rule.verbs.join(", ")} on ${resource}, which meshcni's ${role.kind} grants`,
+          name: `you hold ${rule.verbs.join(", ")} on ${resource}, which meshcni's ${role.kind} ${role.metadata.name} grants`,
           ok: denied.length === 0,
           ...(denied.length === 0 ? {} : { detail: denied.join("; "), hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)" }),
         });

@@ -9,8 +9,18 @@ export const NAMES = {
   serviceAccount: "meshcni",
   configMap: "meshcni-config",
   clusterRole: "meshcni",
-  /** The Role (and its binding) in meshcni's namespace: the agent reads its own DaemonSet. */
+  /**
+   * The Role (and its binding) in meshcni's namespace: the agent reads its own DaemonSet and
+   * requests tokens of the plugin's service account.
+   */
   role: "meshcni",
+  /**
+   * The plugin's own service account (in meshcni's namespace), whose token the agent requests
+   * (TokenRequest API) and writes into the plugin's kubeconfig; its ClusterRole (and binding)
+   * of the same name may only read pods, namespaces and the Service `kubernetes`.
+   */
+  pluginServiceAccount: "meshcni-plugin",
+  pluginClusterRole: "meshcni-plugin",
   kubeconfigFile: "ZZZ-meshcni-kubeconfig",
   /** Label on every object meshcnictl renders, for `kubectl apply --prune -l`. */
   resourceLabel: "meshcni.io/cni-resource",

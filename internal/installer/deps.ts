@@ -1,6 +1,7 @@
 // What the installer needs from the system, as interfaces; internal/io/installer-*.ts
 // implements them with real files, watches and clocks.
 import type { HostVerdict } from "../hostcheck/check.ts";
+import type { PluginAccount, PluginToken } from "../kubeconfig/token.ts";
 import type { Observed } from "./plan.ts";
 
 export interface FileStat {
@@ -58,6 +59,15 @@ export type WatchDir = (dir: string, onChange: (name: string | null) => void, on
 /** Whether the host whose root is mounted at `hostRoot` can run `binary` (internal/hostcheck). */
 export type CanRunOnHost = (hostRoot: string, binary: string) => HostVerdict;
 
+/** The plugin's token (internal/io/plugin-token.ts requests and renews it). */
+export interface PluginTokens {
+  readonly account: PluginAccount;
+  /** The token the plugin's kubeconfig carries now; undefined until one arrived. */
+  current(): PluginToken | undefined;
+  /** Why the last request failed, while requests fail. */
+  problem(): string | undefined;
+}
+
 export interface InstallerDeps {
   fs: HostFs;
   log: Log;
@@ -65,4 +75,8 @@ export interface InstallerDeps {
   now(): number;
   /** Without it (or without config.hostRoot), the plugin is installed unchecked. */
   canRun?: CanRunOnHost;
+  /** The token for the plugin's kubeconfig; without it no kubeconfig is written (--uninstall). */
+  tokens?: PluginTokens;
+  /** Epoch milliseconds (Date.now), for the token's expiry. */
+  wallClock?: () => number;
 }

@@ -6,7 +6,10 @@ import { isChained, type JsonObject } from "../conflist/chain.ts";
 import { isConfigFileName, parseHostConfig } from "../conflist/parse.ts";
 import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "../conflist/select.ts";
 import { kubeconfigPath } from "../config/entry.ts";
-import { KubeconfigInputError, renderKubeconfig, renderServerUrl } from "../kubeconfig/render.ts";
+import {
+  KubeconfigInputError, readWrittenToken, renderKubeconfig, renderServerUrl, renderTime, type WrittenToken,
+} from "../kubeconfig/render.ts";
+import { accountName, validUntil } from "../kubeconfig/token.ts";
 import type { InstallStatus } from "../agent/status.ts";
 import { HOST_CHECK_PATHS } from "../hostcheck/check.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
@@ -37,6 +40,8 @@ export interface InstallerConfig {
 }
 
 export class InstallError extends Error {}
+/** No token for the plugin yet: its source logs why (internal/io/plugin-token.ts). */
+class TokenPending extends InstallError {}
 
 export type ChainStatus =
   | { kind: "chained"; file: string }
@@ -233,24 +238,41 @@ export class Installer {
 
   // --- the plugin's kubeconfig -------------------------------------------------------------
 
-  /** The kubeconfig as it should be now; InstallError when its inputs are missing. */
+  /**
+   * The kubeconfig as it should be now: the API server, the cluster CA from the agent's service
+   * account folder and the plugin's current token. InstallError when an input is missing
+   * (TokenPending while no token has arrived yet).
+   */
   readDesiredKubeconfig(): string {
-    const { fs } = this.deps;
+    const { fs, tokens } = this.deps;
     const service = this.config.service;
     if (!service) {
       throw new InstallError("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; they come with every pod, or set them to the API server's address");
     }
     const sa = this.config.serviceAccountDir;
-    const token = fs.readText(join(sa, "token"));
     const caPem = fs.readText(join(sa, "ca.crt"));
-    if (token === undefined) throw new InstallError(`no service account token at ${sa}/token (see --service-account-dir)`);
     if (caPem === undefined) throw new InstallError(`no cluster CA at ${sa}/ca.crt (see --service-account-dir)`);
+    if (!tokens) throw new InstallError("no source of the plugin's token (a bug: only --uninstall runs without one)");
+    const t = tokens.current();
+    if (!t) {
+      const why = tokens.problem();
+      const yet = `no token of ${accountName(tokens.account)} for the plugin's kubeconfig yet`;
+      throw new TokenPending(`${yet}${why ? ` (${why})` : " (requesting one)"}`);
+    }
     try {
-      return renderKubeconfig({ host: service.host, port: service.port, token, caPem });
+      return renderKubeconfig({
+        host: service.host, port: service.port, token: t.token, caPem, account: t.account, expiresAt: t.expiresAt,
+      });
     } catch (e) {
       if (e instanceof KubeconfigInputError) throw new InstallError(`cannot write the plugin's kubeconfig: ${e.message}`);
       throw e;
     }
+  }
+
+  /** What the kubeconfig on the host says of its token (undefined: none, or another scheme's). */
+  readWrittenToken(): WrittenToken | undefined {
+    const text = this.deps.fs.readText(this.kubeconfigPath);
+    return text === undefined ? undefined : readWrittenToken(text);
   }
 
   /** Writes the kubeconfig when it is missing or stale (for instance after a token rotation). */
@@ -261,21 +283,32 @@ export class Installer {
       text = this.readDesiredKubeconfig();
     } catch (e) {
       if (!(e instanceof InstallError)) throw e;
-      this.once("kubeconfig", "error", e.message);
+      if (!(e instanceof TokenPending)) this.once("kubeconfig", "error", e.message);
       return false;
     }
     const path = this.kubeconfigPath;
     const current = fs.read(path);
     if (current && current.mode === KUBECONFIG_MODE && new TextDecoder().decode(current.bytes) === text) return true;
+    const before = current === undefined ? undefined : readWrittenToken(new TextDecoder().decode(current.bytes));
     fs.writeAtomic(path, text, KUBECONFIG_MODE);
     const server = renderServerUrl(this.config.service!.host, this.config.service!.port);
-    const why = current === undefined ? "wrote the plugin's kubeconfig" : "rewrote the plugin's kubeconfig (token, CA or mode changed)";
+    const t = this.deps.tokens!.current()!;
+    const why = current === undefined
+      ? "wrote the plugin's kubeconfig"
+      : before === undefined
+        ? "rewrote the plugin's kubeconfig, which held no token of the plugin's own account " +
+          "(written by an older meshcni: the agent's token)"
+        : before.token !== t.token
+          ? "rewrote the plugin's kubeconfig with a new token"
+          : "rewrote the plugin's kubeconfig (CA, server or mode changed)";
     this.said.delete("kubeconfig");
-    log.info(`${why} for ${server}: ${path}`);
+    const whose = `service account ${accountName(t.account)}, valid until ${renderTime(t.expiresAt)}`;
+    log.info(`${why} for ${server} (${whose}): ${path}`);
     return true;
   }
 
-  private kubeconfigProblem(): string | undefined {
+  /** Why the plugin's kubeconfig is not current (missing, stale, its token missing or expired). */
+  kubeconfigProblem(): string | undefined {
     let want: string;
     try {
       want = this.readDesiredKubeconfig();
@@ -286,7 +319,26 @@ export class Installer {
     const have = this.deps.fs.read(this.kubeconfigPath);
     if (have === undefined) return `${this.kubeconfigPath} is missing`;
     if (have.mode !== KUBECONFIG_MODE) return `${this.kubeconfigPath} has mode ${have.mode.toString(8)}, not 600`;
-    return new TextDecoder().decode(have.bytes) === want ? undefined : `${this.kubeconfigPath} is out of date`;
+    if (new TextDecoder().decode(have.bytes) !== want) return `${this.kubeconfigPath} is out of date`;
+    const t = this.deps.tokens!.current()!;
+    const now = (this.deps.wallClock ?? Date.now)();
+    if (validUntil(t) <= now) {
+      const why = this.deps.tokens!.problem();
+      const whose = `${this.kubeconfigPath} (${accountName(t.account)})`;
+      return `the plugin's token in ${whose} expired at ${renderTime(t.expiresAt)}${why ? `: ${why}` : ""}; ` +
+        "the plugin's fallback fails closed until the agent gets a new one";
+    }
+    return undefined;
+  }
+
+  /** The plugin's token as the kubeconfig should carry it, for /status (never the token itself). */
+  tokenStatus(): { account: string; expiresAt?: string; expired?: boolean } | undefined {
+    const tokens = this.deps.tokens;
+    if (!tokens) return undefined;
+    const t = tokens.current();
+    if (!t) return { account: accountName(tokens.account) };
+    const now = (this.deps.wallClock ?? Date.now)();
+    return { account: accountName(t.account), expiresAt: renderTime(t.expiresAt), expired: validUntil(t) <= now };
   }
 
   // --- the chain ---------------------------------------------------------------------------
@@ -424,10 +476,11 @@ export class Installer {
   /** Each part, where it is and why it is not current (a binary the host cannot run says so). */
   status(): InstallStatus {
     const part = (path: string, problem: string | undefined) => (problem === undefined ? { path, current: true } : { path, current: false, problem });
+    const token = this.tokenStatus();
     return {
       chain: this.chainStatus(),
       binary: { ...part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()), ...(this.hostCheck ? { hostCheck: this.hostCheck } : {}) },
-      kubeconfig: part(this.kubeconfigPath, this.kubeconfigProblem()),
+      kubeconfig: { ...part(this.kubeconfigPath, this.kubeconfigProblem()), ...(token ? { token } : {}) },
     };
   }
 

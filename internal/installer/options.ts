@@ -6,6 +6,7 @@ import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
+import { DEFAULT_TOKEN_SECONDS, MIN_TOKEN_SECONDS } from "../kubeconfig/token.ts";
 import { LOG_LEVELS, type LogLevel } from "../config/log-levels.ts";
 
 export { LOG_LEVELS, type LogLevel };
@@ -21,6 +22,10 @@ export interface InstallerOptions {
   /** The host's root file system, mounted read-only, to check that the host can run the plugin. */
   hostRoot: string;
   serviceAccountDir: string;
+  /** The plugin's own service account (in POD_NAMESPACE), whose tokens go into its kubeconfig. */
+  pluginServiceAccount: string;
+  /** The lifetime asked for the plugin's token (the API server may grant less). */
+  pluginTokenSeconds: number;
   confName?: string;
   healthPort?: number;
   mode: Mode;
@@ -62,7 +67,20 @@ const FLAGS = {
   "plugin-binary": { type: "string", arg: "FILE[,FILE...]", default: undefined, help: "the meshcni binary to install; of several, the first the host can run (default: meshcni, then meshcni-musl, next to this program)" },
   "host-root": { type: "string", arg: "DIR", default: "/host/root", help: "the host's / mounted read-only, to check that the host can run the plugin (its ELF loader and libraries); without it, no check" },
   "plugin-config": { type: "string", arg: "FILE", default: undefined, help: "a JSON file with meshcni's conflist entry (default: the built-in entry)" },
-  "service-account-dir": { type: "string", arg: "DIR", default: "/var/run/secrets/kubernetes.io/serviceaccount", help: "token and ca.crt for the plugin's kubeconfig" },
+  "service-account-dir": {
+    type: "string", arg: "DIR", default: "/var/run/secrets/kubernetes.io/serviceaccount",
+    help: "the agent's own credentials (token) and the cluster CA (ca.crt, also written into the plugin's kubeconfig)",
+  },
+  "plugin-service-account": {
+    type: "string", arg: "NAME", default: NAMES.pluginServiceAccount,
+    help: "the plugin's own service account, in the namespace of env POD_NAMESPACE: the agent requests its tokens " +
+      "(TokenRequest API) for the plugin's kubeconfig",
+  },
+  "plugin-token-seconds": {
+    type: "string", arg: "N", default: String(DEFAULT_TOKEN_SECONDS),
+    help: `the lifetime asked for the plugin's token, ${MIN_TOKEN_SECONDS} or more (the API server may grant less); ` +
+      "renewed at 80 % of what it grants",
+  },
   "conf-name": { type: "string", arg: "NAME", default: undefined, help: "chain into this file instead of the one the runtime picks" },
   "health-port": { type: "string", arg: "N", default: undefined, help: "serve /healthz and /readyz over HTTP on this port" },
   "log-level": { type: "string", arg: "LEVEL", default: "info", help: "debug, info, warn or error" },
@@ -183,6 +201,17 @@ export function parseInstallerOptions(
   if (startupTaint !== undefined && !/^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(startupTaint)) {
     throw new OptionsError(`--startup-taint ${JSON.stringify(startupTaint)}: not a taint key`);
   }
+  const pluginServiceAccount = str("plugin-service-account")!;
+  if (!isDnsSubdomain(pluginServiceAccount)) {
+    const given = JSON.stringify(pluginServiceAccount);
+    throw new OptionsError(`--plugin-service-account ${given}: not a Kubernetes object name`);
+  }
+  const tokenSeconds = str("plugin-token-seconds")!;
+  const seconds = Number(tokenSeconds);
+  if (!/^[0-9]{1,10}$/.test(tokenSeconds) || seconds < MIN_TOKEN_SECONDS || seconds > 2 ** 32) {
+    throw new OptionsError(`--plugin-token-seconds ${JSON.stringify(tokenSeconds)}: expected a whole number of ` +
+      `seconds, ${MIN_TOKEN_SECONDS} (the API server's least) to ${2 ** 32}`);
+  }
   const confName = str("conf-name");
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
     throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
@@ -194,6 +223,8 @@ export function parseInstallerOptions(
     pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
     hostRoot: dir("host-root"),
     serviceAccountDir: dir("service-account-dir"),
+    pluginServiceAccount,
+    pluginTokenSeconds: Number(tokenSeconds),
     mode: once ? "once" : uninstall ? "uninstall" : "run",
     logLevel: logLevel as LogLevel,
     agentSocket: agentSocket.replace(/\/{2,}/g, "/"),

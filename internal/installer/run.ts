@@ -1,8 +1,8 @@
 // The installer's life: install, then sleep on inotify until the host's config folder, the
-// plugin binary or the service account token changes, and reconcile shortly after. A periodic
-// resync (once a minute by default) reconciles too, so one missed event cannot leave a stale
-// token or a lost chain behind. When told to stop it asks whether to undo (the agent's answer:
-// internal/agent/stop.ts) and undoes only then.
+// plugin binary or the service account folder (the CA) changes, or a new token for the plugin
+// arrives, and reconcile shortly after. A periodic resync (once a minute by default) reconciles
+// too, so one missed event cannot leave a stale kubeconfig or a lost chain behind. When told to
+// stop it asks whether to undo (the agent's answer: internal/agent/stop.ts) and undoes only then.
 import type { StopDecision } from "../agent/stop.ts";
 import type { Log, Watch, WatchDir } from "./deps.ts";
 import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
@@ -16,6 +16,8 @@ export interface RunDeps {
   onResync?(problemsBefore: string[], fixed: boolean): void;
   /** Run mode, once stopped: undo everything, or leave it all in place? */
   decideOnStop?(): Promise<StopDecision>;
+  /** Hands over the function that makes the installer reconcile soon (called when a new token arrives). */
+  reconcileOn?(kick: () => void): void;
 }
 
 export const DEFAULT_RESYNC_MS = 60_000;
@@ -34,8 +36,8 @@ const RETRY_MS = 500;
 const RETRY_MAX_MS = 30_000;
 
 /**
- * Watches and reconciles until `signal` aborts (run) or the chain is in place (once). Returns
- * false when --once was stopped before the chain was in place.
+ * Watches and reconciles until `signal` aborts (run) or the chain and the plugin's kubeconfig are
+ * in place (once). Returns false when --once was stopped before that.
  */
 export async function runInstaller(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<boolean> {
   const { log } = deps;
@@ -108,11 +110,12 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
     if (status.kind === "changed") schedule(DEBOUNCE_MS);
     if (!inst.sawUnusableConfig) rechecks = 0;
     else if (rechecks++ < RECHECKS) schedule(RECHECK_MS);
-    if (mode === "once" && settled(status)) {
+    if (mode === "once" && settled(status) && inst.kubeconfigProblem() === undefined) {
       installed = true;
       finished();
     }
   };
+  deps.reconcileOn?.(() => schedule(DEBOUNCE_MS));
 
   // A folder that cannot be watched (missing, or inotify out of watches) is tried again, less
   // and less often; a reconcile follows each new watch, so nothing that changed meanwhile is lost.
@@ -163,7 +166,16 @@ export async function runInstaller(inst: Installer, mode: "run" | "once", deps: 
     }
     return true;
   }
-  if (installed) log.info("installed; exiting (--once)");
-  else log.error("stopped before meshcni was chained (--once)");
+  if (installed) {
+    const token = inst.tokenStatus();
+    const until = token?.expiresAt
+      ? `; the plugin's token (${token.account}) is valid until ${token.expiresAt} and nothing renews it without an ` +
+        "agent: after that the plugin's fallback to its kubeconfig fails closed"
+      : "";
+    log.info(`installed; exiting (--once)${until}`);
+  } else {
+    const chained = inst.chainStatus().current;
+    log.error(`stopped before ${chained ? "the plugin's kubeconfig had a token" : "meshcni was chained"} (--once)`);
+  }
   return installed;
 }

@@ -81,10 +81,12 @@ function statusError(status: number, what: string, server: string): CniError {
   switch (status) {
     case 401:
       return new CniError(Code.Unauthorized, "the API server rejected meshcni's credentials (401 Unauthorized)",
-        `reading ${what} from ${server}; the token in the plugin's kubeconfig is stale or revoked: restart the meshcni DaemonSet pod on this node so it writes a fresh one`);
+        `reading ${what} from ${server}; the token in the plugin's kubeconfig has expired or was revoked: ` +
+        "the meshcni-node agent on this node renews it, so check that it runs (its log says why a renewal fails)");
     case 403:
       return new CniError(Code.Forbidden, "the API server refused meshcni access (403 Forbidden)",
-        `reading ${what} from ${server}; meshcni's ClusterRole must allow get on pods and namespaces (meshcnictl install-cni renders it)`);
+        `reading ${what} from ${server}; the plugin's ClusterRole (meshcni-plugin) must allow get on pods and ` +
+        "namespaces (meshcnictl install-cni renders it)");
     case 404:
       return new CniError(Code.PodNotFound, "not found in the API (404)",
         `${what} does not exist on ${server}; if the pod was just deleted this is expected, otherwise check that the kubeconfig points at this node's cluster`);

@@ -69,11 +69,24 @@ export function buildServiceAccount(values: Values): K8sObject {
 }
 
 /**
- * The agent watches its node's pods and all namespaces (the plugin, falling back, gets one pod and
- * its namespace) and, on SIGTERM, reads its node to see whether its DaemonSet still runs there.
- * Repair posts an Event on a pod before it evicts it (--repair evict: create on pods/eviction) or
- * deletes it (--repair delete: delete on pods); --repair off needs neither. With a startup taint
- * it patches its node.
+ * The plugin's own identity: no pod runs as it (no token is mounted anywhere); the agent requests
+ * its tokens (TokenRequest) and writes them into the plugin's kubeconfig on the host.
+ */
+export function buildPluginServiceAccount(values: Values): K8sObject {
+  return {
+    apiVersion: "v1",
+    kind: "ServiceAccount",
+    metadata: { name: NAMES.pluginServiceAccount, namespace: values.namespace, labels: commonLabels() },
+    automountServiceAccountToken: false,
+  };
+}
+
+/**
+ * The agent watches its node's pods and all namespaces and, on SIGTERM, reads its node to see
+ * whether its DaemonSet still runs there. Repair posts an Event on a pod before it evicts it
+ * (--repair evict: create on pods/eviction) or deletes it (--repair delete: delete on pods);
+ * --repair off needs neither. With a startup taint it patches its node. None of this leaves its
+ * pod: the plugin's kubeconfig carries a token of the plugin's own account (buildPluginClusterRole).
  */
 export function buildClusterRole(values: Values): K8sObject {
   return {
@@ -83,8 +96,6 @@ export function buildClusterRole(values: Values): K8sObject {
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: values.startupTaint ? ["get", "patch"] : ["get"] },
-      // The plugin reads the API server's ports for Linkerd's control-plane pods.
-      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
       ...(values.repair === "evict" ? [{ apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] }] : []),
       ...(values.repair === "delete" ? [{ apiGroups: [""], resources: ["pods"], verbs: ["delete"] }] : []),
       ...(values.repair !== "off" ? [{ apiGroups: [""], resources: ["events"], verbs: ["create"] }] : []),
@@ -102,13 +113,46 @@ export function buildClusterRoleBinding(values: Values): K8sObject {
   };
 }
 
-/** On SIGTERM the agent reads its own DaemonSet: gone or being deleted means undo. */
+/**
+ * What the plugin's token (on every node's disk) may do: read a pod and its namespace when the
+ * agent does not answer, and the Service `kubernetes` (the API server's ports, for Linkerd's
+ * control-plane pods). Nothing else: no list, no watch, no write.
+ */
+export function buildPluginClusterRole(_values: Values): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRole",
+    metadata: { name: NAMES.pluginClusterRole, labels: commonLabels() },
+    rules: [
+      { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+    ],
+  };
+}
+
+export function buildPluginClusterRoleBinding(values: Values): K8sObject {
+  return {
+    apiVersion: "rbac.authorization.k8s.io/v1",
+    kind: "ClusterRoleBinding",
+    metadata: { name: NAMES.pluginClusterRole, labels: commonLabels() },
+    roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: NAMES.pluginClusterRole },
+    subjects: [{ kind: "ServiceAccount", name: NAMES.pluginServiceAccount, namespace: values.namespace }],
+  };
+}
+
+/**
+ * On SIGTERM the agent reads its own DaemonSet: gone or being deleted means undo. It requests
+ * tokens of the plugin's service account (and of no other) for the plugin's kubeconfig.
+ */
 export function buildRole(values: Values): K8sObject {
   return {
     apiVersion: "rbac.authorization.k8s.io/v1",
     kind: "Role",
     metadata: { name: NAMES.role, namespace: values.namespace, labels: commonLabels() },
-    rules: [{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: [NAMES.daemonSet], verbs: ["get"] }],
+    rules: [
+      { apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: [NAMES.daemonSet], verbs: ["get"] },
+      { apiGroups: [""], resources: ["serviceaccounts/token"], resourceNames: [NAMES.pluginServiceAccount], verbs: ["create"] },
+    ],
   };
 }
 
@@ -293,9 +337,12 @@ export function buildManifests(values: Values): K8sObject[] {
   return withCommonLabels(values, [
     ...(values.createNamespace ? [buildNamespace(values)] : []),
     buildServiceAccount(values),
+    buildPluginServiceAccount(values),
     buildConfigMap(values),
     buildClusterRole(values),
+    buildPluginClusterRole(values),
     buildClusterRoleBinding(values),
+    buildPluginClusterRoleBinding(values),
     buildRole(values),
     buildRoleBinding(values),
     buildDaemonSet(values),

@@ -30,8 +30,11 @@ export function buildUninstallObjects(namespace: string, withNamespace: boolean)
     { apiVersion: "v1", kind: "ConfigMap", metadata: meta(NAMES.configMap, true) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: meta(NAMES.role, true) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: meta(NAMES.role, true) },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.pluginClusterRole, false) },
+    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.pluginClusterRole, false) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.clusterRole, false) },
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.pluginServiceAccount, true) },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.serviceAccount, true) },
     ...(withNamespace ? [{ apiVersion: "v1", kind: "Namespace", metadata: meta(namespace, false) }] : []),
   ];

@@ -82,9 +82,12 @@ function linkerdConfig(cniEnabled: boolean | undefined): void {
 
 const version: Handler = (req) => (req.path === "/version" ? { status: 200, body: { major: "1", minor: "31", gitVersion: "v1.31.4" } } : undefined);
 
-/** SelfSubjectAccessReview: allowed unless the resource ("pods/eviction" for a subresource) is in `denied`; each review's attributes are kept. */
-const reviewed: Record<string, string>[] = [];
+/** The resource attributes of every access review asked since the last accessReviews(). */
+let reviewed: Record<string, string>[] = [];
+
+/** SelfSubjectAccessReview: allowed unless the resource ("pods/eviction" for a subresource) is in `denied`. */
 function accessReviews(denied: string[]): Handler {
+  reviewed = [];
   return (req, body) => {
     if (req.method !== "POST" || req.path !== "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews") return undefined;
     const review = JSON.parse(body);
@@ -149,7 +152,7 @@ describe("check (installed)", () => {
     const r = await check([]);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain("× DaemonSet meshcni-node exists\n    missing DaemonSet meshcni/meshcni-node");
-    expect(r.stdout).toContain("Status check results are × (8 of 10 checks failed)");
+    expect(r.stdout).toContain("Status check results are × (11 of 13 checks failed)");
   });
 
   test("not ready", async () => {
@@ -274,7 +277,7 @@ describe("check, the mesh's side", () => {
     const r = await check([]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("‼ Linkerd injects pods for CNI mode\n    no ConfigMap linkerd/linkerd-config: Linkerd's control plane is not installed here (or not in namespace linkerd)");
-    expect(r.stdout).toContain("Status check results are ✓ (30 checks, 1 warning)");
+    expect(r.stdout).toContain("Status check results are ✓ (33 checks, 1 warning)");
   });
 
   test("Istio: the sidecar injector's istio_cni.enabled, and pods with istio-init", async () => {
@@ -370,13 +373,16 @@ describe("check --pre", () => {
     const j = await check(["--pre", "-o", "json"]);
     expect(j.code).toBe(0);
     expectGolden("testdata/cli/check/pre-ok.json.golden", normalize(j.stdout));
-    // One review per object to create, then one per verb the roles grant (pods and namespaces:
-    // get, list, watch; nodes: get; the kubernetes Service: get; the DaemonSet: get; repair's
-    // pods/eviction: create, events: create).
+    // One review per object to create, then one per verb the roles grant (the agent's pods and
+    // namespaces: get, list, watch; nodes: get; repair's pods/eviction: create, events: create;
+    // the plugin's pods, namespaces and kubernetes Service: get; the DaemonSet: get; the
+    // plugin's tokens: create).
     const reviews = api.requests.filter((q) => q.method === "POST");
-    expect(reviews.length).toBe(2 * (8 + 3 + 3 + 1 + 1 + 1 + 2)); // two runs
-    // The eviction is asked as kube-apiserver knows it: resource pods, subresource eviction.
+    expect(reviews.length).toBe(2 * (11 + 3 + 3 + 1 + 2 + 3 + 1 + 1)); // two runs
+    // A subresource is asked as kube-apiserver knows it: the eviction, and the tokens of the one account.
     expect(reviewed).toContainEqual({ verb: "create", group: "", resource: "pods", subresource: "eviction" });
+    const token = { verb: "create", group: "", resource: "serviceaccounts", subresource: "token", namespace: "meshcni", name: "meshcni-plugin" };
+    expect(reviewed).toContainEqual(token);
   });
 
   test("no permission to create RBAC objects, and linkerd-cni installed", async () => {

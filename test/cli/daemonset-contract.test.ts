@@ -3,12 +3,16 @@
 // environment and the ConfigMap's entry as the mounted file install meshcni into a Calico node's
 // conflist. The pod has no preStop; on SIGTERM the running agent asks a stand-in API server
 // holding the rendered DaemonSet itself: while it exists the node stays meshed, once it is
-// deleted the agent undoes everything. This holds the manifests to the agent's switches.
+// deleted the agent undoes everything. The stand-in authorizes every request with the rendered
+// RBAC (the agent's token is the rendered ServiceAccount's), and the kubeconfig the agent writes
+// holds a token of the rendered plugin account. This holds the manifests to the agent's switches.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { objectPath } from "../../internal/cli/check.ts";
+import { readWrittenToken } from "../../internal/kubeconfig/render.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { ensureCli, runCli } from "./support.ts";
@@ -43,6 +47,10 @@ function setUp(name: string) {
   const cm = objs.find((o) => o.kind === "ConfigMap")!;
   const pod = ds.spec.template.spec;
   const c = pod.containers[0];
+  // The cluster as install-cni made it: its RBAC decides, and the agent runs as its account.
+  api.rbac = objs.filter((o) => /^(Cluster)?Role(Binding)?$/.test(o.kind));
+  api.identities.set("contract-test-token", `system:serviceaccount:${NAMESPACE}:${pod.serviceAccountName}`);
+  for (const o of objs.filter((x) => x.kind === "ServiceAccount")) api.objects.set(objectPath(o as never), o);
 
   // The container's view, mapped onto scratch folders; the agent's folder is the host's own path,
   // so it maps to the same scratch folder from inside and from the host.
@@ -103,15 +111,22 @@ function setUp(name: string) {
 
 const dsPath = `/apis/apps/v1/namespaces/${NAMESPACE}/daemonsets/meshcni-node`;
 
-test("the rendered DaemonSet's installer command installs with the agent's paths; the pod has no preStop; its mount is the host's path", () => {
+test("the rendered DaemonSet's installer command installs with the agent's paths; the pod has no preStop; its mount is the host's path", async () => {
   const node = setUp("once");
   expect(node.container.lifecycle).toBeUndefined();
   // The agent's folder is mounted at the path the host sees, which is what the entry names.
   const mount = (node.container.volumeMounts as Obj[]).find((m) => m.name === "agent-state")!;
   expect(node.volumes["agent-state"].hostPath).toEqual({ path: mount.mountPath, type: "DirectoryOrCreate" });
-  const install = Bun.spawnSync([...node.main, "--once"], { env: node.env, stdout: "pipe", stderr: "pipe" });
+  // Not spawnSync: the stand-in API server in this process answers the agent's TokenRequest.
+  const proc = Bun.spawn([...node.main, "--once"], { env: node.env, stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const install = { stdout, stderr, exitCode: code };
   expect(install.stderr.toString()).not.toContain("error");
   expect(install.exitCode).toBe(0);
+  // The kubeconfig holds a token of the rendered plugin account, which the rendered Role lets the agent ask for.
+  const written = readWrittenToken(readFileSync(join(node.netDir, "ZZZ-meshcni-kubeconfig"), "utf8"));
+  expect(written?.account).toEqual({ namespace: NAMESPACE, name: "meshcni-plugin" });
+  expect(api.issued.at(-1)).toMatchObject({ token: written!.token, user: `system:serviceaccount:${NAMESPACE}:meshcni-plugin`, by: `system:serviceaccount:${NAMESPACE}:meshcni` });
   const ours = node.conflist().plugins.at(-1);
   expect(ours.type).toBe("meshcni");
   expect(ours.log_level).toBe("debug");
@@ -132,7 +147,7 @@ test("the running agent, as rendered: SIGTERM keeps everything while its DaemonS
   api.objects.set(`/api/v1/nodes/${NODE}`, { apiVersion: "v1", kind: "Node", metadata: { name: NODE, labels: { "kubernetes.io/os": "linux" } }, spec: { taints: [{ key: "example.com/dedicated", value: "mesh", effect: "NoSchedule" }] } });
   const run = async () => {
     const agent = Bun.spawn(node.main, { env: node.env, stdout: "pipe", stderr: "pipe" });
-    for (let i = 0; i < 200 && !(node.isChained() && statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()); i++) await Bun.sleep(25);
+    for (let i = 0; i < 200 && !(node.isChained() && node.leftovers().length === 2 && statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()); i++) await Bun.sleep(25);
     expect(node.isChained()).toBe(true);
     agent.kill("SIGTERM");
     const code = await agent.exited;

@@ -133,7 +133,7 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     args: ["--set", "repair=delete"],
     check: (objs) => {
       expect(podSpec(objs).containers[0].args.slice(-1)).toEqual(["--repair=delete"]);
-      expect(objs.find((o) => o.kind === "ClusterRole")!.rules.slice(3)).toEqual([
+      expect(objs.find((o) => o.kind === "ClusterRole")!.rules.slice(2)).toEqual([
         { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
         { apiGroups: [""], resources: ["events"], verbs: ["create"] },
       ]);
@@ -146,9 +146,13 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     check: (objs) => {
       expect(podSpec(objs).tolerations).toEqual([{ key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
       expect(podSpec(objs).containers[0].args.slice(-2)).toEqual(["--repair=off", "--startup-taint=meshcni.io/agent-not-ready"]);
-      expect(objs.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
+      expect(objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni")!.rules).toEqual([
         { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
         { apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] },
+      ]);
+      // The plugin's role does not follow repair or the taint: it only ever reads.
+      expect(objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni-plugin")!.rules).toEqual([
+        { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] },
         { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
       ]);
     },
@@ -255,7 +259,7 @@ describe("helm chart", () => {
         fromCli = fromCli.slice(1);
       }
       expect(fromHelm).toEqual(fromCli);
-      expect(fromHelm.length).toBe(c.name === "default" ? 7 : 8);
+      expect(fromHelm.length).toBe(c.name === "default" ? 10 : 11);
     });
   }
 

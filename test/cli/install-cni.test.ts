@@ -51,7 +51,8 @@ describe("install-cni goldens", () => {
       // A namespace other than meshcni's own is someone else's unless --create-namespace says otherwise.
       const ownNamespace = !args.includes("--namespace") || args.includes("--create-namespace");
       expect(objs.map((o) => o.kind)).toEqual([
-        ...(ownNamespace ? ["Namespace"] : []), "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet",
+        ...(ownNamespace ? ["Namespace"] : []), "ServiceAccount", "ServiceAccount", "ConfigMap", "ClusterRole", "ClusterRole",
+        "ClusterRoleBinding", "ClusterRoleBinding", "Role", "RoleBinding", "DaemonSet",
       ]);
       for (const o of objs) {
         validateObject(o);
@@ -126,13 +127,12 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes and the kubernetes Service, and (repair evict by default) evicts pods and creates events, never deletes; the Role reads the agent's own DaemonSet", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes, and (repair evict by default) evicts pods and creates events, never deletes; the Role reads the agent's own DaemonSet and creates tokens of the plugin's account alone", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
-    const role = objs.find((o) => o.kind === "ClusterRole")!;
+    const role = objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni")!;
     expect(role.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
-      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
       { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
       { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     ]);
@@ -140,17 +140,41 @@ describe("install-cni objects", () => {
     expect(args.slice(-1)).toEqual(["--repair=evict"]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
-    expect(own.rules).toEqual([{ apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: ["meshcni-node"], verbs: ["get"] }]);
+    expect(own.rules).toEqual([
+      { apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: ["meshcni-node"], verbs: ["get"] },
+      { apiGroups: [""], resources: ["serviceaccounts/token"], resourceNames: ["meshcni-plugin"], verbs: ["create"] },
+    ]);
     const binding = objs.find((o) => o.kind === "RoleBinding")!;
     expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "Role", name: own.metadata.name });
     expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "meshcni", namespace: "mesh-system" }]);
     // Nothing else writes, nothing else is read.
-    for (const r of [...role.rules.slice(0, 2), ...own.rules]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
+    for (const r of [...role.rules.slice(0, 2), own.rules[0]]) expect(r.verbs.every((v: string) => ["get", "list", "watch"].includes(v))).toBe(true);
+  });
+
+  test("RBAC: the plugin's own account reads a pod, a namespace and the Service kubernetes, and nothing else; no pod mounts its token", () => {
+    for (const args of [["--namespace", "mesh-system"], ["--namespace", "mesh-system", "--startup-taint", "meshcni.io/agent-not-ready"], ["--namespace", "mesh-system", "--repair", "off"]]) {
+      const objs = parseStream(runCli(["install-cni", ...args]).stdout);
+      const sa = objs.find((o) => o.kind === "ServiceAccount" && o.metadata.name === "meshcni-plugin")!;
+      expect(sa.metadata.namespace).toBe("mesh-system");
+      expect(sa.automountServiceAccountToken).toBe(false);
+      const role = objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni-plugin")!;
+      expect(role.rules).toEqual([
+        { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get"] },
+        { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
+      ]);
+      const binding = objs.find((o) => o.kind === "ClusterRoleBinding" && o.metadata.name === "meshcni-plugin")!;
+      expect(binding.roleRef).toEqual({ apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: "meshcni-plugin" });
+      expect(binding.subjects).toEqual([{ kind: "ServiceAccount", name: "meshcni-plugin", namespace: "mesh-system" }]);
+      // Bound to nothing else, and the DaemonSet runs as the agent's account.
+      const bound = objs.filter((o) => /Binding$/.test(o.kind) && o.subjects.some((s: Obj) => s.name === "meshcni-plugin"));
+      expect(bound.map((o) => o.metadata.name)).toEqual(["meshcni-plugin"]);
+      expect(objs.find((o) => o.kind === "DaemonSet")!.spec.template.spec.serviceAccountName).toBe("meshcni");
+    }
   });
 
   test("RBAC grows only by what repair and the startup taint need: --repair delete deletes pods (no eviction), --repair off reads only, in-place is refused; --startup-taint patches nodes and reaches the agent", () => {
     const del = parseStream(runCli(["install-cni", "--repair", "delete"]).stdout);
-    expect(del.find((o) => o.kind === "ClusterRole")!.rules.slice(3)).toEqual([
+    expect(del.find((o) => o.kind === "ClusterRole")!.rules.slice(2)).toEqual([
       { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
       { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     ]);
@@ -162,7 +186,6 @@ describe("install-cni objects", () => {
     expect(off.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: ["get"] },
-      { apiGroups: [""], resources: ["services"], resourceNames: ["kubernetes"], verbs: ["get"] },
     ]);
     const tainted = parseStream(runCli(["install-cni", "--repair", "off", "--startup-taint", "meshcni.io/agent-not-ready"]).stdout);
     expect(tainted.find((o) => o.kind === "ClusterRole")!.rules[1]).toEqual({ apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] });

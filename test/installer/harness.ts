@@ -49,13 +49,13 @@ export class HostDirs {
     symlinkSync("..data/ca.crt", join(this.sa, "ca.crt"));
   }
 
-  /** Writes a new timestamped folder and swaps `..data` to it with a rename, as kubelet does. */
-  projectToken(token: string): void {
+  /** Writes a new timestamped folder and swaps `..data` to it with a rename, as kubelet does (a new CA bundle too, if given). */
+  projectToken(token: string, caPem = this.caPem): void {
     const old = existsSync(join(this.sa, "..data")) ? readdirSync(this.sa).filter((n) => n.startsWith("..20")) : [];
     const dir = `..2026_01_01_00_00_${String(this.generation++).padStart(2, "0")}.000000001`;
     mkdirSync(join(this.sa, dir));
     writeFileSync(join(this.sa, dir, "token"), token);
-    writeFileSync(join(this.sa, dir, "ca.crt"), this.caPem);
+    writeFileSync(join(this.sa, dir, "ca.crt"), caPem);
     writeFileSync(join(this.sa, dir, "namespace"), "meshcni");
     symlinkSync(dir, join(this.sa, "..data_tmp"));
     renameSync(join(this.sa, "..data_tmp"), join(this.sa, "..data"));

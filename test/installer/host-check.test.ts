@@ -5,8 +5,9 @@
 // paths the DaemonSet mounts: a loader link that leads elsewhere makes it skip the check (the
 // plugin installed unchecked, the log and /status saying why); and this machine's paths
 // bind-mounted as the DaemonSet mounts them (/lib64 and /lib then show folders, not the links
-// the host has) give the same answer, file for file, as its whole root.
-import { afterEach, beforeAll, describe, expect, test } from "bun:test";
+// the host has) give the same answer, file for file, as its whole root. A stand-in cluster
+// issues the plugin's token, the kubeconfig's part of readiness.
+import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -15,14 +16,19 @@ import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
 import { makeElf } from "../support/elf-builder.ts";
 import { isRoot } from "../support/netns.ts";
 import { repoPath } from "../support/golden.ts";
-import { ensureBuilt, freePort, HostDirs, type InstallerProcess, isChainedIn, PLUGIN, readyz, startInstaller, until } from "./harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, readyz, startCluster, startInstaller, until } from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const MUSL_LOADER = "/lib/ld-musl-x86_64.so.1";
 
 let dirs: HostDirs;
 let running: InstallerProcess[] = [];
-beforeAll(() => ensureBuilt(), 60_000);
+let cluster: Cluster;
+beforeAll(async () => {
+  ensureBuilt();
+  cluster = await startCluster();
+}, 60_000);
+afterAll(() => cluster?.close());
 afterEach(async () => {
   for (const p of running) await p.stop("SIGKILL");
   running = [];
@@ -55,14 +61,14 @@ async function readyzUntil(port: number, status: number): Promise<{ status: numb
 }
 
 function start(extra: string[]): InstallerProcess {
-  const p = startInstaller(dirs, extra);
+  const p = startInstaller(dirs, extra, cluster.env);
   running.push(p);
   return p;
 }
 
 describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
   test("this machine's own root can run dist/meshcni: installed and chained", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const port = freePort();
     const p = start(["--host-root", "/", "--health-port", String(port)]);
@@ -74,7 +80,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
   });
 
   test("a loader link that leads outside the mounted host paths: the check is skipped, saying so, and the plugin installed", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const root = join(dirs.root, "nixos");
     mkdirSync(join(root, "lib64"), { recursive: true });
@@ -90,7 +96,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
   });
 
   test("a host without glibc's loader: not ready, saying why, and nothing installed or chained", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const root = alpineRoot();
     const port = freePort();
@@ -109,7 +115,7 @@ describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
   });
 
   test("with a musl build among the candidates, that one is installed on the musl host", async () => {
-    dirs = new HostDirs();
+    dirs = cluster.dirs();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const root = alpineRoot();
     const musl = join(dirs.root, "meshcni-musl");

@@ -15,6 +15,8 @@ describe("parseInstallerOptions", () => {
       pluginBinary: "/opt/meshcni/meshcni",
       hostRoot: "/host/root",
       serviceAccountDir: "/var/run/secrets/kubernetes.io/serviceaccount",
+      pluginServiceAccount: "meshcni-plugin",
+      pluginTokenSeconds: 86400,
       mode: "run",
       logLevel: "info",
       agentSocket: "/var/run/meshcni/agent.sock",
@@ -42,6 +44,16 @@ describe("parseInstallerOptions", () => {
     expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
     expect(() => parseInstallerOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
     expect(() => parseInstallerOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
+  });
+
+  test("the plugin's identity: --plugin-service-account NAME and --plugin-token-seconds N (each also MESHCNI_*)", () => {
+    const o = parseInstallerOptions(["--plugin-service-account", "cni-reader"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS);
+    expect([o.pluginServiceAccount, o.pluginTokenSeconds]).toEqual(["cni-reader", 3600]);
+    expect(parseInstallerOptions(["--plugin-token-seconds", "600"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS).pluginTokenSeconds).toBe(600);
+    // The API server refuses a TokenRequest under 10 minutes.
+    expect(() => parseInstallerOptions(["--plugin-token-seconds", "599"], {}, DEFAULTS)).toThrow('--plugin-token-seconds "599": expected a whole number of seconds, 600');
+    expect(() => parseInstallerOptions(["--plugin-token-seconds", "1d"], {}, DEFAULTS)).toThrow("--plugin-token-seconds");
+    expect(() => parseInstallerOptions([], { MESHCNI_PLUGIN_SERVICE_ACCOUNT: "Not_A_Name" }, DEFAULTS)).toThrow('--plugin-service-account "Not_A_Name": not a Kubernetes object name');
   });
 
   test("the agent's flags: node name from NODE_NAME unless given, each flag also MESHCNI_<FLAG>", () => {
@@ -76,7 +88,7 @@ describe("parseInstallerOptions", () => {
   test("every flag has its variable", () => {
     expect(envName("service-account-dir")).toBe("MESHCNI_SERVICE_ACCOUNT_DIR");
     for (const flag of ["host-net-dir", "host-bin-dir", "dest-net-dir", "plugin-binary", "plugin-config", "service-account-dir", "conf-name", "health-port",
-      "node-name", "agent-socket", "state-dir", "daemonset-name", "resync-seconds", "once", "uninstall"]) {
+      "node-name", "agent-socket", "state-dir", "daemonset-name", "resync-seconds", "plugin-service-account", "plugin-token-seconds", "once", "uninstall"]) {
       expect(renderUsage()).toContain(`--${flag}`);
       expect(renderUsage()).toContain(envName(flag));
     }

@@ -1,6 +1,7 @@
 // End to end: the compiled installer chains meshcni into a host's single-plugin bridge `.conf`
 // in a temporary net dir, copying the compiled plugin into a temporary bin dir and writing its
-// kubeconfig from a service account folder; podman (CNI backend) then creates a pod network from
+// kubeconfig with a token of the plugin's own account (asked for with the service account
+// folder's); podman (CNI backend) then creates a pod network from
 // that very folder, with plugins from that very bin dir, and the meshed pod's traffic goes
 // through its proxy ports. On SIGTERM the host's `.conf` comes back.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -70,9 +71,14 @@ describe.skipIf(!canRun)("installer + podman (CNI backend) end to end", () => {
     expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)])).stdout.trim()).toBe("proxy-outbound port=4140");
     // The proxy's own user goes out directly.
     expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)], "2102:2102")).stdout.trim()).toBe(`outside port=${outsidePort}`);
-    // The plugin found the pod with the installer's kubeconfig: the service account token.
-    const lookup = api.requests.find((r) => r.path === "/api/v1/namespaces/emojivoto/pods/web-e2e");
-    expect(lookup?.authorization).toBe("Bearer e2e-sa-token");
+    // The pod was read from the API server: by the agent with its own token, or by the plugin's
+    // fallback with its kubeconfig, which holds a token of the plugin's own account.
+    const pluginToken = api.issued.at(-1)!;
+    expect(pluginToken.user).toBe("system:serviceaccount:meshcni:meshcni-plugin");
+    expect(dirs.file("ZZZ-meshcni-kubeconfig")).toContain(`token: "${pluginToken.token}"`);
+    const lookups = api.requests.filter((r) => r.path === "/api/v1/namespaces/emojivoto/pods/web-e2e");
+    expect(lookups.length).toBeGreaterThan(0);
+    for (const l of lookups) expect(["Bearer e2e-sa-token", `Bearer ${pluginToken.token}`]).toContain(l.authorization!);
     await pm.rm("web-e2e");
 
     expect(await inst.stop("SIGTERM")).toBe(0);

@@ -65,8 +65,14 @@ describe("meshcni-installer process", () => {
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(PLUGIN))).toBe(0);
     expect(statSync(join(dirs.bin, "meshcni")).mode & 0o777).toBe(0o755);
     const kubeconfig = join(dirs.net, "ZZZ-meshcni-kubeconfig");
+    await until(() => existsSync(kubeconfig), 5000, "the kubeconfig");
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
-    expect(readFileSync(kubeconfig, "utf8")).toContain('token: "token-one"');
+    // A token of the plugin's own account, asked for with the agent's: never the agent's own.
+    const issued = cluster.api.issued.at(-1)!;
+    expect([issued.user, issued.by === undefined, issued.boundObjectRef]).toEqual(["system:serviceaccount:meshcni:meshcni-plugin", true, null]);
+    expect(cluster.api.requests.find((q) => q.path.endsWith("/serviceaccounts/meshcni-plugin/token"))!.authorization).toBe("Bearer token-one");
+    expect(readFileSync(kubeconfig, "utf8")).toContain(`token: "${issued.token}"`);
+    expect(readFileSync(kubeconfig, "utf8")).not.toContain("token-one");
     const server = `https://127.0.0.1:${cluster.env.KUBERNETES_SERVICE_PORT}`;
     expect(readFileSync(kubeconfig, "utf8")).toContain(`server: ${server}`);
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
@@ -77,7 +83,7 @@ describe("meshcni-installer process", () => {
     // One line per action, naming the file.
     const log = p.log();
     expect(log).toMatch(new RegExp(`installed the plugin binary: wrote ${join(dirs.bin, "meshcni")}`));
-    expect(log).toMatch(new RegExp(`wrote the plugin's kubeconfig for ${server}: ${kubeconfig}`));
+    expect(log).toMatch(new RegExp(`wrote the plugin's kubeconfig for ${server} \\(service account meshcni/meshcni-plugin, valid until \\S+\\): ${kubeconfig}`));
     expect(log).toMatch(new RegExp(`chained meshcni: wrote ${join(dirs.net, "10-calico.conflist")}`));
     expect(await p.stop()).toBe(0);
     expect(p.log()).toContain("stopping: its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
@@ -88,6 +94,7 @@ describe("meshcni-installer process", () => {
     expect(existsSync(dirs.socket)).toBe(false);
     expect(readdirSync(dirs.state)).toEqual([]);
     expect(p.log()).not.toContain("token-one");
+    expect(p.log()).not.toContain(issued.token);
   }, 30_000);
 
   test("a second start finds the binary in place and does not copy it again", async () => {
@@ -143,19 +150,33 @@ describe("meshcni-installer process", () => {
     expect(dirs.file("10-kindnet.conflist")).toBe(KINDNET);
   }, 30_000);
 
-  test("token rotation (kubelet's ..data swap) rewrites the kubeconfig; neither token is logged", async () => {
+  test("kubelet rotating the agent's own token (its ..data swap) leaves the plugin's token; a new CA rewrites the kubeconfig; no token is logged", async () => {
     setup({ "10-calico.conflist": CALICO });
     const port = freePort();
     const p = start(["--health-port", String(port)]);
     const kubeconfig = join(dirs.net, "ZZZ-meshcni-kubeconfig");
-    await until(() => existsSync(kubeconfig) && readFileSync(kubeconfig, "utf8").includes("token-one"), 5000, "the kubeconfig");
+    await until(() => existsSync(kubeconfig), 5000, "the kubeconfig");
+    const first = readFileSync(kubeconfig, "utf8");
+    const plugin = cluster.api.issued.at(-1)!.token;
+    expect(first).toContain(`token: "${plugin}"`);
     dirs.projectToken("token-two-rotated");
-    await until(() => readFileSync(kubeconfig, "utf8").includes('token: "token-two-rotated"'), 2000, "the new token");
+    await until(async () => (await readyz(port)).status === 200, 2000, "ready");
+    await Bun.sleep(200);
+    expect(readFileSync(kubeconfig, "utf8")).toBe(first);
+    // The agent asks with its rotated token from then on.
+    cluster.api.requests.length = 0;
+    const pem = `${cluster.caPem}\n${cluster.caPem}`;
+    dirs.projectToken("token-three", pem);
+    await until(() => readFileSync(kubeconfig, "utf8") !== first, 2000, "the new CA");
+    const text = readFileSync(kubeconfig, "utf8");
+    expect(text).toContain(`certificate-authority-data: ${Buffer.from(pem).toString("base64")}`);
+    expect(text).toContain(`token: "${plugin}"`);
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
-    await until(async () => (await readyz(port)).status === 200, 2000, "ready again");
-    await p.waitForLog(/rewrote the plugin's kubeconfig \(token, CA or mode changed\)/);
+    await p.waitForLog(/rewrote the plugin's kubeconfig \(CA, server or mode changed\)/);
     expect(await p.stop()).toBe(0);
-    expect(p.log()).not.toMatch(/token-one|token-two/);
+    expect(cluster.api.requests.every((q) => q.authorization === "Bearer token-three")).toBe(true);
+    expect(p.log()).not.toMatch(/token-one|token-two|token-three/);
+    expect(p.log()).not.toContain(plugin);
   }, 30_000);
 
   test("SIGTERM undo puts a converted .conf back byte for byte", async () => {
@@ -164,6 +185,7 @@ describe("meshcni-installer process", () => {
     await until(() => isChainedIn(dirs, "10-flannel.conflist"), 5000, "the conversion");
     // The .conf goes only after the .conflist is in place: a moment later.
     await until(() => !dirs.names().includes("10-flannel.conf"), 5000, "the .conf removed");
+    await until(() => existsSync(join(dirs.net, "ZZZ-meshcni-kubeconfig")), 5000, "the kubeconfig");
     expect(dirs.names()).toEqual(["10-flannel.conflist", "ZZZ-meshcni-kubeconfig", "ZZZ-meshcni-undo"]);
     expect(await p.stop("SIGTERM")).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf"]);

@@ -375,8 +375,9 @@ describe("without a usable agent", () => {
 
 describe("a rollout: the agent stops, a gap, a new agent", () => {
   test("every ADD either applied its rules or failed closed (retryable); none succeeded without rules", async () => {
-    // During the gap the old kubeconfig's token was bound to the deleted agent pod: the API
-    // server rejects it (401), as it does after a real rollout until the new agent writes a new one.
+    // During the gap the API server rejects the kubeconfig's token (401): the worst case of a
+    // rollout, an agent gone for longer than the plugin's token lives (test/installer/
+    // plugin-token.test.ts has a token outliving the agent that wrote it, and one expiring).
     const results: { phase: string; code: number; err?: number; ruled: boolean }[] = [];
     const one = async (phase: string) => {
       const n = netns();

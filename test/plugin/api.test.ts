@@ -95,7 +95,7 @@ describe("credentials", () => {
     const r = await add(kc);
     expect(r.code).toBe(1);
     expect(JSON.parse(r.stdout).code).toBe(104);
-    expect(JSON.parse(r.stdout).details).toContain("restart the meshcni DaemonSet pod");
+    expect(JSON.parse(r.stdout).details).toContain("the meshcni-node agent on this node renews it");
     expect(untouched()).toBe(true);
   });
 
