@@ -20,6 +20,11 @@ export interface PartView {
   hostCheck?: string;
 }
 
+/** The plugin's kubeconfig: with the token's account and expiry from an agent that gives the plugin its own account. */
+export interface KubeconfigView extends PartView {
+  token?: { account: string; expiresAt?: string; expired: boolean };
+}
+
 /** A pod the plugin handled on the node: one record per sandbox. */
 export interface HandledPod {
   namespace: string;
@@ -62,6 +67,7 @@ export interface AgentView {
   problems: string[];
   chain?: PartView;
   binary?: PartView;
+  kubeconfig?: KubeconfigView;
   cache: CacheView;
   pods?: { handled: number; meshed: number; skipped: number; containers: HandledPod[] };
   /** `unverified` and `refusals` are undefined for agents older than evidence-only repair. */
@@ -160,6 +166,16 @@ export function parseAgentStatus(doc: unknown): AgentView | undefined {
   if (chain) view.chain = chain;
   const binary = part(doc.binary);
   if (binary) view.binary = binary;
+  const kubeconfig: KubeconfigView | undefined = part(doc.kubeconfig);
+  if (kubeconfig) {
+    const t = isObj(doc.kubeconfig) ? doc.kubeconfig.token : undefined;
+    const account = isObj(t) ? str(t.account) : undefined;
+    if (isObj(t) && account) {
+      const expiresAt = str(t.expiresAt);
+      kubeconfig.token = { account, expired: t.expired === true, ...(expiresAt ? { expiresAt } : {}) };
+    }
+    view.kubeconfig = kubeconfig;
+  }
   if (isObj(doc.pods)) {
     const containers = Array.isArray(doc.pods.containers) ? doc.pods.containers.map(handled).filter((h): h is HandledPod => h !== undefined) : [];
     view.pods = { handled: num(doc.pods.handled), meshed: num(doc.pods.meshed), skipped: num(doc.pods.skipped), containers };
@@ -313,6 +329,28 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
   if (hostCheck?.startsWith("host check skipped")) {
     out.push(r(hostName, false, { warning: true, detail: hostCheck, hint: "the plugin was installed unchecked; README \"Which hosts run the plugin\" says what the agent sees of the host" }));
   } else if (hostCheck?.startsWith("this host can run")) out.push(r(hostName, true, { detail: hostCheck }));
+
+  const tokenName = "the plugin's kubeconfig holds a current token of its own account";
+  const k = v.kubeconfig;
+  if (!k) out.push(r(tokenName, false, { warning: true, detail: "/status does not say (an older agent)" }));
+  else if (!k.token) {
+    out.push(r(tokenName, false, {
+      warning: true,
+      detail: `${k.path ?? "the kubeconfig"}: the agent names no account for its token (an agent older than the ` +
+        "plugin's own account writes its own token there, which may delete pods)",
+      hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f -",
+    }));
+  } else if (k.current) {
+    const until = k.token.expiresAt ? `, valid until ${k.token.expiresAt}` : "";
+    out.push(r(tokenName, true, { detail: `${k.token.account}${until}` }));
+  } else {
+    out.push(r(tokenName, false, {
+      detail: k.problem ?? `${k.path ?? "the kubeconfig"} is not current`,
+      hint: "until it is, the plugin's fallback fails closed when the agent does not answer; the agent asks for a " +
+        `token on its own and kubectl -n ${namespace} logs ${agent.pod} says why it gets none ` +
+        "(a 403: its Role lacks create on serviceaccounts/token)",
+    }));
+  }
 
   const versionName = "the node runs the same meshcni version as meshcnictl";
   if (!v.version) out.push(r(versionName, false, { warning: true, detail: "/status names no version" }));

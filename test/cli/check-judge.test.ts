@@ -150,11 +150,24 @@ describe("judging a node", () => {
     const rs = judgeAgent(answer("node-c", statusC()), "0.1.0", "meshcni");
     expect(rs.filter((r) => !r.ok).map((r) => [r.name, r.warning ?? false])).toEqual([
       ["the plugin binary on the node is current", false],
+      ["the plugin's kubeconfig holds a current token of its own account", true],
       ["the node runs the same meshcni version as meshcnictl", true],
       ["the agent's watch cache is in sync", true],
       ["no meshed pod bypasses the mesh", true],
     ]);
     expect(byName(rs, "the node runs the same meshcni version as meshcnictl")?.detail).toBe("node: meshcni 0.0.9, meshcnictl: 0.1.0");
+  });
+
+  test("the plugin's token: its account and expiry when current; an expired one fails the node, saying why", () => {
+    expect(byName(judgeAgent(answer("node-a", statusA()), "0.1.0", "meshcni"), "the plugin's kubeconfig holds a current token of its own account")?.detail)
+      .toBe("meshcni/meshcni-plugin, valid until 2026-11-25T09:12:40Z");
+    const doc = statusA();
+    const problem = "the plugin's token in /host/etc/cni/net.d/ZZZ-meshcni-kubeconfig (meshcni/meshcni-plugin) expired at 2026-11-25T09:12:40Z: cannot get a token of meshcni/meshcni-plugin from https://10.96.0.1:443: the agent may not create tokens for meshcni/meshcni-plugin (403); the plugin's fallback fails closed until the agent gets a new one";
+    doc.kubeconfig = { ...doc.kubeconfig, current: false, problem, token: { ...doc.kubeconfig.token, expired: true } };
+    const r = byName(judgeAgent(answer("node-a", doc), "0.1.0", "meshcni"), "the plugin's kubeconfig holds a current token of its own account")!;
+    expect([r.ok, r.warning, r.detail]).toEqual([false, undefined, problem]);
+    expect(r.hint).toContain("kubectl -n meshcni logs meshcni-node-node-a");
+    expect(parseAgentStatus(doc)!.kubeconfig?.token).toEqual({ account: "meshcni/meshcni-plugin", expiresAt: "2026-11-25T09:12:40Z", expired: true });
   });
 
   test("an unreachable agent is one failure saying why", () => {

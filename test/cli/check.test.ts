@@ -242,7 +242,7 @@ describe("check, node by node", () => {
     expect(j.code).toBe(1);
     expectGolden("testdata/cli/check/nodes.json.golden", normalize(j.stdout));
     const doc = JSON.parse(j.stdout);
-    expect(doc.summary).toEqual({ checks: doc.checks.length, failed: 3, warnings: 3 });
+    expect(doc.summary).toEqual({ checks: doc.checks.length, failed: 3, warnings: 4 });
     expect(doc.checks.filter((c: Obj) => c.node === "node-d").map((c: Obj) => c.result)).toEqual(["error"]);
   });
 
@@ -277,7 +277,7 @@ describe("check, the mesh's side", () => {
     const r = await check([]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("‼ Linkerd injects pods for CNI mode\n    no ConfigMap linkerd/linkerd-config: Linkerd's control plane is not installed here (or not in namespace linkerd)");
-    expect(r.stdout).toContain("Status check results are ✓ (33 checks, 1 warning)");
+    expect(r.stdout).toContain("Status check results are ✓ (35 checks, 1 warning)");
   });
 
   test("Istio: the sidecar injector's istio_cni.enabled, and pods with istio-init", async () => {
