@@ -12,6 +12,7 @@ import { type FirewallSettings, type MeshProfile, needsNamespace, type PlanInput
 import { type KubeClient, NotPlannable, type PluginDeps } from "./deps.ts";
 import { createLogger, type Logger, logContext, parseLevel } from "./log.ts";
 import { countRules } from "../plan/model.ts";
+import { checkUid } from "./pod-uid.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
 import { addRecord, delByRecord, gcRecords } from "./records.ts";
 import type { Summary } from "./summary.ts";
@@ -83,6 +84,8 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
   if (skip) return { redirect: false, reason: `pod ${name}: ${skip}`, k8s: true };
   const kube = await deps.openKube(conf);
   const pod = await kube.getPod(k8s.podNamespace, k8s.podName, signal);
+  // Whichever client read it (its own checks aside): never a pod deleted and created again.
+  checkUid(pod, k8s.podUid, k8s.podNamespace, k8s.podName, "as read");
   noteLookup(ctx, kube, pod);
   const decision = profile.decide(pod, conf);
   if (!decision.redirect) return { redirect: false, reason: `pod ${name}: ${decision.reason}`, k8s: true };
