@@ -13,6 +13,7 @@ import { Code } from "../cni/spec.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "../plugin/deps.ts";
 import { logContext, parseLevel } from "../plugin/log.ts";
 import { peekConf } from "../plugin/peek.ts";
+import { safeContainerId } from "../io/plugin-state.ts";
 import { checkUid } from "../plugin/pod-uid.ts";
 import { runPlugin } from "../plugin/run.ts";
 import { buildReport, completeSummary, type Summary } from "../plugin/summary.ts";
@@ -135,6 +136,8 @@ function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupRe
   };
 }
 
+const safeId = (id: string | undefined) => (safeContainerId(id) ? id : undefined);
+
 const notHere = (what: string) => async (): Promise<never> => {
   throw new NotPlannable(`${what} is the plugin's to do`);
 };
@@ -202,7 +205,8 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     }
     const level = parseLevel(typeof conf?.log_level === "string" ? conf.log_level : undefined);
     const answer: AddAnswer = {
-      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: logContext("ADD", req.env.CNI_CONTAINERID),
+      // An invalid container ID (answered with code 4) is no context: run.ts's lines had none.
+      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: logContext("ADD", safeId(req.env.CNI_CONTAINERID)),
       summary: out.summary, record: recorded,
     };
     if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;

@@ -8,6 +8,7 @@ import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, repor
 import type { AddRequest, PodRecord } from "../../internal/agent/protocol.ts";
 import type { Backend } from "../../internal/backends/types.ts";
 import { Code } from "../../internal/cni/spec.ts";
+import { checkAddAnswer } from "../../internal/agent/answer.ts";
 import { checkPlan } from "../../internal/plan/check.ts";
 import type { Plan } from "../../internal/plan/model.ts";
 import type { Firewall, KubeClient, PluginDeps } from "../../internal/plugin/deps.ts";
@@ -271,6 +272,18 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const req = (version: string) => ({ v: 1 as const, version, env: envOf(base.pod, "c6"), stdin: JSON.stringify(base.entry) });
     expect(await p(req("2.0"))).toEqual({ ok: false, why: expect.stringContaining("the plugin is 2.0, the agent 1.0") });
     expect((await p(req("1.0"))).ok).toBe(true);
+  });
+
+  test("an invalid container ID is answered with code 4 in an answer the plugin takes (its context is no ID)", async () => {
+    // The plugin's check of the answer (a newer one also reads CNI_ARGS).
+    const takes = checkAddAnswer as (a: unknown, cniArgs?: string) => ReturnType<typeof checkAddAnswer>;
+    for (const id of ["a/b", "-abc", "a\nmeshcni: forged", "é"]) {
+      const env = envOf(base.pod, id);
+      const r = await ask(planner(base).plan, base.entry, env);
+      if (!r.ok) throw new Error(r.why);
+      expect({ id, code: JSON.parse(r.answer.stdout).code, context: r.answer.context }).toEqual({ id, code: 4, context: "ADD" });
+      expect({ id, taken: typeof takes(JSON.parse(JSON.stringify(r.answer)), env.CNI_ARGS) }).toEqual({ id, taken: "object" });
+    }
   });
 
   test("a bad config is answered with the plugin's own error, as the plugin would", async () => {
