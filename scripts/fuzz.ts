@@ -1,8 +1,9 @@
 // bun run fuzz [--seed N] [--cases N] [--binary-every N] [--case K] [--only plugin|installer] [--ops N]
 //
 // The plugin fuzzer (test/hardening/fuzz/): seeded and reproducible; by default 100,000 cases
-// in-process through the real code path in dry-run mode, every 50th also through dist/meshcni.
-// `--case K` replays one case of a seed: its inputs, both runs, and the verdict.
+// in-process through the real code path in dry-run mode, every 50th also through dist/meshcni,
+// and every ADD also as a warm ADD the node agent plans (agent-fuzz.ts), compared with the plugin
+// alone. `--case K` replays one case of a seed: its inputs, all three runs, and the verdict.
 // Then the installer chaos run (test/hardening/chaos/): 1,000 operations of a simulated primary
 // CNI against dist/meshcni-installer, with SIGTERM and kill -9 at random moments.
 // Exits 1 when anything failed.
@@ -10,7 +11,8 @@ import { parseArgs } from "node:util";
 import { buildCase } from "../test/hardening/fuzz/generate.ts";
 import { startFuzzHarness } from "../test/hardening/fuzz/harness.ts";
 import { judge } from "../test/hardening/fuzz/oracle.ts";
-import { renderFailure, renderSummary, runFuzz } from "../test/hardening/fuzz/run-fuzz.ts";
+import { startAgentFuzz } from "../test/hardening/fuzz/agent-fuzz.ts";
+import { judgeAgent, renderFailure, renderSummary, runFuzz } from "../test/hardening/fuzz/run-fuzz.ts";
 
 const { values } = parseArgs({
   args: Bun.argv.slice(2),
@@ -38,12 +40,28 @@ async function replay(index: number): Promise<number> {
     console.log(`stdin: ${h.stdinOf(c).slice(0, 6000)}`);
     console.log(`objects: ${JSON.stringify(c.objects, null, 2).slice(0, 6000)}`);
     let bad = 0;
+    let alone: Awaited<ReturnType<typeof h.runInProcess>> | undefined;
     for (const [where, run] of [["in-process", () => h.runInProcess(c)], ["dist/meshcni", () => h.runBinary(c, 0)]] as const) {
       const r = await run();
+      alone ??= r;
       const problems = judge(c, r);
       bad += problems.length;
       console.log(`\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\nstdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`);
       console.log(problems.length ? `PROBLEMS:\n${problems.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
+    }
+    const agent = startAgentFuzz(h.kubeconfig);
+    try {
+      const a = await agent.run(c);
+      if (a && alone) {
+        const { own, versus } = judgeAgent(c, a, alone);
+        bad += own.length + versus.length;
+        console.log(`\n--- agent-planned: the agent answered ${a.status} in ${a.ms.toFixed(1)} ms\nanswer: ${a.body.slice(0, 6000)}`);
+        console.log(`the plugin's side: ${JSON.stringify(a.planned)?.slice(0, 3000)}\npayload: ${a.outcome?.payload ?? "(none)"}\nlog:\n${a.log}`);
+        const all = [...own, ...versus];
+        console.log(all.length ? `PROBLEMS:\n${all.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
+      }
+    } finally {
+      agent.close();
     }
     return bad ? 1 : 0;
   } finally {
@@ -55,7 +73,7 @@ async function fuzzPlugin(): Promise<number> {
   const cases = Number(values.cases);
   console.log(`plugin fuzz: seed ${seed}, ${cases} cases (replay one with: bun run fuzz --seed ${seed} --case K)`);
   const report = await runFuzz({
-    seed, cases, binaryEvery: Number(values["binary-every"]), maxFailures: 200,
+    seed, cases, binaryEvery: Number(values["binary-every"]), maxFailures: 200, agentEvery: 1,
     onProgress: (done, r) => {
       if (done % 10_000 === 0) console.log(`  ${done} cases, ${r.failures.length} failures, ${((performance.now()) / 1000).toFixed(0)} s`);
     },

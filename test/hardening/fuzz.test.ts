@@ -1,12 +1,16 @@
 // The quick variant of `bun run fuzz`: a few thousand seeded cases through the plugin's real code
 // path (in-process, dry run, real stand-in API server) and a slice through dist/meshcni, judged by
-// the independent oracle. FUZZ_SEED=N replays another seed. Plus checks that the fuzzer itself can
-// fail: it is reproducible, it reaches every stage, and its oracle catches tampered outcomes.
+// the independent oracle; every other ADD case also as a warm ADD the node agent plans (its socket
+// handler and planner over a real Unix socket, the plugin's side of the wire taking the answer),
+// judged by the same oracle and compared with the plugin alone. FUZZ_SEED=N replays another seed.
+// Plus checks that the fuzzer itself can fail: it is reproducible, it reaches every stage, and its
+// oracle catches tampered outcomes and tampered agent answers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { buildCase, type FuzzCase } from "./fuzz/generate.ts";
 import { type FuzzHarness, type RunResult, startFuzzHarness } from "./fuzz/harness.ts";
 import { judge } from "./fuzz/oracle.ts";
-import { nftablesVariant, renderFailure, renderSummary, runFuzz } from "./fuzz/run-fuzz.ts";
+import { startAgentFuzz } from "./fuzz/agent-fuzz.ts";
+import { judgeAgent, nftablesVariant, renderFailure, renderSummary, runFuzz } from "./fuzz/run-fuzz.ts";
 
 const SEED = Number(Bun.env.FUZZ_SEED ?? 20261121);
 const CASES = Number(Bun.env.FUZZ_CASES ?? 4000);
@@ -17,8 +21,8 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni: no finding`, async () => {
-  const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20 }, h);
+test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, every other ADD also agent-planned: no finding`, async () => {
+  const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20, agentEvery: 2 }, h);
   console.log(renderSummary(report));
   for (const f of report.failures) console.log(renderFailure(f));
   expect(report.failures.map((f) => `${f.index}: ${f.problems[0]}`)).toEqual([]);
@@ -29,7 +33,15 @@ test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni
   const n = (k: string) => report.outcomes.get(k) ?? 0;
   expect(n("ok with rules")).toBeGreaterThan(CASES * 0.05);
   for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"]) expect(n(k)).toBeGreaterThan(0);
-}, 120_000);
+  // The agent planned most ADDs (rules, no rules, the plugin's errors), and declined what is the plugin's.
+  const a = (k: string) => [...report.agentOutcomes].filter(([key]) => key.startsWith(k)).reduce((sum, [, v]) => sum + v, 0);
+  expect(report.agentCases).toBeGreaterThan(CASES * 0.25);
+  for (const k of ["planned: ok with rules", "planned: ok", "planned: code 4", "planned: code 7", "planned: code 106", "declined: ", "413"]) {
+    expect({ k, n: a(k) }).toEqual({ k, n: expect.any(Number) });
+    expect({ k, reached: a(k) > 0 }).toEqual({ k, reached: true });
+  }
+  expect(a("planned: ok with rules")).toBeGreaterThan(CASES * 0.015);
+}, 180_000);
 
 test("a case is a pure function of (seed, index)", () => {
   for (const i of [0, 1, 999, 123_456]) {
@@ -128,5 +140,61 @@ describe("the oracle catches what it is there to catch", () => {
     expect(judge(c, tamper(r, { exitCode: null, crash: "SIGSEGV" })).length).toBeGreaterThan(0);
     expect(judge(c, tamper(r, { exitCode: null, timedOut: true })).length).toBeGreaterThan(0);
     expect(judge(c, tamper(r, { stdout: JSON.stringify({ cniVersion: "0.4.0" }) })).length).toBeGreaterThan(0);
+  });
+});
+
+describe("the agent-planned judging catches what it is there to catch", () => {
+  /** The first strong ADD case the agent plans with rules. */
+  function meshedCase(): FuzzCase {
+    for (let i = 0; ; i++) {
+      const c = buildCase(SEED, i);
+      if (c.env.CNI_COMMAND === "ADD" && !c.expect.weak && c.expect.rules && c.expect.codes.length === 0 && c.expect.rules.mesh === "linkerd") return c;
+    }
+  }
+
+  async function tampered(change: (answer: any) => void): Promise<string[]> {
+    const c = meshedCase();
+    h.serve(c);
+    const alone = await h.runInProcess(c);
+    h.release(c);
+    const agent = startAgentFuzz(h.kubeconfig, {
+      tamper: (body) => {
+        const a = JSON.parse(body);
+        change(a);
+        return JSON.stringify(a);
+      },
+    });
+    try {
+      const run = (await agent.run(c))!;
+      const { own, versus } = judgeAgent(c, run, alone);
+      return [...own, ...versus];
+    } finally {
+      agent.close();
+    }
+  }
+
+  test("an honest answer passes", async () => {
+    expect(await tampered(() => {})).toEqual([]);
+  });
+
+  test("another redirect port, a lost rule, no rules, another exit, an error code 100", async () => {
+    const port = (a: any) => {
+      const text = JSON.stringify(a.apply.plan).replace(/"a":"redirect","port":(\d+)/, (_, p) => `"a":"redirect","port":${(Number(p) + 1) % 65536}`);
+      a.apply.plan = JSON.parse(text);
+    };
+    const lost = (a: any) => a.apply.plan.families[0].rules.pop();
+    const none = (a: any) => {
+      delete a.apply;
+      a.summary.outcome = "skipped";
+    };
+    const failed = (a: any) => {
+      delete a.apply;
+      a.exitCode = 1;
+      a.stdout = JSON.stringify({ cniVersion: "1.0.0", code: 100, msg: "internal" });
+      a.summary = { ...a.summary, outcome: "failed", code: 100 };
+    };
+    for (const [what, change] of [["port", port], ["lost rule", lost], ["no rules", none], ["code 100", failed]] as const) {
+      expect({ what, caught: (await tampered(change)).length > 0 }).toEqual({ what, caught: true });
+    }
   });
 });

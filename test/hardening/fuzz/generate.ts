@@ -110,8 +110,13 @@ interface Identity {
   name: string;
 }
 
+/** The pods' UID, and the runtime's K8S_POD_UID when CNI_ARGS carries one. */
+export const POD_UID = "6f1f0c2a-3f4e-4b8e-9d0e-2f5a1c7b8e90";
+
 interface ArgsChoice {
   text: string;
+  /** CNI_ARGS carries K8S_POD_UID. */
+  uid?: boolean;
   /** Code 4: a pair that is not KEY=VALUE, or an invalid pod name or namespace. */
   fault: boolean;
   /** The pod named, when CNI_ARGS names one. */
@@ -143,7 +148,8 @@ function genArgs(b: Builder, id: Identity): ArgsChoice {
   if (ns !== undefined) pairs.push(["K8S_POD_NAMESPACE", ns]);
   if (name !== undefined) pairs.push(["K8S_POD_NAME", name]);
   if (rng.chance(0.7)) pairs.push(["K8S_POD_INFRA_CONTAINER_ID", rng.pick(["3f2a9c1d7e5b", "", "x"])]);
-  if (rng.chance(0.5)) pairs.push(["K8S_POD_UID", "6f1f0c2a-3f4e-4b8e-9d0e-2f5a1c7b8e90"]);
+  const uid = rng.chance(0.5);
+  if (uid) pairs.push(["K8S_POD_UID", POD_UID]);
   if (rng.chance(0.15)) pairs.push([rng.pick(["FOO", "k8s_pod_name", " K8S_POD_NAME", "K8S_POD_NAME ", "K8S_POD_NAMESPACE_X"]), rng.pick(["bar", "other-pod", ""])]);
   let list = rng.shuffle(pairs);
   if (rng.chance(0.06) && name !== undefined && ns !== undefined) {
@@ -160,8 +166,8 @@ function genArgs(b: Builder, id: Identity): ArgsChoice {
   let text = parts.join(";");
   if (rng.chance(0.08)) text = rng.pick([`;${text}`, `${text};`, text.replace(";", ";;")]);
   // A pair that is not KEY=VALUE always fails; names are checked only when both are given.
-  if (fault || ns === undefined || ns === "" || name === undefined || name === "") return { text, fault };
-  return { text, fault: false, pod: { ns, name } };
+  if (fault || ns === undefined || ns === "" || name === undefined || name === "") return { text, fault, uid };
+  return { text, fault: false, uid, pod: { ns, name } };
 }
 
 // --- prevResult ----------------------------------------------------------------------------
@@ -650,7 +656,7 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const L = conf.linkerd;
   for (const s of [L.redirect, L.inbound, L.outbound, L.subnets]) validity = worst(validity, s.list.validity);
 
-  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, labels, annotations }, spec };
+  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations }, spec };
   const nsBody: Json = { apiVersion: "v1", kind: "Namespace", metadata: { name: id.ns, annotations: nsAnnotations } };
   if (rng.chance(0.1)) (pod.metadata as Json).annotations = { ...annotations, "unrelated.example.com/x": "y\n-A OUTPUT -j ACCEPT" };
 
@@ -822,7 +828,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   }
   if (validity !== "valid") b.tag(`annotation-${validity}`);
 
-  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, labels, annotations }, spec };
+  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations }, spec };
   const { state, body } = served(b, pod, meshed);
 
   const excludeInList = excIn?.star ? [] : excIn?.list?.required ?? [];
@@ -933,7 +939,12 @@ function applyHavoc(b: Builder, c: { env: Record<string, string>; stdin: string;
 
 const err = (codes: number[], why: string, command: string | undefined): Expectation => ({ command, codes, ok: false, weak: false, why });
 
-export function buildCase(seed: number, index: number): FuzzCase {
+/**
+ * Case `index` of a run seeded with `seed`. `as: "agent"` gives the same inputs with the
+ * expectation of an ADD the node agent plans: the agent holds the pod in its watch cache, so the
+ * plugin's kubeconfig is never read and a bad one is no error (agent-fuzz.ts).
+ */
+export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "agent" } = {}): FuzzCase {
   const rng = createRng(caseSeed(seed, index));
   const b = new Builder(rng);
   const mesh = rng.chance(0.5) ? "linkerd" : "istio";
@@ -982,6 +993,14 @@ export function buildCase(seed: number, index: number): FuzzCase {
   if (pod.state !== "missing") objects[podPath] = pod.body;
   if (pod.namespace.state !== "missing" && pod.namespace.body !== undefined) objects[`/api/v1/namespaces/${id.ns}`] = pod.namespace.body;
 
+  // A pod deleted and created again under its name: the runtime's K8S_POD_UID is the old one's.
+  let recreated = false;
+  if (args.uid && (pod.state === "meshed" || pod.state === "skip") && rng.chance(0.03)) {
+    b.tag("pod-recreated");
+    recreated = true;
+    (objects[podPath] as Json).metadata.uid = "0d6c1c8e-0000-4000-8000-recreated000";
+  }
+
   const c = { seed, index, mesh, tags: b.tags, env, stdin, objects } as FuzzCase;
   if (rng.chance(0.08)) {
     applyHavoc(b, c, podPath);
@@ -991,7 +1010,8 @@ export function buildCase(seed: number, index: number): FuzzCase {
     };
     return c;
   }
-  c.expect = decide({ command, containerId, netns, ifname, args, conf, decodeFault, pod, stdin, mesh, id });
+  const agentConf = opts.as === "agent" ? { ...conf, kubeconfigBad: false } : conf;
+  c.expect = decide({ command, containerId, netns, ifname, args, conf: agentConf, decodeFault, pod, recreated, as: opts.as ?? "plugin", stdin, mesh, id });
   return c;
 }
 
@@ -1004,6 +1024,10 @@ interface Facts {
   conf: ConfChoice;
   decodeFault: boolean;
   pod: PodChoice;
+  /** The pod has another UID than K8S_POD_UID. */
+  recreated: boolean;
+  /** Whose expectation: the plugin's own ADD, or one the agent plans from its cache. */
+  as: "plugin" | "agent";
   stdin: string;
   mesh: "linkerd" | "istio";
   id: Identity;
@@ -1051,7 +1075,9 @@ function decideStages(f: Facts): Expectation {
   if (f.conf.podNamespace === ns && name.startsWith("meshcni-node-")) return ok("meshcni's own pod", stdout);
   if (f.conf.kubeconfigBad) return err([107], "no usable kubeconfig", cmd);
   if (f.pod.state === "missing") return err([106], "pod not found", cmd);
-  if (f.pod.state === "malformed") return err([11], "the API sent something that is not a Pod", cmd);
+  if (f.recreated) return err([106], "the pod has another UID than K8S_POD_UID (deleted and created again)", cmd);
+  // The agent's lookup finds no UID in it to match K8S_POD_UID: to the agent no such pod exists.
+  if (f.pod.state === "malformed") return err(f.as === "agent" && f.args.uid ? [11, 106] : [11], "the API sent something that is not a Pod", cmd);
   if (f.pod.state === "skip") return ok("the mesh does not redirect this pod", stdout);
   if (f.pod.needsNamespace) {
     if (f.pod.namespace.state === "missing") return err([106], "namespace not found", cmd);

@@ -1,6 +1,7 @@
 // The fuzz loop: cases in-process (the bulk), every Nth also through the compiled plugin, with
 // the oracle on each outcome and the two runs compared with each other. Used by
 // test/hardening/fuzz.test.ts (quick) and scripts/fuzz.ts (`bun run fuzz`, full).
+import { type AgentRun, startAgentFuzz } from "./agent-fuzz.ts";
 import { buildCase, type FuzzCase } from "./generate.ts";
 import { type FuzzHarness, type RunResult, startFuzzHarness } from "./harness.ts";
 import { jsonEqual } from "./expect.ts";
@@ -9,7 +10,7 @@ import { judge } from "./oracle.ts";
 export interface Failure {
   seed: number;
   index: number;
-  where: "in-process" | "binary" | "in-process vs binary" | "in-process, nftables";
+  where: "in-process" | "binary" | "in-process vs binary" | "in-process, nftables" | "agent-planned" | "agent-planned vs plugin";
   problems: string[];
   tags: string[];
   log: string;
@@ -21,6 +22,9 @@ export interface FuzzReport {
   binaryCases: number;
   /** Cases run a second time with the mesh section's iptables-mode set to nftables. */
   nftablesCases: number;
+  /** ADD cases also sent to the node agent as a warm ADD, and how it answered ("planned", "declined: why"). */
+  agentCases: number;
+  agentOutcomes: Map<string, number>;
   failures: Failure[];
   /** "ok" / "rules" / "code N" -> count. */
   outcomes: Map<string, number>;
@@ -36,6 +40,8 @@ export interface FuzzOptions {
   binaryEvery: number;
   /** Stop after this many failures. */
   maxFailures?: number;
+  /** Every Nth case, when it is an ADD, also goes to the node agent (agent-fuzz.ts) and is compared (0: none). */
+  agentEvery?: number;
   onProgress?: (done: number, report: FuzzReport) => void;
 }
 
@@ -88,7 +94,12 @@ export function nftablesVariant(c: FuzzCase): FuzzCase | undefined {
 
 export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise<FuzzReport> {
   const h = harness ?? (await startFuzzHarness());
-  const report: FuzzReport = { seed: opts.seed, cases: 0, binaryCases: 0, nftablesCases: 0, failures: [], outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0 };
+  const report: FuzzReport = {
+    seed: opts.seed, cases: 0, binaryCases: 0, nftablesCases: 0, agentCases: 0, agentOutcomes: new Map(), failures: [],
+    outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0,
+  };
+  const agentEvery = opts.agentEvery ?? 0;
+  const agent = agentEvery > 0 ? startAgentFuzz(h.kubeconfig) : undefined;
   const started = performance.now();
   const inflight = new Set<Promise<void>>();
   const slots = [0, 1];
@@ -118,6 +129,17 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
           fail(v, "in-process, nftables", [`differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`], rv.log);
         }
       }
+      if (agent && i % agentEvery === 0) {
+        const ar = await agent.run(c);
+        if (ar) {
+          report.agentCases++;
+          const key = agentOutcomeKey(ar);
+          report.agentOutcomes.set(key, (report.agentOutcomes.get(key) ?? 0) + 1);
+          const { own, versus } = judgeAgent(c, ar, r);
+          if (own.length > 0) fail(c, "agent-planned", own, ar.log);
+          if (versus.length > 0) fail(c, "agent-planned vs plugin", versus, ar.log);
+        }
+      }
       if (opts.binaryEvery > 0 && i % opts.binaryEvery === 0) {
         while (slots.length === 0) await Promise.race(inflight);
         const slot = slots.pop()!;
@@ -143,10 +165,69 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
     }
     await Promise.all(inflight);
   } finally {
+    agent?.close();
     if (!harness) await h.close();
   }
   report.ms = performance.now() - started;
   return report;
+}
+
+/** "planned: ok with rules", "declined: the agent does not hold namespace", "413", ... */
+export function agentOutcomeKey(a: AgentRun): string {
+  if (a.outcome) return `planned: ${a.outcome.exitCode === 0 ? (a.outcome.payload ? "ok with rules" : "ok") : `code ${codeOf(a.outcome.stdout)}`}`;
+  if (a.status === 409) {
+    const why = String(JSON.parse(a.body).details ?? "");
+    return `declined: ${why.replace(/ (namespace|pod|service|for) \S+/g, " $1 …").slice(0, 70)}`;
+  }
+  if (a.status === 200 && a.planned?.kind === "declined") return "answer refused by the plugin (documented)";
+  return a.status === 0 ? "no answer" : String(a.status);
+}
+
+/**
+ * The same CNI error: code and version, and its text unless it comes from where the pod was read
+ * (106, 11: the agent's cache and the plugin's API server word a missing pod each their way).
+ */
+function sameError(a: string, b: string): boolean {
+  try {
+    const x = JSON.parse(a);
+    const y = JSON.parse(b);
+    if (x.code !== y.code || x.cniVersion !== y.cniVersion) return false;
+    return x.code === 106 || x.code === 11 || (x.msg === y.msg && x.details === y.details);
+  } catch {
+    return a === b;
+  }
+}
+
+function codeOf(stdout: string): unknown {
+  try {
+    return JSON.parse(stdout).code;
+  } catch {
+    return "?";
+  }
+}
+
+/**
+ * The agent-planned ADD of case `c` judged by the oracle, with the expectation of a warm ADD (the
+ * plugin's kubeconfig is not read), and compared with the plugin alone's run `r` of the same case:
+ * the same exit, stdout and payload, except where the plugin alone failed on its kubeconfig.
+ */
+export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: string[]; versus: string[] } {
+  const own = [...a.problems];
+  const versus: string[] = [];
+  if (!a.outcome) return { own, versus };
+  const warm = { ...c, expect: buildCase(c.seed, c.index, { as: "agent" }).expect };
+  const unseen = (p: string) => a.payloadUnseen === true && /did not write the dry-run file/.test(p);
+  own.push(...judge(warm, a.outcome).filter((p) => !unseen(p)));
+  // The plugin alone failed on its own way to the API server (its kubeconfig, 107; an answer
+  // that is not a Pod, 11), which a warm ADD does not take: the oracle alone judges the agent's.
+  if (r.crash || r.timedOut || (r.exitCode === 1 && [107, 11].includes(codeOf(r.stdout) as number))) return { own, versus };
+  const o = a.outcome;
+  if (o.exitCode !== r.exitCode) versus.push(`exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ${r.stdout.slice(0, 300)}`);
+  else if (o.exitCode === 0 ? o.stdout !== r.stdout : !sameError(o.stdout, r.stdout)) {
+    versus.push(`stdout differs:\n  agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`);
+  }
+  if (o.payload !== r.payload && !a.payloadUnseen) versus.push(`the rules differ:\n  agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ${String(r.payload).slice(0, 600)}`);
+  return { own, versus };
 }
 
 export function renderFailure(f: Failure): string {
@@ -162,6 +243,9 @@ export function renderSummary(r: FuzzReport): string {
   return [
     `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
     `outcomes: ${outcomes}`,
+    ...(r.agentCases > 0
+      ? [`agent-planned: ${r.agentCases} ADDs; ${[...r.agentOutcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ")}`]
+      : []),
     `failures: ${r.failures.length}`,
   ].join("\n");
 }
