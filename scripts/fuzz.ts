@@ -1,11 +1,16 @@
-// bun run fuzz [--seed N] [--cases N] [--binary-every N] [--case K] [--only plugin|installer] [--ops N]
+// bun run fuzz [--seed N] [--cases N] [--binary-every N] [--case K] [--only plugin|socket|records|installer]
+//              [--requests N] [--sequences N] [--ops N]
 //
 // The plugin fuzzer (test/hardening/fuzz/): seeded and reproducible; by default 100,000 cases
 // in-process through the real code path in dry-run mode, every 50th also through dist/meshcni,
 // and every ADD also as a warm ADD the node agent plans (agent-fuzz.ts), compared with the plugin
 // alone. `--case K` replays one case of a seed: its inputs, all three runs, and the verdict.
-// Then the installer chaos run (test/hardening/chaos/): 1,000 operations of a simulated primary
-// CNI against dist/meshcni-installer, with SIGTERM and kill -9 at random moments.
+// Then the agent's socket under 20,000 hostile requests (fuzz/socket-fuzz.ts: raw bytes to the
+// compiled agent, and to its handler), 200 sequences of ADD/CHECK/DEL/GC through dist/meshcni
+// with and without the agent, checking the records (fuzz/records-fuzz.ts), and the installer
+// chaos run (test/hardening/chaos/): 1,000 operations of a simulated primary CNI against
+// dist/meshcni-installer, with SIGTERM and kill -9 at random moments. `--only socket --case K`
+// replays request K, `--only records --case K` sequence K.
 // Exits 1 when anything failed.
 import { parseArgs } from "node:util";
 import { buildCase } from "../test/hardening/fuzz/generate.ts";
@@ -23,6 +28,9 @@ const { values } = parseArgs({
     case: { type: "string" },
     only: { type: "string" },
     ops: { type: "string", default: "1000" },
+    requests: { type: "string", default: "20000" },
+    sequences: { type: "string", default: "200" },
+    length: { type: "string", default: "30" },
   },
 });
 
@@ -92,10 +100,68 @@ async function chaos(): Promise<number> {
   return report.violations.length > 0 ? 1 : 0;
 }
 
+async function socketFuzz(only?: number): Promise<number> {
+  const { renderSocketFailure, renderSocketSummary, startSocketFuzz } = await import("../test/hardening/fuzz/socket-fuzz.ts");
+  const { unexplained } = await import("../test/hardening/fuzz/known.ts");
+  const requests = only !== undefined ? 1 : Number(values.requests);
+  console.log(`agent socket fuzz: seed ${seed}, ${requests} requests (replay one with: bun run fuzz --only socket --seed ${seed} --case K)`);
+  const f = await startSocketFuzz();
+  try {
+    const r = await f.run({
+      seed, requests, handlerEvery: 1, maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
+      onAnswer: (c, a) => {
+        if (only === undefined) return;
+        console.log(`request ${c.index} [${c.tags.join(" ")}], valid: ${c.valid}:\n${new TextDecoder().decode(c.bytes.subarray(0, 3000))}`);
+        console.log(`\nanswer in ${a.ms.toFixed(1)} ms: ${a.status ?? (a.timedOut ? "none (timed out)" : "none (closed)")}\n${a.head}\n\n${a.body.slice(0, 3000)}`);
+      },
+      onProgress: (done) => {
+        if (done % 2000 === 0) console.log(`  ${done} requests, ${(performance.now() / 1000).toFixed(0)} s`);
+      },
+    });
+    for (const x of r.failures.slice(0, 30)) console.log(renderSocketFailure(x));
+    console.log(renderSocketSummary(r));
+    const open = r.failures.filter((x) => unexplained(x.problems).length > 0);
+    console.log(`${r.failures.length - open.length} failures are known findings of other branches (fuzz/known.ts)`);
+    return open.length > 0 ? 1 : 0;
+  } finally {
+    await f.close();
+  }
+}
+
+async function recordsFuzz(only?: number): Promise<number> {
+  const { renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } = await import("../test/hardening/fuzz/records-fuzz.ts");
+  const { unexplained } = await import("../test/hardening/fuzz/known.ts");
+  const sequences = only !== undefined ? 1 : Number(values.sequences);
+  console.log(`records fuzz: seed ${seed}, ${sequences} sequences of ${values.length} commands (replay one with: bun run fuzz --only records --seed ${seed} --case K)`);
+  const f = await startRecordsFuzz();
+  try {
+    const r = await f.run({
+      seed, sequences, length: Number(values.length), maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
+      onSequence: (s, failures) => {
+        if (only !== undefined) {
+          console.log(`sequence ${s.index} [${s.tags.join(" ")}]\ncontainers: ${JSON.stringify(s.containers, null, 1)}\ncommands: ${JSON.stringify(s.ops)}`);
+        } else if ((s.index + 1) % 20 === 0) console.log(`  ${s.index + 1} sequences, ${failures} failures, ${(performance.now() / 1000).toFixed(0)} s`);
+      },
+    });
+    for (const x of r.failures.slice(0, 30)) console.log(renderRecordsFailure(x));
+    console.log(renderRecordsSummary(r));
+    const open = r.failures.filter((x) => unexplained(x.problems).length > 0);
+    console.log(`${r.failures.length - open.length} failures are known findings of other branches (fuzz/known.ts)`);
+    return open.length > 0 ? 1 : 0;
+  } finally {
+    await f.close();
+  }
+}
+
 let code = 0;
-if (values.case !== undefined) code = await replay(Number(values.case));
+const only = values.case !== undefined ? Number(values.case) : undefined;
+if (values.only === "socket") code = await socketFuzz(only);
+else if (values.only === "records") code = await recordsFuzz(only);
+else if (only !== undefined) code = await replay(only);
 else {
   if (values.only === undefined || values.only === "plugin") code |= await fuzzPlugin();
+  if (values.only === undefined) code |= await socketFuzz();
+  if (values.only === undefined) code |= await recordsFuzz();
   if (values.only === undefined || values.only === "installer") code |= await chaos();
 }
 process.exit(code);

@@ -1,0 +1,57 @@
+// The quick variants of `bun run fuzz`'s agent-side runs: hostile requests to the node agent's
+// socket (the compiled agent over a real Unix socket, and its handler directly), and sequences of
+// ADD/CHECK/DEL/GC through dist/meshcni with and without the agent, the records read back after
+// each command. FUZZ_SEED=N runs another seed. A failure that a finding of another branch
+// explains (fuzz/known.ts) is printed, not failed on; anything else fails.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { KNOWN, unexplained } from "./fuzz/known.ts";
+import { type RecordsFuzz, renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } from "./fuzz/records-fuzz.ts";
+import { renderSocketFailure, renderSocketSummary, type SocketFuzz, startSocketFuzz } from "./fuzz/socket-fuzz.ts";
+
+const SEED = Number(Bun.env.FUZZ_SEED ?? 20261121);
+const REQUESTS = Number(Bun.env.FUZZ_REQUESTS ?? 400);
+const SEQUENCES = Number(Bun.env.FUZZ_SEQUENCES ?? 8);
+
+let socket: SocketFuzz | undefined;
+let records: RecordsFuzz | undefined;
+beforeAll(async () => {
+  [socket, records] = await Promise.all([startSocketFuzz(), startRecordsFuzz()]);
+}, 60_000);
+afterAll(async () => {
+  await socket?.close();
+  await records?.close();
+});
+
+function known(failures: { problems: string[] }[]): void {
+  const seen = KNOWN.filter((k) => failures.some((f) => f.problems.some((p) => k.matches.test(p))));
+  for (const k of seen) console.log(`known finding (${k.owner}): ${k.what}`);
+}
+
+test(`${REQUESTS} hostile requests to the agent's socket (seed ${SEED}): an answer each, as documented, no crash, no stray record`, async () => {
+  const r = await socket!.run({ seed: SEED, requests: REQUESTS, handlerEvery: 2, maxFailures: 100 });
+  console.log(renderSocketSummary(r));
+  known(r.failures);
+  const open = r.failures.filter((f) => unexplained(f.problems).length > 0);
+  for (const f of open.slice(0, 10)) console.log(renderSocketFailure(f));
+  expect(open.map((f) => `${f.where} ${f.index}: ${unexplained(f.problems)[0]}`)).toEqual([]);
+  expect(r.handlerRequests).toBeGreaterThan(REQUESTS * 0.3);
+  // Every kind of answer was reached, through the socket and through the handler.
+  for (const k of ["socket 200", "socket 204", "socket 400", "socket 404", "socket 405", "socket 413", "socket closed", "handler 200", "handler 400", "handler 404"]) {
+    expect({ k, reached: (r.outcomes.get(k) ?? 0) > 0 }).toEqual({ k, reached: true });
+  }
+  expect(socket!.agent.proc.exitCode).toBeNull();
+}, 240_000);
+
+test(`${SEQUENCES} sequences of ADD/CHECK/DEL/GC with and without the agent (seed ${SEED}): the records follow the containers`, async () => {
+  const r = await records!.run({ seed: SEED, sequences: SEQUENCES, length: 16, maxFailures: 100 });
+  console.log(renderRecordsSummary(r));
+  known(r.failures);
+  const open = r.failures.filter((f) => unexplained(f.problems).length > 0);
+  for (const f of open.slice(0, 10)) console.log(renderRecordsFailure(f));
+  expect(open.map((f) => `${f.index}/${f.step} ${f.way}: ${unexplained(f.problems)[0]}`)).toEqual([]);
+  for (const way of ["agent", "alone"]) {
+    for (const k of ["ADD 0", "ADD 106", "ADD 7", "CHECK 0", "DEL 0", "GC 0"]) {
+      expect({ k: `${way} ${k}`, reached: (r.outcomes.get(`${way} ${k}`) ?? 0) > 0 }).toEqual({ k: `${way} ${k}`, reached: true });
+    }
+  }
+}, 240_000);
