@@ -35,7 +35,7 @@ test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni
   for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"]) expect(n(k)).toBeGreaterThan(0);
   // The agent planned most ADDs (rules, no rules, the plugin's errors), and declined what is the plugin's.
   const a = (k: string) => [...report.agentOutcomes].filter(([key]) => key.startsWith(k)).reduce((sum, [, v]) => sum + v, 0);
-  expect(report.agentCases).toBeGreaterThan(CASES * 0.25);
+  expect(report.agentCases).toBeGreaterThan(CASES * 0.2);
   for (const k of ["planned: ok with rules", "planned: ok", "planned: code 4", "planned: code 7", "planned: code 106", "declined: ", "413"]) {
     expect({ k, n: a(k) }).toEqual({ k, n: expect.any(Number) });
     expect({ k, reached: a(k) > 0 }).toEqual({ k, reached: true });

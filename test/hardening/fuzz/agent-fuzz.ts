@@ -16,6 +16,7 @@ import type { LookupResult, PodLookup } from "../../../internal/agent/types.ts";
 import { backendOfMode } from "../../../internal/backends/index.ts";
 import { addThroughAgent, type PlannedAdd } from "../../../internal/io/agent-add.ts";
 import { type AgentSocket, serveAgentSocket } from "../../../internal/io/agent-socket.ts";
+import { lookupTarget } from "../../../internal/io/early-lookup.ts";
 import { writeRecordFor } from "../../../internal/io/agent-state.ts";
 import { checkPlan } from "../../../internal/plan/check.ts";
 import { VERSION } from "../../../internal/version.ts";
@@ -86,7 +87,7 @@ export interface AgentFuzz {
   readonly reports: Report[];
   /** The case's stdin as the plugin sends it to this agent (its state_dir and socket first). */
   stdinOf(c: FuzzCase): string;
-  /** Runs an ADD case through the agent; undefined for other commands (the plugin sends only ADDs). */
+  /** Runs an ADD case through the agent; undefined for what the plugin does not send it (other commands, pods it passes before any lookup). */
   run(c: FuzzCase): Promise<AgentRun | undefined>;
   close(): void;
 }
@@ -157,7 +158,8 @@ export function startAgentFuzz(kubeconfig: string, opts: {
   return {
     stateDir, socket, lookup, reports, stdinOf,
     async run(c) {
-      if (c.env.CNI_COMMAND !== "ADD") return undefined;
+      // What cmd/plugin.ts sends the agent: an ADD of a pod the pre-API decisions do not pass.
+      if (c.env.CNI_COMMAND !== "ADD" || !lookupTarget(stdinOf(c), c.env)) return undefined;
       lookup.objects = c.objects;
       delete wire.last;
       errors.length = 0;

@@ -183,6 +183,15 @@ export function agentOutcomeKey(a: AgentRun): string {
   return a.status === 0 ? "no answer" : String(a.status);
 }
 
+/** The same result, as JSON (the key order of what each way prints is its own). */
+function sameResult(a: string, b: string): boolean {
+  try {
+    return jsonEqual(JSON.parse(a), JSON.parse(b));
+  } catch {
+    return a === b;
+  }
+}
+
 /**
  * The same CNI error: code and version, and its text unless it comes from where the pod was read
  * (106, 11: the agent's cache and the plugin's API server word a missing pod each their way).
@@ -223,7 +232,7 @@ export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: strin
   if (r.crash || r.timedOut || (r.exitCode === 1 && [107, 11].includes(codeOf(r.stdout) as number))) return { own, versus };
   const o = a.outcome;
   if (o.exitCode !== r.exitCode) versus.push(`exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ${r.stdout.slice(0, 300)}`);
-  else if (o.exitCode === 0 ? o.stdout !== r.stdout : !sameError(o.stdout, r.stdout)) {
+  else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
     versus.push(`stdout differs:\n  agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`);
   }
   if (o.payload !== r.payload && !a.payloadUnseen) versus.push(`the rules differ:\n  agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ${String(r.payload).slice(0, 600)}`);

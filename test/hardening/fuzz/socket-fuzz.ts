@@ -181,6 +181,8 @@ export function judgeAnswer(c: SocketCase, a: Answer, where: "socket" | "handler
     else if (body?.code !== 106) p.push(`404 without code 106: ${a.body.slice(0, 200)}`);
   }
   if (s === 409 && c.kind !== "add") p.push("409 for something other than an ADD");
+  // The handler declines what the planner threw on: a crash in the planner, not a decision.
+  if (s === 409 && typeof body?.details === "string" && body.details.startsWith("planning failed")) p.push(`the planner failed: ${body.details.slice(0, 500)}`);
   if (s === 413 && !c.tags.some((t) => /huge|junk|bad-report|bad-add|length/.test(t))) p.push(`413 for a small request [${c.tags.join(" ")}]`);
   if (![200, 204, 400, 404, 405, 409, 413, 414, 431].includes(s) && s < 500) p.push(`an undocumented status ${s}`);
   if (where === "handler" && s === 400 && body?.code !== 4) p.push(`400 without code 4: ${a.body.slice(0, 200)}`);
