@@ -233,7 +233,12 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
   void cache.run(stopCache.signal);
   await cache.podInformer.whenSynced();
   await cache.namespaceInformer.whenSynced();
-  const plannerDeps = { lookup: cache.lookup, stateDir: direct, onLookup: () => {}, writeRecord: async (d: string, r: never) => writeRecordFor(d, r) };
+  // A plain object: members a newer planner asks for type-check either way. Its namespace check
+  // (newer planners ask it) takes the harness's namespace alone; the compiled agent runs its own.
+  const plannerDeps = {
+    lookup: cache.lookup, stateDir: direct, onLookup: () => {}, writeRecord: async (d: string, r: never) => writeRecordFor(d, r),
+    netnsProblem: (path: string | undefined) => (path === netns.path ? undefined : `${path} is not a network namespace of this node`),
+  };
   const handler = createSocketHandler({
     lookup: cache.lookup, planAdd: createAddPlanner(plannerDeps as never), onLookup: () => {}, onBadRequest: () => {}, onReport: () => {},
   });
