@@ -63,8 +63,10 @@ async function replay(index: number): Promise<number> {
       if (a && alone) {
         const { own, versus } = judgeAgent(c, a, alone);
         bad += own.length + versus.length;
-        console.log(`\n--- agent-planned: the agent answered ${a.status} in ${a.ms.toFixed(1)} ms\nanswer: ${a.body.slice(0, 6000)}`);
-        console.log(`the plugin's side: ${JSON.stringify(a.planned)?.slice(0, 3000)}\npayload: ${a.outcome?.payload ?? "(none)"}\nlog:\n${a.log}`);
+        console.log(`\n--- agent-planned: the agent answered ${a.status} in ${a.ms.toFixed(1)} ms`);
+        console.log(`answer: ${a.body.slice(0, 6000)}`);
+        console.log(`the plugin's side: ${JSON.stringify(a.planned)?.slice(0, 3000)}`);
+        console.log(`payload: ${a.outcome?.payload ?? "(none)"}\nlog:\n${a.log}`);
         const all = [...own, ...versus];
         console.log(all.length ? `PROBLEMS:\n${all.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
       }
@@ -101,18 +103,22 @@ async function chaos(): Promise<number> {
 }
 
 async function socketFuzz(only?: number): Promise<number> {
-  const { renderSocketFailure, renderSocketSummary, startSocketFuzz } = await import("../test/hardening/fuzz/socket-fuzz.ts");
+  const { renderSocketFailure, renderSocketSummary, startSocketFuzz } =
+    await import("../test/hardening/fuzz/socket-fuzz.ts");
   const { unexplained } = await import("../test/hardening/fuzz/known.ts");
   const requests = only !== undefined ? 1 : Number(values.requests);
-  console.log(`agent socket fuzz: seed ${seed}, ${requests} requests (replay one with: bun run fuzz --only socket --seed ${seed} --case K)`);
+  console.log(`agent socket fuzz: seed ${seed}, ${requests} requests`);
+  console.log(`  (replay one with: bun run fuzz --only socket --seed ${seed} --case K)`);
   const f = await startSocketFuzz();
   try {
     const r = await f.run({
       seed, requests, handlerEvery: 1, maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
       onAnswer: (c, a) => {
         if (only === undefined) return;
-        console.log(`request ${c.index} [${c.tags.join(" ")}], valid: ${c.valid}:\n${new TextDecoder().decode(c.bytes.subarray(0, 3000))}`);
-        console.log(`\nanswer in ${a.ms.toFixed(1)} ms: ${a.status ?? (a.timedOut ? "none (timed out)" : "none (closed)")}\n${a.head}\n\n${a.body.slice(0, 3000)}`);
+        console.log(`request ${c.index} [${c.tags.join(" ")}], valid: ${c.valid}:`);
+        console.log(new TextDecoder().decode(c.bytes.subarray(0, 3000)));
+        const status = a.status ?? (a.timedOut ? "none (timed out)" : "none (closed)");
+        console.log(`\nanswer in ${a.ms.toFixed(1)} ms: ${status}\n${a.head}\n\n${a.body.slice(0, 3000)}`);
       },
       onProgress: (done) => {
         if (done % 2000 === 0) console.log(`  ${done} requests, ${(performance.now() / 1000).toFixed(0)} s`);
@@ -129,18 +135,23 @@ async function socketFuzz(only?: number): Promise<number> {
 }
 
 async function recordsFuzz(only?: number): Promise<number> {
-  const { renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } = await import("../test/hardening/fuzz/records-fuzz.ts");
+  const { renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } =
+    await import("../test/hardening/fuzz/records-fuzz.ts");
   const { unexplained } = await import("../test/hardening/fuzz/known.ts");
   const sequences = only !== undefined ? 1 : Number(values.sequences);
-  console.log(`records fuzz: seed ${seed}, ${sequences} sequences of ${values.length} commands (replay one with: bun run fuzz --only records --seed ${seed} --case K)`);
+  console.log(`records fuzz: seed ${seed}, ${sequences} sequences of ${values.length} commands`);
+  console.log(`  (replay one with: bun run fuzz --only records --seed ${seed} --case K)`);
   const f = await startRecordsFuzz();
   try {
     const r = await f.run({
       seed, sequences, length: Number(values.length), maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
       onSequence: (s, failures) => {
         if (only !== undefined) {
-          console.log(`sequence ${s.index} [${s.tags.join(" ")}]\ncontainers: ${JSON.stringify(s.containers, null, 1)}\ncommands: ${JSON.stringify(s.ops)}`);
-        } else if ((s.index + 1) % 20 === 0) console.log(`  ${s.index + 1} sequences, ${failures} failures, ${(performance.now() / 1000).toFixed(0)} s`);
+          console.log(`sequence ${s.index} [${s.tags.join(" ")}]`);
+          console.log(`containers: ${JSON.stringify(s.containers, null, 1)}\ncommands: ${JSON.stringify(s.ops)}`);
+        } else if ((s.index + 1) % 20 === 0) {
+          console.log(`  ${s.index + 1} sequences, ${failures} failures, ${(performance.now() / 1000).toFixed(0)} s`);
+        }
       },
     });
     for (const x of r.failures.slice(0, 30)) console.log(renderRecordsFailure(x));

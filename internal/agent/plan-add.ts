@@ -206,7 +206,8 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     const level = parseLevel(typeof conf?.log_level === "string" ? conf.log_level : undefined);
     const answer: AddAnswer = {
       // An invalid container ID (answered with code 4) is no context: run.ts's lines had none.
-      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level, context: logContext("ADD", safeId(req.env.CNI_CONTAINERID)),
+      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level,
+      context: logContext("ADD", safeId(req.env.CNI_CONTAINERID)),
       summary: out.summary, record: recorded,
     };
     if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;

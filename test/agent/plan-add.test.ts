@@ -274,15 +274,17 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     expect((await p(req("1.0"))).ok).toBe(true);
   });
 
-  test("an invalid container ID is answered with code 4 in an answer the plugin takes (its context is no ID)", async () => {
+  test("an invalid container ID is answered with code 4, in an answer the plugin takes", async () => {
     // The plugin's check of the answer (a newer one also reads CNI_ARGS).
     const takes = checkAddAnswer as (a: unknown, cniArgs?: string) => ReturnType<typeof checkAddAnswer>;
     for (const id of ["a/b", "-abc", "a\nmeshcni: forged", "é"]) {
       const env = envOf(base.pod, id);
       const r = await ask(planner(base).plan, base.entry, env);
       if (!r.ok) throw new Error(r.why);
-      expect({ id, code: JSON.parse(r.answer.stdout).code, context: r.answer.context }).toEqual({ id, code: 4, context: "ADD" });
-      expect({ id, taken: typeof takes(JSON.parse(JSON.stringify(r.answer)), env.CNI_ARGS) }).toEqual({ id, taken: "object" });
+      const got = { id, code: JSON.parse(r.answer.stdout).code, context: r.answer.context };
+      expect(got).toEqual({ id, code: 4, context: "ADD" });
+      const taken = typeof takes(JSON.parse(JSON.stringify(r.answer)), env.CNI_ARGS);
+      expect({ id, taken }).toEqual({ id, taken: "object" });
     }
   });
 

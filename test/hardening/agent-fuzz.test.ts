@@ -27,7 +27,8 @@ function known(failures: { problems: string[] }[]): void {
   for (const k of seen) console.log(`known finding (${k.owner}): ${k.what}`);
 }
 
-test(`${REQUESTS} hostile requests to the agent's socket (seed ${SEED}): an answer each, as documented, no crash, no stray record`, async () => {
+const SOCKET = `${REQUESTS} hostile requests to the agent's socket (seed ${SEED})`;
+test(`${SOCKET}: an answer each, as documented, no crash, no stray record`, async () => {
   const r = await socket!.run({ seed: SEED, requests: REQUESTS, handlerEvery: 2, maxFailures: 100 });
   console.log(renderSocketSummary(r));
   known(r.failures);
@@ -36,13 +37,25 @@ test(`${REQUESTS} hostile requests to the agent's socket (seed ${SEED}): an answ
   expect(open.map((f) => `${f.where} ${f.index}: ${unexplained(f.problems)[0]}`)).toEqual([]);
   expect(r.handlerRequests).toBeGreaterThan(REQUESTS * 0.3);
   // Every kind of answer was reached, through the socket and through the handler.
-  for (const k of ["socket 200", "socket 204", "socket 400", "socket 404", "socket 405", "socket 413", "socket closed", "handler 200", "handler 400", "handler 404"]) {
+  for (const k of [
+    "socket 200",
+    "socket 204",
+    "socket 400",
+    "socket 404",
+    "socket 405",
+    "socket 413",
+    "socket closed",
+    "handler 200",
+    "handler 400",
+    "handler 404",
+  ]) {
     expect({ k, reached: (r.outcomes.get(k) ?? 0) > 0 }).toEqual({ k, reached: true });
   }
   expect(socket!.agent.proc.exitCode).toBeNull();
 }, 240_000);
 
-test(`${SEQUENCES} sequences of ADD/CHECK/DEL/GC with and without the agent (seed ${SEED}): the records follow the containers`, async () => {
+const SEQS = `${SEQUENCES} sequences of ADD/CHECK/DEL/GC with and without the agent (seed ${SEED})`;
+test(`${SEQS}: the records follow the containers`, async () => {
   const r = await records!.run({ seed: SEED, sequences: SEQUENCES, length: 16, maxFailures: 100 });
   console.log(renderRecordsSummary(r));
   known(r.failures);
@@ -51,7 +64,10 @@ test(`${SEQUENCES} sequences of ADD/CHECK/DEL/GC with and without the agent (see
   expect(open.map((f) => `${f.index}/${f.step} ${f.way}: ${unexplained(f.problems)[0]}`)).toEqual([]);
   for (const way of ["agent", "alone"]) {
     for (const k of ["ADD 0", "ADD 106", "ADD 7", "CHECK 0", "DEL 0", "GC 0"]) {
-      expect({ k: `${way} ${k}`, reached: (r.outcomes.get(`${way} ${k}`) ?? 0) > 0 }).toEqual({ k: `${way} ${k}`, reached: true });
+      expect({ k: `${way} ${k}`, reached: (r.outcomes.get(`${way} ${k}`) ?? 0) > 0 }).toEqual({
+        k: `${way} ${k}`,
+        reached: true,
+      });
     }
   }
 }, 240_000);

@@ -21,7 +21,9 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, every other ADD also agent-planned: no finding`, async () => {
+const RUN = `${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, ` +
+  "every other ADD also agent-planned";
+test(`${RUN}: no finding`, async () => {
   const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20, agentEvery: 2 }, h);
   console.log(renderSummary(report));
   for (const f of report.failures) console.log(renderFailure(f));
@@ -34,9 +36,14 @@ test(`${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni
   expect(n("ok with rules")).toBeGreaterThan(CASES * 0.05);
   for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"]) expect(n(k)).toBeGreaterThan(0);
   // The agent planned most ADDs (rules, no rules, the plugin's errors), and declined what is the plugin's.
-  const a = (k: string) => [...report.agentOutcomes].filter(([key]) => key.startsWith(k)).reduce((sum, [, v]) => sum + v, 0);
+  const a = (k: string) =>
+    [...report.agentOutcomes].filter(([key]) => key.startsWith(k)).reduce((sum, [, v]) => sum + v, 0);
   expect(report.agentCases).toBeGreaterThan(CASES * 0.2);
-  for (const k of ["planned: ok with rules", "planned: ok", "planned: code 4", "planned: code 7", "planned: code 106", "declined: ", "413"]) {
+  const kinds = [
+    "planned: ok with rules", "planned: ok", "planned: code 4", "planned: code 7", "planned: code 106",
+    "declined: ", "413",
+  ];
+  for (const k of kinds) {
     expect({ k, n: a(k) }).toEqual({ k, n: expect.any(Number) });
     expect({ k, reached: a(k) > 0 }).toEqual({ k, reached: true });
   }
@@ -148,7 +155,9 @@ describe("the agent-planned judging catches what it is there to catch", () => {
   function meshedCase(): FuzzCase {
     for (let i = 0; ; i++) {
       const c = buildCase(SEED, i);
-      if (c.env.CNI_COMMAND === "ADD" && !c.expect.weak && c.expect.rules && c.expect.codes.length === 0 && c.expect.rules.mesh === "linkerd") return c;
+      const e = c.expect;
+      const strong = !e.weak && e.codes.length === 0;
+      if (c.env.CNI_COMMAND === "ADD" && strong && e.rules && e.rules.mesh === "linkerd") return c;
     }
   }
 
@@ -179,7 +188,8 @@ describe("the agent-planned judging catches what it is there to catch", () => {
 
   test("another redirect port, a lost rule, no rules, another exit, an error code 100", async () => {
     const port = (a: any) => {
-      const text = JSON.stringify(a.apply.plan).replace(/"a":"redirect","port":(\d+)/, (_, p) => `"a":"redirect","port":${(Number(p) + 1) % 65536}`);
+      const next = (_: string, p: string) => `"a":"redirect","port":${(Number(p) + 1) % 65536}`;
+      const text = JSON.stringify(a.apply.plan).replace(/"a":"redirect","port":(\d+)/, next);
       a.apply.plan = JSON.parse(text);
     };
     const lost = (a: any) => a.apply.plan.families[0].rules.pop();
@@ -193,7 +203,8 @@ describe("the agent-planned judging catches what it is there to catch", () => {
       a.stdout = JSON.stringify({ cniVersion: "1.0.0", code: 100, msg: "internal" });
       a.summary = { ...a.summary, outcome: "failed", code: 100 };
     };
-    for (const [what, change] of [["port", port], ["lost rule", lost], ["no rules", none], ["code 100", failed]] as const) {
+    const changes = [["port", port], ["lost rule", lost], ["no rules", none], ["code 100", failed]] as const;
+    for (const [what, change] of changes) {
       expect({ what, caught: (await tampered(change)).length > 0 }).toEqual({ what, caught: true });
     }
   });

@@ -29,19 +29,38 @@ function run(command: "ADD" | "CHECK", served: unknown) {
       firewalls.push(netns);
       throw new Error("no firewall in this test");
     },
-    hostProblems: async () => [], netnsExists: async () => true, podAddresses: async () => [], writeFile: async () => {},
-    records: { read: async () => undefined, write: async (_d, r) => void records.push(r), remove: async () => {}, prune: async () => [] },
+    hostProblems: async () => [],
+    netnsExists: async () => true,
+    podAddresses: async () => [],
+    writeFile: async () => {},
+    records: {
+      read: async () => undefined,
+      write: async (_d, r) => void records.push(r),
+      remove: async () => {},
+      prune: async () => [],
+    },
     logSink: () => {},
   };
   const env: Record<string, string> = {
-    CNI_COMMAND: command, CNI_CONTAINERID: "c0ffee", CNI_NETNS: "/var/run/netns/pod-uid-test", CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin",
+    CNI_COMMAND: command,
+    CNI_CONTAINERID: "c0ffee",
+    CNI_NETNS: "/var/run/netns/pod-uid-test",
+    CNI_IFNAME: "eth0",
+    CNI_PATH: "/opt/cni/bin",
     CNI_ARGS: `K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=${pod.metadata.name};K8S_POD_UID=${RUNTIME_UID}`,
   };
   const stdin = JSON.stringify({
-    cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", kubernetes: { kubeconfig: "/nonexistent" },
+    cniVersion: "1.0.0",
+    name: "k8s-pod-network",
+    type: "meshcni",
+    kubernetes: { kubeconfig: "/nonexistent" },
     prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24" }] },
   });
-  return runPlugin({ getenv: (k) => env[k], readStdin: async () => stdin, deps }).then((out) => ({ out, records, firewalls }));
+  return runPlugin({ getenv: (k) => env[k], readStdin: async () => stdin, deps }).then((out) => ({
+    out,
+    records,
+    firewalls,
+  }));
 }
 
 describe("a pod with another UID than K8S_POD_UID, from a client that does not check it", () => {

@@ -38,11 +38,16 @@ export class CaseLookup implements PodLookup {
     this.lookups++;
     const key = `${namespace}/${name}`;
     const body = this.objects[`/api/v1/namespaces/${namespace}/pods/${name}`];
-    const gone = (details: string): LookupResult => ({ ok: false, status: 404, error: { code: 106, msg: "not found in the API (404)", details } });
+    const gone = (details: string): LookupResult => ({
+      ok: false,
+      status: 404,
+      error: { code: 106, msg: "not found in the API (404)", details },
+    });
     if (body === undefined) return gone(`pod ${key} does not exist`);
     const cached = keyOf(body) === key;
     const pod = cached ? trimPod(body) : body;
-    if (uid !== undefined && uidOf(pod) !== uid) return gone(`pod ${key} has UID ${uidOf(pod) ?? "(none)"}, not ${uid}`);
+    if (uid !== undefined && uidOf(pod) !== uid)
+      return gone(`pod ${key} has UID ${uidOf(pod) ?? "(none)"}, not ${uid}`);
     const ns = this.objects[`/api/v1/namespaces/${namespace}`];
     const namespaceObject = ns !== undefined && keyOf(ns) === namespace ? trimNamespace(ns) : ns;
     return { ok: true, pod, namespace: namespaceObject, source: cached ? "cache" : "api" };
@@ -61,7 +66,11 @@ export const DECLINES: readonly RegExp[] = [
 ];
 
 /** Answers the plugin refuses, as the README documents: lines or a summary past a report's bounds. */
-export const REFUSALS: readonly RegExp[] = [/lines that are not text or too long/, /too many lines/, /no summary a report can carry/];
+export const REFUSALS: readonly RegExp[] = [
+  /lines that are not text or too long/,
+  /too many lines/,
+  /no summary a report can carry/,
+];
 
 export interface AgentRun {
   /** The status of the agent's answer to POST /v1/add, and its body. */
@@ -87,7 +96,10 @@ export interface AgentFuzz {
   readonly reports: Report[];
   /** The case's stdin as the plugin sends it to this agent (its state_dir and socket first). */
   stdinOf(c: FuzzCase): string;
-  /** Runs an ADD case through the agent; undefined for what the plugin does not send it (other commands, pods it passes before any lookup). */
+  /**
+   * Runs an ADD case through the agent; undefined for what the plugin does not send it (other
+   * commands, pods it passes before any lookup).
+   */
   run(c: FuzzCase): Promise<AgentRun | undefined>;
   close(): void;
 }
@@ -97,7 +109,11 @@ export function simulatedPayload(lines: readonly string[]): string | undefined {
   for (const entry of lines) {
     const at = entry.indexOf("; would apply:\n");
     if (at < 0) continue;
-    return entry.slice(at + "; would apply:\n".length).split("\n").map((l) => l.replace(/^meshcni: [a-z]+ [^:]*: /, "")).join("\n");
+    return entry
+      .slice(at + "; would apply:\n".length)
+      .split("\n")
+      .map((l) => l.replace(/^meshcni: [a-z]+ [^:]*: /, ""))
+      .join("\n");
   }
   return undefined;
 }
@@ -105,10 +121,13 @@ export function simulatedPayload(lines: readonly string[]): string | undefined {
 /** The folder under which a case's CNI_NETNS is placed: never there, so the plugin never applies. */
 const ABSENT = "/nonexistent-meshcni-fuzz";
 
-export function startAgentFuzz(kubeconfig: string, opts: {
-  /** Changes the agent's answer on its way to the plugin (to show that the judging catches it). */
-  tamper?: (body: string) => string;
-} = {}): AgentFuzz {
+export function startAgentFuzz(
+  kubeconfig: string,
+  opts: {
+    /** Changes the agent's answer on its way to the plugin (to show that the judging catches it). */
+    tamper?: (body: string) => string;
+  } = {},
+): AgentFuzz {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-agent-fuzz-"));
   const stateDir = join(dir, "state");
   const socket = join(stateDir, "agent.sock");
@@ -121,7 +140,9 @@ export function startAgentFuzz(kubeconfig: string, opts: {
   // Built as a plain object, so that members a newer planner asks for (and this one does not
   // know) type-check either way: the harness decides what the agent's node looks like.
   const deps = {
-    lookup, stateDir, onLookup: () => {},
+    lookup,
+    stateDir,
+    onLookup: () => {},
     writeRecord: async (d: string, r: Parameters<PlannerDeps["writeRecord"]>[1]) => writeRecordFor(d, r),
     onRecordError: (_r: unknown, e: Error) => void errors.push(`a skipped pod's record was not written: ${e.message}`),
     // Every case's namespace is one the agent sees: the plugin's own check of it is not what is fuzzed here.
@@ -129,23 +150,34 @@ export function startAgentFuzz(kubeconfig: string, opts: {
   };
   const planner = createAddPlanner(deps);
   const handler = createSocketHandler({
-    lookup, planAdd: planner, onLookup: () => {}, onBadRequest: () => {},
-    onReport: (r) => void reports.push(r), timeoutMs: CASE_BOUND_MS,
+    lookup,
+    planAdd: planner,
+    onLookup: () => {},
+    onBadRequest: () => {},
+    onReport: (r) => void reports.push(r),
+    timeoutMs: CASE_BOUND_MS,
   });
-  const server: AgentSocket = serveAgentSocket(socket, async (req) => {
-    const res = await handler(req);
-    const body = await res.clone().text();
-    if (opts.tamper && res.status === 200 && new URL(req.url).pathname === "/v1/add") {
-      const changed = opts.tamper(body);
-      wire.last = { status: 200, body: changed };
-      return new Response(changed, { status: 200, headers: { "Content-Type": "application/json" } });
-    }
-    wire.last = { status: res.status, body };
-    return res;
-  }, (e) => void errors.push(`the socket server failed: ${e.stack ?? e.message}`));
+  const server: AgentSocket = serveAgentSocket(
+    socket,
+    async (req) => {
+      const res = await handler(req);
+      const body = await res.clone().text();
+      if (opts.tamper && res.status === 200 && new URL(req.url).pathname === "/v1/add") {
+        const changed = opts.tamper(body);
+        wire.last = { status: 200, body: changed };
+        return new Response(changed, { status: 200, headers: { "Content-Type": "application/json" } });
+      }
+      wire.last = { status: res.status, body };
+      return res;
+    },
+    (e) => void errors.push(`the socket server failed: ${e.stack ?? e.message}`),
+  );
 
-  const stdinOf = (c: FuzzCase) => withFirstKeys(c.stdin.replaceAll(KUBECONFIG, kubeconfig),
-    `"state_dir":${JSON.stringify(stateDir)},"agent_socket":${JSON.stringify(socket)}`);
+  const stdinOf = (c: FuzzCase) =>
+    withFirstKeys(
+      c.stdin.replaceAll(KUBECONFIG, kubeconfig),
+      `"state_dir":${JSON.stringify(stateDir)},"agent_socket":${JSON.stringify(socket)}`,
+    );
   const recordsDir = join(stateDir, RECORDS_SUBDIR);
   const listRecords = () => {
     try {
@@ -156,7 +188,11 @@ export function startAgentFuzz(kubeconfig: string, opts: {
   };
 
   return {
-    stateDir, socket, lookup, reports, stdinOf,
+    stateDir,
+    socket,
+    lookup,
+    reports,
+    stdinOf,
     async run(c) {
       // What cmd/plugin.ts sends the agent: an ADD of a pod the pre-API decisions do not pass.
       if (c.env.CNI_COMMAND !== "ADD" || !lookupTarget(stdinOf(c), c.env)) return undefined;
@@ -165,7 +201,8 @@ export function startAgentFuzz(kubeconfig: string, opts: {
       errors.length = 0;
       const env = { ...c.env };
       if (env.CNI_NETNS?.startsWith("/")) env.CNI_NETNS = `${ABSENT}${env.CNI_NETNS}`;
-      if (env.CNI_NETNS !== undefined && existsSync(env.CNI_NETNS)) throw new Error(`${env.CNI_NETNS} exists: not running the plugin's side on it`);
+      if (env.CNI_NETNS !== undefined && existsSync(env.CNI_NETNS))
+        throw new Error(`${env.CNI_NETNS} exists: not running the plugin's side on it`);
       const lines: string[] = [];
       const stdin = new TextDecoder().decode(new TextEncoder().encode(stdinOf(c)));
       const t0 = performance.now();
@@ -173,12 +210,28 @@ export function startAgentFuzz(kubeconfig: string, opts: {
       const hang = new Promise<"hang">((resolve) => (timer = setTimeout(() => resolve("hang"), CASE_BOUND_MS)));
       let planned: PlannedAdd | "hang";
       try {
-        planned = await Promise.race([addThroughAgent({
-          socket, stateDir, stdin, env, version: VERSION, timeoutMs: CASE_BOUND_MS - 1000,
-          deadline: AbortSignal.timeout(CASE_BOUND_MS), sink: (l) => void lines.push(l), t0,
-        }), hang]);
+        planned = await Promise.race([
+          addThroughAgent({
+            socket,
+            stateDir,
+            stdin,
+            env,
+            version: VERSION,
+            timeoutMs: CASE_BOUND_MS - 1000,
+            deadline: AbortSignal.timeout(CASE_BOUND_MS),
+            sink: (l) => void lines.push(l),
+            t0,
+          }),
+          hang,
+        ]);
       } catch (e) {
-        return { status: lastAnswer()?.status ?? 0, body: lastAnswer()?.body ?? "", problems: [`the plugin's side crashed: ${(e as Error).stack}`], log: lines.join(""), ms: performance.now() - t0 };
+        return {
+          status: lastAnswer()?.status ?? 0,
+          body: lastAnswer()?.body ?? "",
+          problems: [`the plugin's side crashed: ${(e as Error).stack}`],
+          log: lines.join(""),
+          ms: performance.now() - t0,
+        };
       } finally {
         clearTimeout(timer);
       }
@@ -204,15 +257,18 @@ export function startAgentFuzz(kubeconfig: string, opts: {
       }
       if (seen.status === 409) {
         const why = JSON.parse(seen.body).details as string;
-        if (!DECLINES.some((r) => r.test(why))) problems.push(`declined for a reason that is not one of the agent's: ${why}`);
+        if (!DECLINES.some((r) => r.test(why)))
+          problems.push(`declined for a reason that is not one of the agent's: ${why}`);
         if (records.length > 0) problems.push(`a declined ADD left records: ${records.join(", ")}`);
         return out;
       }
       // Bun's server refuses a body past its bound itself, before the handler sees it.
-      if (seen.status === 0 && planned.kind === "declined" && /answered 413/.test(planned.why)) seen.status = out.status = 413;
+      if (seen.status === 0 && planned.kind === "declined" && /answered 413/.test(planned.why))
+        seen.status = out.status = 413;
       if (seen.status === 413) {
         // A request the agent does not read (stdin past its bound): the plugin runs it itself.
-        if (Buffer.byteLength(stdin) < MAX_REPORT_BYTES - 4096) problems.push(`413 for a request of ${Buffer.byteLength(stdin)} bytes of stdin`);
+        if (Buffer.byteLength(stdin) < MAX_REPORT_BYTES - 4096)
+          problems.push(`413 for a request of ${Buffer.byteLength(stdin)} bytes of stdin`);
         if (planned.kind !== "declined") problems.push(`the plugin took a 413 as an answer: ${planned.kind}`);
         if (records.length > 0) problems.push(`a refused ADD left records: ${records.join(", ")}`);
         return out;
@@ -224,7 +280,9 @@ export function startAgentFuzz(kubeconfig: string, opts: {
       if (planned.kind === "declined") {
         // An answer past what a report can carry: declined like a 409, as documented.
         if (REFUSALS.some((r) => r.test(planned.why))) return out;
-        problems.push(`the plugin does not take the agent's answer: ${planned.why}; answer: ${seen.body.slice(0, 800)}`);
+        problems.push(
+          `the plugin does not take the agent's answer: ${planned.why}; answer: ${seen.body.slice(0, 800)}`,
+        );
         return out;
       }
       const a = JSON.parse(seen.body) as AddAnswer;
@@ -236,7 +294,11 @@ export function startAgentFuzz(kubeconfig: string, opts: {
         const payload = planned.exitCode === 0 && simulated !== undefined ? { payload: simulated } : {};
         out.outcome = { exitCode: planned.exitCode, stdout: planned.stdout, ms, ...payload };
         const want = a.record ? [`${c.env.CNI_CONTAINERID}.json`] : [];
-        if (records.join() !== want.join()) problems.push(`records ${JSON.stringify(records)} after an answer without rules (record: ${a.record}), expected ${JSON.stringify(want)}`);
+        if (records.join() !== want.join())
+          problems.push(
+            `records ${JSON.stringify(records)} after an answer without rules (record: ${a.record}), ` +
+              `expected ${JSON.stringify(want)}`,
+          );
         if (a.record && planned.exitCode !== 0) problems.push("a failed ADD was recorded");
         return out;
       }
@@ -257,8 +319,12 @@ export function startAgentFuzz(kubeconfig: string, opts: {
       } catch {
         code = undefined;
       }
-      if (planned.exitCode !== 1 || code !== 4) problems.push(`applying in a namespace that is not there: exit ${planned.exitCode}, ${planned.stdout.slice(0, 300)}`);
-      if (records.length > 0) problems.push(`the agent's record stayed after the plugin's apply failed: ${records.join(", ")}`);
+      if (planned.exitCode !== 1 || code !== 4)
+        problems.push(
+          `applying in a namespace that is not there: exit ${planned.exitCode}, ${planned.stdout.slice(0, 300)}`,
+        );
+      if (records.length > 0)
+        problems.push(`the agent's record stayed after the plugin's apply failed: ${records.join(", ")}`);
       return out;
     },
     close() {

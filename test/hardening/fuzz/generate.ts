@@ -656,7 +656,8 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const L = conf.linkerd;
   for (const s of [L.redirect, L.inbound, L.outbound, L.subnets]) validity = worst(validity, s.list.validity);
 
-  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations }, spec };
+  const metadata = { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations };
+  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata, spec };
   const nsBody: Json = { apiVersion: "v1", kind: "Namespace", metadata: { name: id.ns, annotations: nsAnnotations } };
   if (rng.chance(0.1)) (pod.metadata as Json).annotations = { ...annotations, "unrelated.example.com/x": "y\n-A OUTPUT -j ACCEPT" };
 
@@ -828,7 +829,8 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   }
   if (validity !== "valid") b.tag(`annotation-${validity}`);
 
-  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata: { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations }, spec };
+  const metadata = { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations };
+  const pod: Json = { apiVersion: "v1", kind: "Pod", metadata, spec };
   const { state, body } = served(b, pod, meshed);
 
   const excludeInList = excIn?.star ? [] : excIn?.list?.required ?? [];
@@ -1011,7 +1013,10 @@ export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "
     return c;
   }
   const agentConf = opts.as === "agent" ? { ...conf, kubeconfigBad: false } : conf;
-  c.expect = decide({ command, containerId, netns, ifname, args, conf: agentConf, decodeFault, pod, recreated, as: opts.as ?? "plugin", stdin, mesh, id });
+  c.expect = decide({
+    command, containerId, netns, ifname, args, conf: agentConf, decodeFault, pod, recreated, as: opts.as ?? "plugin",
+    stdin, mesh, id,
+  });
   return c;
 }
 
@@ -1077,7 +1082,9 @@ function decideStages(f: Facts): Expectation {
   if (f.pod.state === "missing") return err([106], "pod not found", cmd);
   if (f.recreated) return err([106], "the pod has another UID than K8S_POD_UID (deleted and created again)", cmd);
   // The agent's lookup finds no UID in it to match K8S_POD_UID: to the agent no such pod exists.
-  if (f.pod.state === "malformed") return err(f.as === "agent" && f.args.uid ? [11, 106] : [11], "the API sent something that is not a Pod", cmd);
+  if (f.pod.state === "malformed") {
+    return err(f.as === "agent" && f.args.uid ? [11, 106] : [11], "the API sent something that is not a Pod", cmd);
+  }
   if (f.pod.state === "skip") return ok("the mesh does not redirect this pod", stdout);
   if (f.pod.needsNamespace) {
     if (f.pod.namespace.state === "missing") return err([106], "namespace not found", cmd);

@@ -11,7 +11,8 @@ export interface Known {
 
 export const KNOWN: readonly Known[] = [
   {
-    what: "a container ID of 236 to 256 characters (valid) gets no record: the record's temp name is longer than 255 bytes",
+    what:
+      "a container ID of 236 to 256 characters (valid) gets no record: the record's temp name is longer than 255 bytes",
     owner: "helper/plugin-trust (an ID past 235 characters names its record by its SHA-256)",
     matches: /after ADD of .*\((23[6-9]|24\d|25\d) chars\): records \[\]/,
   },

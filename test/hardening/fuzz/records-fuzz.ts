@@ -90,7 +90,13 @@ export function buildSequence(seed: number, index: number, length: number): Sequ
   // Several sandboxes of one pod: containers share pods.
   const containers: Container[] = ids.map((id) => {
     const pod = rng.chance(0.5) ? "web-1" : rng.pick(pods);
-    const kind = pod.startsWith("web") ? "meshed" : pod === "plain-1" ? "plain" : pod === "missing-1" ? "missing" : "invalid";
+    const kind = pod.startsWith("web")
+      ? "meshed"
+      : pod === "plain-1"
+        ? "plain"
+        : pod === "missing-1"
+          ? "missing"
+          : "invalid";
     return { id, pod, kind };
   });
   if (new Set(containers.map((c) => c.pod)).size < containers.length) tags.push("shared-pod");
@@ -120,10 +126,16 @@ export function buildSequence(seed: number, index: number, length: number): Sequ
 function pod(name: string): Record<string, unknown> {
   const meshed = name.startsWith("web");
   const annotations: Record<string, string> = meshed ? { "linkerd.io/inject": "enabled" } : {};
-  if (name === "bad-1") Object.assign(annotations, { "linkerd.io/inject": "enabled", "config.linkerd.io/skip-outbound-ports": "99999" });
+  if (name === "bad-1")
+    Object.assign(annotations, { "linkerd.io/inject": "enabled", "config.linkerd.io/skip-outbound-ports": "99999" });
   const containers = [{ name: "app", image: "app:1" }];
   if (meshed || name === "bad-1") containers.push({ name: "linkerd-proxy", image: "proxy:1" });
-  return { apiVersion: "v1", kind: "Pod", metadata: { name, namespace: NS, uid: `uid-${name}`, annotations }, spec: { nodeName: "node-a", containers } };
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: { name, namespace: NS, uid: `uid-${name}`, annotations },
+    spec: { nodeName: "node-a", containers },
+  };
 }
 
 export interface RecordsFailure {
@@ -159,7 +171,14 @@ interface RunOut {
 }
 
 export interface RecordsFuzz {
-  run(opts: { seed: number; sequences: number; length: number; first?: number; onSequence?(s: Sequence, failures: number): void; maxFailures?: number }): Promise<RecordsReport>;
+  run(opts: {
+    seed: number;
+    sequences: number;
+    length: number;
+    first?: number;
+    onSequence?(s: Sequence, failures: number): void;
+    maxFailures?: number;
+  }): Promise<RecordsReport>;
   close(): Promise<void>;
 }
 
@@ -169,25 +188,48 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
   const kubeconfig = join(root, "kubeconfig");
   await Bun.write(kubeconfig, api.kubeconfig());
   api.objects.set(`/api/v1/namespaces/${NS}`, { apiVersion: "v1", kind: "Namespace", metadata: { name: NS } });
-  for (const name of ["web-1", "web-2", "plain-1", "bad-1"]) api.objects.set(`/api/v1/namespaces/${NS}/pods/${name}`, pod(name));
+  for (const name of ["web-1", "web-2", "plain-1", "bad-1"])
+    api.objects.set(`/api/v1/namespaces/${NS}/pods/${name}`, pod(name));
   const agentState = join(root, "agent-state");
   const agent: StandInAgent = startStandInAgent(api, { dir: agentState });
   const ways: Way[] = [
     { name: "agent", state: agentState, socket: agent.socket, cwd: mkdtempSync(join(root, "cwd-agent-")) },
-    { name: "alone", state: join(root, "alone-state"), socket: join(root, "no-agent.sock"), cwd: mkdtempSync(join(root, "cwd-alone-")) },
+    {
+      name: "alone",
+      state: join(root, "alone-state"),
+      socket: join(root, "no-agent.sock"),
+      cwd: mkdtempSync(join(root, "cwd-alone-")),
+    },
   ];
   const nets: Netns[] = [];
 
-  const stdin = (w: Way, extra: Record<string, unknown> = {}) => JSON.stringify({
-    cniVersion: "1.1.0", name: "k8s-pod-network", type: "meshcni", state_dir: w.state, agent_socket: w.socket,
-    kubernetes: { kubeconfig }, linkerd: { "iptables-mode": "nft" },
-    prevResult: { cniVersion: "1.1.0", ips: [{ address: "10.244.1.12/24" }] }, ...extra,
-  });
+  const stdin = (w: Way, extra: Record<string, unknown> = {}) =>
+    JSON.stringify({
+      cniVersion: "1.1.0",
+      name: "k8s-pod-network",
+      type: "meshcni",
+      state_dir: w.state,
+      agent_socket: w.socket,
+      kubernetes: { kubeconfig },
+      linkerd: { "iptables-mode": "nft" },
+      prevResult: { cniVersion: "1.1.0", ips: [{ address: "10.244.1.12/24" }] },
+      ...extra,
+    });
 
   async function plugin(w: Way, env: Record<string, string>, input: string): Promise<RunOut> {
-    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([input]), stdout: "pipe", stderr: "pipe", cwd: w.cwd, env: { PATH: Bun.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...env } });
+    const proc = Bun.spawn([PLUGIN], {
+      stdin: new Blob([input]),
+      stdout: "pipe",
+      stderr: "pipe",
+      cwd: w.cwd,
+      env: { PATH: Bun.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
+    });
     const timer = setTimeout(() => proc.kill("SIGKILL"), 15_000);
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     clearTimeout(timer);
     return { code, stdout, stderr };
   }
@@ -221,18 +263,27 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
   return {
     async run(opts) {
       const t0 = performance.now();
-      const report: RecordsReport = { seed: opts.seed, sequences: 0, commands: 0, outcomes: new Map(), failures: [], ms: 0 };
+      const report: RecordsReport = {
+        seed: opts.seed,
+        sequences: 0,
+        commands: 0,
+        outcomes: new Map(),
+        failures: [],
+        ms: 0,
+      };
       for (let si = opts.first ?? 0; si < (opts.first ?? 0) + opts.sequences; si++) {
         if (opts.maxFailures !== undefined && report.failures.length >= opts.maxFailures) break;
         const seq = buildSequence(opts.seed, si, opts.length);
         report.sequences++;
         for (const w of ways) rmSync(join(w.state, RECORDS_SUBDIR), { recursive: true, force: true });
         // A network namespace per container and way, as a runtime makes one per sandbox.
-        const netns = seq.containers.map(() => ways.map(() => {
-          const n = Netns.create(`mfr-${uniq()}`);
-          nets.push(n);
-          return n;
-        }));
+        const netns = seq.containers.map(() =>
+          ways.map(() => {
+            const n = Netns.create(`mfr-${uniq()}`);
+            nets.push(n);
+            return n;
+          }),
+        );
         const fail = (step: number, way: RecordsFailure["way"], problems: string[]) =>
           report.failures.push({ seed: opts.seed, index: si, step, way, tags: seq.tags, problems });
         try {
@@ -247,39 +298,66 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
               let out: RunOut;
               if (op.op === "GC") {
                 const keep = op.keep.map((k) => ({ containerID: seq.containers[k]!.id, ifname: "eth0" }));
-                out = await plugin(w, { CNI_COMMAND: "GC", CNI_PATH: "/opt/cni/bin" }, stdin(w, { "cni.dev/valid-attachments": keep }));
+                out = await plugin(
+                  w,
+                  { CNI_COMMAND: "GC", CNI_PATH: "/opt/cni/bin" },
+                  stdin(w, { "cni.dev/valid-attachments": keep }),
+                );
               } else {
                 const c = seq.containers[op.c]!;
                 // A runtime DELs a sandbox whose namespace may already be gone: the second DEL names none.
                 const gone = op.op === "DEL" && op.again;
                 const env: Record<string, string> = {
-                  CNI_COMMAND: op.op, CNI_CONTAINERID: c.id, CNI_NETNS: gone ? "" : netns[op.c]![wi]!.path, CNI_IFNAME: "eth0",
-                  CNI_PATH: "/opt/cni/bin", CNI_ARGS: `K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${c.pod};K8S_POD_UID=uid-${c.pod}`,
+                  CNI_COMMAND: op.op,
+                  CNI_CONTAINERID: c.id,
+                  CNI_NETNS: gone ? "" : netns[op.c]![wi]!.path,
+                  CNI_IFNAME: "eth0",
+                  CNI_PATH: "/opt/cni/bin",
+                  CNI_ARGS: `K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${c.pod};K8S_POD_UID=uid-${c.pod}`,
                 };
                 out = await plugin(w, env, stdin(w));
               }
               report.commands++;
-              const key = `${w.name} ${op.op} ${out.code === 0 ? 0 : (() => {
-                try {
-                  return JSON.parse(out.stdout).code;
-                } catch {
-                  return `exit ${out.code}`;
-                }
-              })()}`;
+              const key = `${w.name} ${op.op} ${
+                out.code === 0
+                  ? 0
+                  : (() => {
+                      try {
+                        return JSON.parse(out.stdout).code;
+                      } catch {
+                        return `exit ${out.code}`;
+                      }
+                    })()
+              }`;
               report.outcomes.set(key, (report.outcomes.get(key) ?? 0) + 1);
               if (out.code !== 0 && out.code !== 1) p.push(`exit ${out.code}: ${out.stderr.slice(-1500)}`);
               const now = recordsOf(w);
               if (now.stray.length > 0) p.push(`other files in the records folder: ${now.stray.join(", ")}`);
-              const outside = readdirSync(w.cwd).concat(readdirSync(w.state).filter((n) => n !== RECORDS_SUBDIR && !n.startsWith("plugin.log") && !n.includes("agent.sock") && !n.startsWith(".agent.sock")));
+              const outside = readdirSync(w.cwd).concat(
+                readdirSync(w.state).filter(
+                  (n) =>
+                    n !== RECORDS_SUBDIR &&
+                    !n.startsWith("plugin.log") &&
+                    !n.includes("agent.sock") &&
+                    !n.startsWith(".agent.sock"),
+                ),
+              );
               if (outside.length > 0) p.push(`written outside the records: ${outside.join(", ")}`);
               if (op.op === "ADD") {
                 const c = seq.containers[op.c]!;
                 const names = now.byId.get(c.id) ?? [];
                 const want = `${NS}/${c.pod}`;
                 const id = c.id.length > 40 ? `${c.id.slice(0, 20)}… (${c.id.length} chars)` : c.id;
-                if (out.code === 0 && (names.length !== 1 || names[0] !== want)) p.push(`after ADD of ${id}: records ${JSON.stringify(names)}, expected exactly [${JSON.stringify(want)}]`);
-                if (out.code !== 0 && names.length > 0) p.push(`a failed ADD (${out.stdout.slice(0, 200)}) left a record`);
-                if (op.ok !== (out.code === 0)) p.push(`ADD of a ${c.kind} pod: exit ${out.code} ${out.stdout.slice(0, 300)} ${out.stderr.slice(-300)}`);
+                if (out.code === 0 && (names.length !== 1 || names[0] !== want))
+                  p.push(
+                    `after ADD of ${id}: records ${JSON.stringify(names)}, expected exactly [${JSON.stringify(want)}]`,
+                  );
+                if (out.code !== 0 && names.length > 0)
+                  p.push(`a failed ADD (${out.stdout.slice(0, 200)}) left a record`);
+                if (op.ok !== (out.code === 0))
+                  p.push(
+                    `ADD of a ${c.kind} pod: exit ${out.code} ${out.stdout.slice(0, 300)} ${out.stderr.slice(-300)}`,
+                  );
               } else if (op.op === "DEL") {
                 const c = seq.containers[op.c]!;
                 if (out.code !== 0) p.push(`DEL${op.again ? " again" : ""} failed: ${out.stdout.slice(0, 300)}`);
@@ -289,8 +367,11 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
               } else {
                 const keep = new Set(op.keep.map((k) => seq.containers[k]!.id));
                 if (out.code !== 0) p.push(`GC failed: ${out.stdout.slice(0, 300)}`);
-                for (const id of now.byId.keys()) if (!keep.has(id)) p.push(`GC kept the record of ${id.slice(0, 40)}, not in valid-attachments`);
-                for (const id of before.byId.keys()) if (keep.has(id) && !now.byId.has(id)) p.push(`GC removed the record of ${id.slice(0, 40)}, listed in valid-attachments`);
+                for (const id of now.byId.keys())
+                  if (!keep.has(id)) p.push(`GC kept the record of ${id.slice(0, 40)}, not in valid-attachments`);
+                for (const id of before.byId.keys())
+                  if (keep.has(id) && !now.byId.has(id))
+                    p.push(`GC removed the record of ${id.slice(0, 40)}, listed in valid-attachments`);
               }
               if (p.length > 0) fail(step, w.name, [`${op.op}${"c" in op ? ` container ${op.c}` : ""}:`, ...p]);
               outs.push(out);
@@ -299,8 +380,16 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
             // Both ways: the same exit and the same records.
             const [a, b] = outs;
             const ids = (r: ReturnType<typeof recordsOf>) => [...r.byId.keys()].sort().join("\n");
-            if (a!.code !== b!.code) fail(step, "both", [`${op.op}: exit ${a!.code} with the agent, ${b!.code} alone: ${a!.stdout.slice(0, 200)} / ${b!.stdout.slice(0, 200)}`]);
-            else if (ids(after[0]!) !== ids(after[1]!)) fail(step, "both", [`${op.op}: records differ: agent ${JSON.stringify(ids(after[0]!))}, alone ${JSON.stringify(ids(after[1]!))}`]);
+            if (a!.code !== b!.code)
+              fail(step, "both", [
+                `${op.op}: exit ${a!.code} with the agent, ${b!.code} alone: ` +
+                  `${a!.stdout.slice(0, 200)} / ${b!.stdout.slice(0, 200)}`,
+              ]);
+            else if (ids(after[0]!) !== ids(after[1]!))
+              fail(step, "both", [
+                `${op.op}: records differ: agent ${JSON.stringify(ids(after[0]!))}, ` +
+                  `alone ${JSON.stringify(ids(after[1]!))}`,
+              ]);
           }
         } finally {
           for (const row of netns) for (const n of row) n.delete();
@@ -328,9 +417,13 @@ export function renderRecordsFailure(f: RecordsFailure): string {
 }
 
 export function renderRecordsSummary(r: RecordsReport): string {
-  const outcomes = [...r.outcomes].sort((a, b) => a[0].localeCompare(b[0])).map(([k, n]) => `${k}: ${n}`).join(", ");
+  const outcomes = [...r.outcomes]
+    .sort((a, b) => a[0].localeCompare(b[0]))
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(", ");
   return [
-    `records seed ${r.seed}: ${r.sequences} sequences, ${r.commands} commands of dist/meshcni in ${(r.ms / 1000).toFixed(1)} s`,
+    `records seed ${r.seed}: ${r.sequences} sequences, ${r.commands} commands of dist/meshcni ` +
+      `in ${(r.ms / 1000).toFixed(1)} s`,
     `outcomes: ${outcomes}`,
     `failures: ${r.failures.length}`,
   ].join("\n");

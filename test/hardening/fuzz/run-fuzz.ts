@@ -10,7 +10,9 @@ import { judge } from "./oracle.ts";
 export interface Failure {
   seed: number;
   index: number;
-  where: "in-process" | "binary" | "in-process vs binary" | "in-process, nftables" | "agent-planned" | "agent-planned vs plugin";
+  where:
+    | "in-process" | "binary" | "in-process vs binary" | "in-process, nftables"
+    | "agent-planned" | "agent-planned vs plugin";
   problems: string[];
   tags: string[];
   log: string;
@@ -174,7 +176,10 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
 
 /** "planned: ok with rules", "declined: the agent does not hold namespace", "413", ... */
 export function agentOutcomeKey(a: AgentRun): string {
-  if (a.outcome) return `planned: ${a.outcome.exitCode === 0 ? (a.outcome.payload ? "ok with rules" : "ok") : `code ${codeOf(a.outcome.stdout)}`}`;
+  if (a.outcome) {
+    const o = a.outcome;
+    return `planned: ${o.exitCode === 0 ? (o.payload ? "ok with rules" : "ok") : `code ${codeOf(o.stdout)}`}`;
+  }
   if (a.status === 409) {
     const why = String(JSON.parse(a.body).details ?? "");
     return `declined: ${why.replace(/ (namespace|pod|service|for) \S+/g, " $1 …").slice(0, 70)}`;
@@ -229,13 +234,22 @@ export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: strin
   own.push(...judge(warm, a.outcome).filter((p) => !unseen(p)));
   // The plugin alone failed on its own way to the API server (its kubeconfig, 107; an answer
   // that is not a Pod, 11), which a warm ADD does not take: the oracle alone judges the agent's.
-  if (r.crash || r.timedOut || (r.exitCode === 1 && [107, 11].includes(codeOf(r.stdout) as number))) return { own, versus };
+  const ownWay = r.exitCode === 1 && [107, 11].includes(codeOf(r.stdout) as number);
+  if (r.crash || r.timedOut || ownWay) return { own, versus };
   const o = a.outcome;
-  if (o.exitCode !== r.exitCode) versus.push(`exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ${r.stdout.slice(0, 300)}`);
-  else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
-    versus.push(`stdout differs:\n  agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`);
+  if (o.exitCode !== r.exitCode) {
+    versus.push(`exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ` +
+      r.stdout.slice(0, 300));
   }
-  if (o.payload !== r.payload && !a.payloadUnseen) versus.push(`the rules differ:\n  agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ${String(r.payload).slice(0, 600)}`);
+  else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
+    const both = `agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`;
+    versus.push(`stdout differs:\n  ${both}`);
+  }
+  if (o.payload !== r.payload && !a.payloadUnseen) {
+    const both = `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ` +
+      String(r.payload).slice(0, 600);
+    versus.push(`the rules differ:\n  ${both}`);
+  }
   return { own, versus };
 }
 
@@ -253,7 +267,8 @@ export function renderSummary(r: FuzzReport): string {
     `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
     `outcomes: ${outcomes}`,
     ...(r.agentCases > 0
-      ? [`agent-planned: ${r.agentCases} ADDs; ${[...r.agentOutcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ")}`]
+      ? [`agent-planned: ${r.agentCases} ADDs; ${[...r.agentOutcomes].sort((a, b) => b[1] - a[1])
+        .map(([k, n]) => `${k}: ${n}`).join(", ")}`]
       : []),
     `failures: ${r.failures.length}`,
   ].join("\n");

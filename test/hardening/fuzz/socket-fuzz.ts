@@ -15,11 +15,27 @@ import { RECORDS_SUBDIR } from "../../../internal/agent/protocol.ts";
 import { writeRecordFor } from "../../../internal/io/agent-state.ts";
 import { serviceAccountClient } from "../../../internal/io/kube-client.ts";
 import { WatchCache } from "../../../internal/io/watch-cache.ts";
-import { type Cluster, ensureBuilt, type HostDirs, type InstallerProcess, startCluster, startInstaller, until } from "../../installer/harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  type HostDirs,
+  type InstallerProcess,
+  startCluster,
+  startInstaller,
+  until,
+} from "../../installer/harness.ts";
 import { repoPath } from "../../support/golden.ts";
 import { Netns, uniq } from "../../support/netns.ts";
 import {
-  buildSocketCase, ELSEWHERE, ELSEWHERE_UID, HERE, HERE_UID, NODE, NS, OTHER_NODE, type SocketCase,
+  buildSocketCase,
+  ELSEWHERE,
+  ELSEWHERE_UID,
+  HERE,
+  HERE_UID,
+  NODE,
+  NS,
+  OTHER_NODE,
+  type SocketCase,
 } from "./socket-gen.ts";
 
 /** The longest an answer may take (a planned ADD is bounded at 1.5 s by the agent). */
@@ -64,15 +80,27 @@ const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")
 
 function pod(name: string, uid: string, node: string): Record<string, unknown> {
   return {
-    apiVersion: "v1", kind: "Pod",
+    apiVersion: "v1",
+    kind: "Pod",
     metadata: { name, namespace: NS, uid, annotations: { "linkerd.io/inject": "enabled" } },
-    spec: { nodeName: node, containers: [{ name: "app", image: "app:1" }, { name: "linkerd-proxy", image: "proxy:1" }] },
+    spec: {
+      nodeName: node,
+      containers: [
+        { name: "app", image: "app:1" },
+        { name: "linkerd-proxy", image: "proxy:1" },
+      ],
+    },
     status: { phase: "Pending" },
   };
 }
 
 /** Sends `bytes` on a new connection and reads the answer; `halfClose` shuts the writing side after. */
-export function sendRaw(socket: string, bytes: Uint8Array, halfClose: boolean, boundMs = ANSWER_BOUND_MS): Promise<Answer> {
+export function sendRaw(
+  socket: string,
+  bytes: Uint8Array,
+  halfClose: boolean,
+  boundMs = ANSWER_BOUND_MS,
+): Promise<Answer> {
   const t0 = performance.now();
   const { promise, resolve } = Promise.withResolvers<Answer>();
   let buf = new Uint8Array(0);
@@ -92,7 +120,14 @@ export function sendRaw(socket: string, bytes: Uint8Array, halfClose: boolean, b
     const at = text.indexOf("\r\n\r\n");
     const head = at < 0 ? text : text.slice(0, at);
     const m = /^HTTP\/1\.[01] (\d{3})/.exec(head);
-    resolve({ ...(m ? { status: Number(m[1]) } : {}), head, body: at < 0 ? "" : text.slice(at + 4), closed: closed && !m, timedOut, ms: performance.now() - t0 });
+    resolve({
+      ...(m ? { status: Number(m[1]) } : {}),
+      head,
+      body: at < 0 ? "" : text.slice(at + 4),
+      closed: closed && !m,
+      timedOut,
+      ms: performance.now() - t0,
+    });
   };
   const complete = () => {
     const text = new TextDecoder().decode(buf);
@@ -174,20 +209,25 @@ export function judgeAnswer(c: SocketCase, a: Answer, where: "socket" | "handler
   if (s === 200 && c.kind === "lookup") {
     const node = body?.pod?.spec?.nodeName;
     const name = body?.pod?.metadata?.name;
-    if (node !== NODE || name === ELSEWHERE) p.push(`answered pod ${NS}/${name} of node ${node}: the agent serves only its node's pods`);
+    if (node !== NODE || name === ELSEWHERE)
+      p.push(`answered pod ${NS}/${name} of node ${node}: the agent serves only its node's pods`);
   }
   if (s === 200 && c.kind === "add") {
-    if (c.pod === "elsewhere" && body?.exitCode === 0) p.push(`planned an ADD for ${NS}/${ELSEWHERE}, a pod of node ${OTHER_NODE}`);
+    if (c.pod === "elsewhere" && body?.exitCode === 0)
+      p.push(`planned an ADD for ${NS}/${ELSEWHERE}, a pod of node ${OTHER_NODE}`);
     if (!c.realNetns) p.push("planned an ADD for a network namespace that is not there (a forged request)");
   }
   if (s === 404) {
-    if (c.kind !== "lookup" || !path.startsWith("/v1/pods/")) p.push(`404 for a request that is not a pod lookup: ${a.body.slice(0, 200)}`);
+    if (c.kind !== "lookup" || !path.startsWith("/v1/pods/"))
+      p.push(`404 for a request that is not a pod lookup: ${a.body.slice(0, 200)}`);
     else if (body?.code !== 106) p.push(`404 without code 106: ${a.body.slice(0, 200)}`);
   }
   if (s === 409 && c.kind !== "add") p.push("409 for something other than an ADD");
   // The handler declines what the planner threw on: a crash in the planner, not a decision.
-  if (s === 409 && typeof body?.details === "string" && body.details.startsWith("planning failed")) p.push(`the planner failed: ${body.details.slice(0, 500)}`);
-  if (s === 413 && !c.tags.some((t) => /huge|junk|bad-report|bad-add|length/.test(t))) p.push(`413 for a small request [${c.tags.join(" ")}]`);
+  if (s === 409 && typeof body?.details === "string" && body.details.startsWith("planning failed"))
+    p.push(`the planner failed: ${body.details.slice(0, 500)}`);
+  if (s === 413 && !c.tags.some((t) => /huge|junk|bad-report|bad-add|length/.test(t)))
+    p.push(`413 for a small request [${c.tags.join(" ")}]`);
   if (![200, 204, 400, 404, 405, 409, 413, 414, 431].includes(s) && s < 500) p.push(`an undocumented status ${s}`);
   if (where === "handler" && s === 400 && body?.code !== 4) p.push(`400 without code 4: ${a.body.slice(0, 200)}`);
   return p;
@@ -201,7 +241,11 @@ export interface SocketFuzz {
   /** The real network namespace valid ADDs name, and the agent's state folder. */
   readonly netns: string;
   run(opts: {
-    seed: number; requests: number; handlerEvery?: number; maxFailures?: number; onProgress?(done: number): void;
+    seed: number;
+    requests: number;
+    handlerEvery?: number;
+    maxFailures?: number;
+    onProgress?(done: number): void;
     /** The first request's index (a replay runs one). */
     first?: number;
     /** Called with each request and what the agent answered (a replay prints them). */
@@ -232,7 +276,9 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
   // The handler itself, with the agent's own watch cache and planner, on a state folder of its own.
   const direct = mkdtempSync(join(tmpdir(), "meshcni-handler-fuzz-"));
   const u = new URL(cluster.api.url);
-  const cache = new WatchCache(serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: dirs.sa }), { nodeName: NODE });
+  const cache = new WatchCache(serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: dirs.sa }), {
+    nodeName: NODE,
+  });
   const stopCache = new AbortController();
   void cache.run(stopCache.signal);
   await cache.podInformer.whenSynced();
@@ -240,11 +286,19 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
   // A plain object: members a newer planner asks for type-check either way. Its namespace check
   // (newer planners ask it) takes the harness's namespace alone; the compiled agent runs its own.
   const plannerDeps = {
-    lookup: cache.lookup, stateDir: direct, onLookup: () => {}, writeRecord: async (d: string, r: never) => writeRecordFor(d, r),
-    netnsProblem: (path: string | undefined) => (path === netns.path ? undefined : `${path} is not a network namespace of this node`),
+    lookup: cache.lookup,
+    stateDir: direct,
+    onLookup: () => {},
+    writeRecord: async (d: string, r: never) => writeRecordFor(d, r),
+    netnsProblem: (path: string | undefined) =>
+      path === netns.path ? undefined : `${path} is not a network namespace of this node`,
   };
   const handler = createSocketHandler({
-    lookup: cache.lookup, planAdd: createAddPlanner(plannerDeps as never), onLookup: () => {}, onBadRequest: () => {}, onReport: () => {},
+    lookup: cache.lookup,
+    planAdd: createAddPlanner(plannerDeps as never),
+    onLookup: () => {},
+    onBadRequest: () => {},
+    onReport: () => {},
   });
   const records = (state: string) => {
     try {
@@ -255,10 +309,21 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
   };
 
   return {
-    agent, dirs, version, netns: netns.path,
+    agent,
+    dirs,
+    version,
+    netns: netns.path,
     async run(opts) {
       const t0 = performance.now();
-      const report: SocketReport = { seed: opts.seed, requests: 0, handlerRequests: 0, outcomes: new Map(), failures: [], rss: { start: 0, end: 0, max: 0 }, ms: 0 };
+      const report: SocketReport = {
+        seed: opts.seed,
+        requests: 0,
+        handlerRequests: 0,
+        outcomes: new Map(),
+        failures: [],
+        rss: { start: 0, end: 0, max: 0 },
+        ms: 0,
+      };
       const count = (k: string) => report.outcomes.set(k, (report.outcomes.get(k) ?? 0) + 1);
       const fail = (c: SocketCase, where: SocketFailure["where"], problems: string[]) =>
         report.failures.push({ seed: opts.seed, index: c.index, where, tags: c.tags, problems });
@@ -282,8 +347,10 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
           break;
         }
         const added = records(dirs.state).filter((n) => !before.has(n));
-        if (added.length > 0 && !(c.kind === "add" && c.valid)) problems.push(`records written for a request that is not a valid ADD: ${added.join(", ")}`);
-        if (added.length > 0 && c.kind === "add" && c.valid && !c.realNetns) problems.push(`records written for an ADD of a network namespace that is not there: ${added.join(", ")}`);
+        if (added.length > 0 && !(c.kind === "add" && c.valid))
+          problems.push(`records written for a request that is not a valid ADD: ${added.join(", ")}`);
+        if (added.length > 0 && c.kind === "add" && c.valid && !c.realNetns)
+          problems.push(`records written for an ADD of a network namespace that is not there: ${added.join(", ")}`);
         if (problems.length > 0) fail(c, "socket", problems);
         report.rss.max = Math.max(report.rss.max, rssOf(pid));
         opts.onProgress?.(i + 1);
@@ -292,7 +359,11 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
           let req: Request | undefined;
           try {
             const r = c.request;
-            req = new Request(r.path.startsWith("http://") ? r.path : `http://meshcni-agent${r.path}`, { method: r.method, headers: r.headers, ...(r.body !== undefined ? { body: r.body } : {}) });
+            req = new Request(r.path.startsWith("http://") ? r.path : `http://meshcni-agent${r.path}`, {
+              method: r.method,
+              headers: r.headers,
+              ...(r.body !== undefined ? { body: r.body } : {}),
+            });
           } catch {
             req = undefined; // not a request fetch can express
           }
@@ -305,17 +376,33 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
             try {
               const res = await Promise.race([handler(req), Bun.sleep(ANSWER_BOUND_MS).then(() => undefined)]);
               ha = res
-                ? { status: res.status, head: "", body: await res.text(), closed: false, timedOut: false, ms: performance.now() - h0 }
+                ? {
+                    status: res.status,
+                    head: "",
+                    body: await res.text(),
+                    closed: false,
+                    timedOut: false,
+                    ms: performance.now() - h0,
+                  }
                 : { head: "", body: "", closed: false, timedOut: true, ms: ANSWER_BOUND_MS };
             } catch (e) {
-              ha = { status: 599, head: "", body: `the handler threw: ${(e as Error).stack}`, closed: false, timedOut: false, ms: 0 };
+              ha = {
+                status: 599,
+                head: "",
+                body: `the handler threw: ${(e as Error).stack}`,
+                closed: false,
+                timedOut: false,
+                ms: 0,
+              };
             }
             report.handlerRequests++;
             count(`handler ${ha.status ?? "no answer"}`);
             const hp = judgeAnswer(c, ha, "handler");
             const hadded = records(direct).filter((n) => !hb.has(n));
-            if (hadded.length > 0 && !(c.kind === "add" && (c.valid || c.validForFetch))) hp.push(`records written for a request that is not a valid ADD: ${hadded.join(", ")}`);
-            if (hadded.length > 0 && c.kind === "add" && !c.realNetns) hp.push(`records written for an ADD of a network namespace that is not there: ${hadded.join(", ")}`);
+            if (hadded.length > 0 && !(c.kind === "add" && (c.valid || c.validForFetch)))
+              hp.push(`records written for a request that is not a valid ADD: ${hadded.join(", ")}`);
+            if (hadded.length > 0 && c.kind === "add" && !c.realNetns)
+              hp.push(`records written for an ADD of a network namespace that is not there: ${hadded.join(", ")}`);
             if (hp.length > 0) fail(c, "handler", hp);
           }
         }
@@ -323,10 +410,22 @@ export async function startSocketFuzz(): Promise<SocketFuzz> {
       report.rss.end = rssOf(pid);
       const mb = (n: number) => `${n >> 20} MB`;
       if (report.rss.start > 0 && report.rss.end - report.rss.start > RSS_GROWTH_BOUND) {
-        report.failures.push({ seed: opts.seed, index: -1, where: "socket", tags: ["memory"], problems: [`the agent's memory grew from ${mb(report.rss.start)} to ${mb(report.rss.end)} over the run`] });
+        report.failures.push({
+          seed: opts.seed,
+          index: -1,
+          where: "socket",
+          tags: ["memory"],
+          problems: [`the agent's memory grew from ${mb(report.rss.start)} to ${mb(report.rss.end)} over the run`],
+        });
       }
       if (report.rss.start > 0 && report.rss.max - report.rss.start > RSS_PEAK_BOUND) {
-        report.failures.push({ seed: opts.seed, index: -1, where: "socket", tags: ["memory"], problems: [`the agent's memory went from ${mb(report.rss.start)} to ${mb(report.rss.max)} at its peak`] });
+        report.failures.push({
+          seed: opts.seed,
+          index: -1,
+          where: "socket",
+          tags: ["memory"],
+          problems: [`the agent's memory went from ${mb(report.rss.start)} to ${mb(report.rss.max)} at its peak`],
+        });
       }
       report.ms = performance.now() - t0;
       return report;
@@ -351,9 +450,14 @@ export function renderSocketFailure(f: SocketFailure): string {
 }
 
 export function renderSocketSummary(r: SocketReport): string {
-  const outcomes = [...r.outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ");
+  const outcomes = [...r.outcomes]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(", ");
   return [
-    `socket seed ${r.seed}: ${r.requests} requests to the compiled agent, ${r.handlerRequests} to the handler, in ${(r.ms / 1000).toFixed(1)} s; agent RSS ${r.rss.start >> 20} -> ${r.rss.max >> 20} MB (max), ${r.rss.end >> 20} MB at the end`,
+    `socket seed ${r.seed}: ${r.requests} requests to the compiled agent, ${r.handlerRequests} to the handler, ` +
+      `in ${(r.ms / 1000).toFixed(1)} s; agent RSS ${r.rss.start >> 20} -> ${r.rss.max >> 20} MB (max), ` +
+      `${r.rss.end >> 20} MB at the end`,
     `outcomes: ${outcomes}`,
     `failures: ${r.failures.length}`,
   ].join("\n");

@@ -51,7 +51,22 @@ const cat = (...parts: (string | Uint8Array)[]): Uint8Array => {
 };
 
 const GOOD_METHODS = { lookup: "GET", add: "POST", report: "POST" } as const;
-const BAD_METHODS = ["PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "TRACE", "CONNECT", "get", "Post", "G\u00e9T", "GET\tX", "FOO", "", "POST POST"];
+const BAD_METHODS = [
+  "PUT",
+  "DELETE",
+  "PATCH",
+  "OPTIONS",
+  "HEAD",
+  "TRACE",
+  "CONNECT",
+  "get",
+  "Post",
+  "G\u00e9T",
+  "GET\tX",
+  "FOO",
+  "",
+  "POST POST",
+];
 
 interface Shape {
   method: string;
@@ -91,7 +106,8 @@ function lookupShape(rng: Rng, tags: string[]): Shape {
   const r = rng.next();
   if (r < 0.35) {
     // As the plugin asks, with or without the runtime's UID.
-    if (rng.chance(0.5)) query = `?uid=${pod === "elsewhere" ? ELSEWHERE_UID : rng.chance(0.8) ? HERE_UID : "0d6c1c8e-0000-4000-8000-000000000001"}`;
+    const other = "0d6c1c8e-0000-4000-8000-000000000001";
+    if (rng.chance(0.5)) query = `?uid=${pod === "elsewhere" ? ELSEWHERE_UID : rng.chance(0.8) ? HERE_UID : other}`;
   } else {
     valid = false;
     tags.push("bad-path");
@@ -120,18 +136,33 @@ function lookupShape(rng: Rng, tags: string[]): Shape {
 const ENV_KEYS = ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"] as const;
 const WRONG = [5, null, true, [], {}, "", [1, 2], { a: 1 }, 1e308, -1];
 
-function addBody(rng: Rng, tags: string[], netns: string, state: string, version: string): { body: unknown; valid: boolean; pod: SocketCase["pod"]; realNetns: boolean } {
+function addBody(
+  rng: Rng,
+  tags: string[],
+  netns: string,
+  state: string,
+  version: string,
+): { body: unknown; valid: boolean; pod: SocketCase["pod"]; realNetns: boolean } {
   const r = rng.next();
   const pod: SocketCase["pod"] = r < 0.2 ? "elsewhere" : r < 0.3 ? "missing" : "here";
   const name = pod === "elsewhere" ? ELSEWHERE : pod === "missing" ? MISSING : HERE;
   const realNetns = rng.chance(0.3);
   const id = rng.pick(["3f2a9c1d7e5b", `forged${rng.int(1e6)}`, "a".repeat(256), "A.b_c-9"]);
   const env: Record<string, unknown> = {
-    CNI_COMMAND: "ADD", CNI_CONTAINERID: id, CNI_NETNS: realNetns ? netns : rng.pick(["/var/run/netns/forged-x", "/proc/1/ns/net", "/etc/hostname", "/var/run/netns/../../etc"]),
-    CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin", CNI_ARGS: `K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${name}`,
+    CNI_COMMAND: "ADD",
+    CNI_CONTAINERID: id,
+    CNI_NETNS: realNetns
+      ? netns
+      : rng.pick(["/var/run/netns/forged-x", "/proc/1/ns/net", "/etc/hostname", "/var/run/netns/../../etc"]),
+    CNI_IFNAME: "eth0",
+    CNI_PATH: "/opt/cni/bin",
+    CNI_ARGS: `K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${name}`,
   };
   const stdin = JSON.stringify({
-    cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", state_dir: state,
+    cniVersion: "1.0.0",
+    name: "k8s-pod-network",
+    type: "meshcni",
+    state_dir: state,
     prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24" }] },
   });
   const body: Record<string, unknown> = { v: 1, version, env, stdin };
@@ -150,35 +181,74 @@ function addBody(rng: Rng, tags: string[], netns: string, state: string, version
   else if (which === 6) return { body: rng.pick([[body], "add", 5, null]), valid: false, pod, realNetns };
   else if (which === 7) {
     tags.push("proto");
-    return { body: JSON.parse(`{"__proto__":{"v":1,"version":"x","env":{},"stdin":"{}"},"constructor":{"prototype":{"v":1}}}`), valid: false, pod, realNetns };
+    return {
+      body: JSON.parse(`{"__proto__":{"v":1,"version":"x","env":{},"stdin":"{}"},"constructor":{"prototype":{"v":1}}}`),
+      valid: false,
+      pod,
+      realNetns,
+    };
   } else delete body[rng.pick(["v", "version", "env", "stdin"])];
   return { body, valid: false, pod, realNetns };
 }
 
 function reportBody(rng: Rng, tags: string[]): { body: unknown; valid: boolean } {
   const body: Record<string, unknown> = {
-    v: 1, command: rng.pick(["ADD", "DEL", "CHECK", "GC", "STATUS"]), containerId: rng.pick(["3f2a9c1d7e5b", "never-recorded-1"]),
-    pod: { namespace: NS, name: rng.pick([HERE, ELSEWHERE]), uid: HERE_UID }, outcome: "ok", reason: "fuzz",
-    durationMs: 1.5, lines: ["meshcni: info ADD 3f2a9c1d7e5b: fuzz"], time: new Date(0).toISOString(), version: "fuzz",
+    v: 1,
+    command: rng.pick(["ADD", "DEL", "CHECK", "GC", "STATUS"]),
+    containerId: rng.pick(["3f2a9c1d7e5b", "never-recorded-1"]),
+    pod: { namespace: NS, name: rng.pick([HERE, ELSEWHERE]), uid: HERE_UID },
+    outcome: "ok",
+    reason: "fuzz",
+    durationMs: 1.5,
+    lines: ["meshcni: info ADD 3f2a9c1d7e5b: fuzz"],
+    time: new Date(0).toISOString(),
+    version: "fuzz",
   };
   if (rng.chance(0.4)) return { body, valid: true };
   tags.push("bad-report");
-  const keys = ["v", "command", "containerId", "pod", "outcome", "reason", "code", "rules", "backend", "lookup", "durationMs", "lines", "time", "version"];
+  const keys = [
+    "v",
+    "command",
+    "containerId",
+    "pod",
+    "outcome",
+    "reason",
+    "code",
+    "rules",
+    "backend",
+    "lookup",
+    "durationMs",
+    "lines",
+    "time",
+    "version",
+  ];
   const which = rng.int(6);
-  if (which === 0) body[rng.pick(keys.filter((k) => k !== "containerId" && k !== "pod" && k !== "code" && k !== "rules" && k !== "backend" && k !== "lookup"))] = undefined;
+  if (which === 0)
+    body[
+      rng.pick(
+        keys.filter(
+          (k) =>
+            k !== "containerId" && k !== "pod" && k !== "code" && k !== "rules" && k !== "backend" && k !== "lookup",
+        ),
+      )
+    ] = undefined;
   else if (which === 1) {
     const k = rng.pick(keys);
     body[k] = rng.pick(WRONG.filter((x) => x !== null));
     // "" is text, which every text field takes.
-    if (body[k] === "" && ["containerId", "reason", "backend", "time", "version"].includes(k)) return { body, valid: true };
+    if (body[k] === "" && ["containerId", "reason", "backend", "time", "version"].includes(k))
+      return { body, valid: true };
     // A number where a number is due, in its bounds, is a valid report; the rest is not.
     if (["code", "rules"].includes(k) && body[k] === 5) return { body, valid: true };
-    if (k === "durationMs" && (body[k] === 5)) return { body, valid: true };
+    if (k === "durationMs" && body[k] === 5) return { body, valid: true };
   } else if (which === 2) body.lines = Array.from({ length: rng.pick([2001, 100_000]) }, () => "x");
   else if (which === 3) body.reason = "r".repeat(rng.pick([16_385, 900_000]));
   else if (which === 4) {
     tags.push("proto");
-    return { body: JSON.parse(`{"__proto__":{"v":1,"command":"ADD"},"constructor":{"prototype":{"polluted":true}}}`), valid: false };
+    return {
+      body: JSON.parse(`{"__proto__":{"v":1,"command":"ADD"},"constructor":{"prototype":{"polluted":true}}}`),
+      valid: false,
+    };
   } else body.command = rng.pick(["add", "REMOVE", "", "VERSION"]);
   return { body, valid: false };
 }
@@ -204,7 +274,15 @@ function render(s: Shape, close: boolean): Uint8Array {
     if (s.chunked) {
       head.push("Transfer-Encoding: chunked");
       const mid = body.length >> 1;
-      return cat(head.join("\r\n"), "\r\n\r\n", `${mid.toString(16)}\r\n`, body.subarray(0, mid), `\r\n${(body.length - mid).toString(16)}\r\n`, body.subarray(mid), "\r\n0\r\n\r\n");
+      return cat(
+        head.join("\r\n"),
+        "\r\n\r\n",
+        `${mid.toString(16)}\r\n`,
+        body.subarray(0, mid),
+        `\r\n${(body.length - mid).toString(16)}\r\n`,
+        body.subarray(mid),
+        "\r\n0\r\n\r\n",
+      );
     }
     if (!s.noLength) head.push(`Content-Length: ${s.lengthOverride ?? body.length}`);
     return cat(head.join("\r\n"), "\r\n\r\n", body);
@@ -217,7 +295,13 @@ function render(s: Shape, close: boolean): Uint8Array {
  * made; `state` the agent's state folder (the entry names it, as the plugin's does); `version`
  * the agent's (a plugin of another version is declined, 409).
  */
-export function buildSocketCase(seed: number, index: number, netns: string, state: string, version = "fuzz"): SocketCase {
+export function buildSocketCase(
+  seed: number,
+  index: number,
+  netns: string,
+  state: string,
+  version = "fuzz",
+): SocketCase {
   const rng = createRng(caseSeed(seed ^ 0x50c3e7, index));
   const tags: string[] = [];
   const r = rng.next();
@@ -248,15 +332,21 @@ export function buildSocketCase(seed: number, index: number, netns: string, stat
       s.path = `http://elsewhere.example/v1/pods/${NS}/${HERE}`;
       s.valid = true;
       s.pod = "here";
-    }
-    else if (o === 2) {
+    } else if (o === 2) {
       // Not HTTP, or not whole: the client closes its side after it.
       s.incomplete = true;
-      s.raw = rng.pick([enc.encode("\x00\xff\r\n\r\n"), enc.encode("GET\r\n\r\n"), enc.encode("GET /v1/add\r\n\r\n"), new Uint8Array(4096).fill(0x41), enc.encode("POST /v1/add HTTP/1.1\r\nContent-Length: -5\r\n\r\n")]);
-    }
-    else if (o === 3) s.headers = [["X-Big", "x".repeat(rng.pick([9000, 100_000]))]];
-    else if (o === 4) s.headers = Array.from({ length: rng.pick([100, 2000]) }, (_, i) => [`X-H${i}`, "v"] as [string, string]);
-    else if (o === 5) s.raw = cat("GET /v1/pods/", new Uint8Array([0xff, 0xc0]), `/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`);
+      s.raw = rng.pick([
+        enc.encode("\x00\xff\r\n\r\n"),
+        enc.encode("GET\r\n\r\n"),
+        enc.encode("GET /v1/add\r\n\r\n"),
+        new Uint8Array(4096).fill(0x41),
+        enc.encode("POST /v1/add HTTP/1.1\r\nContent-Length: -5\r\n\r\n"),
+      ]);
+    } else if (o === 3) s.headers = [["X-Big", "x".repeat(rng.pick([9000, 100_000]))]];
+    else if (o === 4)
+      s.headers = Array.from({ length: rng.pick([100, 2000]) }, (_, i) => [`X-H${i}`, "v"] as [string, string]);
+    else if (o === 5)
+      s.raw = cat("GET /v1/pods/", new Uint8Array([0xff, 0xc0]), `/x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n`);
     else if (o === 6) s.path = `/v1/pods/${"%".repeat(3)}/${"%zz"}`;
     else s.method = rng.pick(BAD_METHODS);
   }
@@ -264,7 +354,12 @@ export function buildSocketCase(seed: number, index: number, netns: string, stat
   if (kind !== "other" && rng.chance(0.12)) {
     tags.push("bad-method");
     s.method = rng.pick(BAD_METHODS);
-    if (s.valid && ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"].includes(s.method.toUpperCase()) && s.method.toUpperCase() === GOOD_METHODS[kind]) s.validForFetch = true;
+    if (
+      s.valid &&
+      ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS"].includes(s.method.toUpperCase()) &&
+      s.method.toUpperCase() === GOOD_METHODS[kind]
+    )
+      s.validForFetch = true;
     s.valid = false;
   }
   if (s.body !== undefined && rng.chance(0.25)) {
@@ -293,7 +388,14 @@ export function buildSocketCase(seed: number, index: number, netns: string, stat
       s.valid = false;
     }
   }
-  if (kind === "add" && typeof s.body === "string" && s.body.length > 0 && !s.chunked && !s.noLength && !s.lengthOverride) {
+  if (
+    kind === "add" &&
+    typeof s.body === "string" &&
+    s.body.length > 0 &&
+    !s.chunked &&
+    !s.noLength &&
+    !s.lengthOverride
+  ) {
     // a large stdin inside a well-formed request: past the bound is 413
     if (rng.chance(0.05)) {
       tags.push("huge-body");
@@ -310,7 +412,8 @@ export function buildSocketCase(seed: number, index: number, netns: string, stat
   // fetch's Request takes only a method it knows (Bun's turns any other into GET).
   const known = ["GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"].includes(s.method.toUpperCase());
   if (!s.raw && known && s.lengthOverride === undefined && !s.noLength) {
-    const body = s.body === undefined ? undefined : typeof s.body === "string" ? s.body : new TextDecoder().decode(s.body);
+    const body =
+      s.body === undefined ? undefined : typeof s.body === "string" ? s.body : new TextDecoder().decode(s.body);
     out.request = { method: s.method, path: s.path, headers: s.headers, ...(body !== undefined ? { body } : {}) };
   }
   return out;
