@@ -3,6 +3,7 @@
 // (internal/io/agent-add.ts); the agent's socket handler asks the same before it reports an
 // answer itself. Loops, not every/some/map: each callback builtin costs the plugin its
 // first-use compile.
+import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { LOG_LEVELS } from "../config/log-levels.ts";
 import { safeContainerId } from "../io/plugin-state.ts";
 import { type AddAnswer, LOOKUP_SOURCES, type Outcome, REPORT_LIMITS as L } from "./protocol.ts";
@@ -15,8 +16,13 @@ const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith(
 /**
  * The parsed answer `a` as an AddAnswer, or why the plugin cannot use it. The agent asks too,
  * before it reports an answer itself: an answer the plugin refuses, the plugin runs and reports.
+ * `cniArgs`: the request's CNI_ARGS, whose pod the answer must be about.
+ *
+ * The plugin does not decide again what the agent decided (the agent can write the plugin's
+ * binary), but it takes a decision only in full: rules come with a meshed success, a success
+ * without rules is a skip that names the pod and its UID, a failure carries its code.
  */
-export function checkAddAnswer(a: unknown): AddAnswer | string {
+export function checkAddAnswer(a: unknown, cniArgs: string | undefined): AddAnswer | string {
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
   if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
   if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
@@ -34,6 +40,27 @@ export function checkAddAnswer(a: unknown): AddAnswer | string {
     const st = isObj(a.apply) ? a.apply.settings : undefined;
     if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
       return "the agent's plan has no firewall settings";
+    }
+  } else if (a.exitCode === 0 && summary.outcome !== "skipped") {
+    return `the agent's answer is a success without rules whose outcome is ${summary.outcome}, not skipped`;
+  }
+  if (a.exitCode === 1 && (summary.outcome !== "failed" || summary.code === undefined || summary.code === 0)) {
+    return "the agent's answer is a failure without a failed outcome and its error code";
+  }
+  const pod = summary.pod;
+  if (summary.outcome === "skipped" && pod?.uid === undefined) {
+    return "the agent's answer skips a pod without naming it and its UID";
+  }
+  if (pod) {
+    let k8s;
+    try {
+      k8s = parseK8sArgs(cniArgs);
+    } catch {
+      return "the agent's answer names a pod, but CNI_ARGS is not valid";
+    }
+    const other = pod.namespace !== k8s.podNamespace || pod.name !== k8s.podName;
+    if (other || (k8s.podUid !== undefined && pod.uid !== k8s.podUid)) {
+      return "the agent's answer is about another pod than the one CNI_ARGS names";
     }
   }
   return { ...(a as unknown as AddAnswer), summary };

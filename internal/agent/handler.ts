@@ -120,7 +120,8 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       const answer = planned.answer;
       if (reportsItself(parsed, answer) && !req.signal.aborted) {
         const text = JSON.stringify({ ...answer, reported: true });
-        if (Buffer.byteLength(text) <= MAX_ANSWER_BYTES && typeof checkAddAnswer(JSON.parse(text)) !== "string") {
+        const takes = typeof checkAddAnswer(JSON.parse(text), parsed.env.CNI_ARGS) !== "string";
+        if (Buffer.byteLength(text) <= MAX_ANSWER_BYTES && takes) {
           const answeredMs = epochNow();
           setImmediate(() => deps.onReport(buildAnsweredReport(parsed, answer, answeredMs, parsed.version)));
           return jsonText(200, text);

@@ -48,10 +48,12 @@ export function isSupportedVersion(v: unknown): v is CniVersion {
 
 /** Compares two dotted versions numerically: negative, zero or positive. */
 export function compareVersions(a: string, b: string): number {
-  const pa = a.split(".").map(Number);
-  const pb = b.split(".").map(Number);
+  // Number() per part, not map(Number): the plugin compares on its hot path, where a callback
+  // builtin costs its first-use compile.
+  const pa = a.split(".");
+  const pb = b.split(".");
   for (let i = 0; i < 3; i++) {
-    const d = (pa[i] ?? 0) - (pb[i] ?? 0);
+    const d = (pa[i] === undefined ? 0 : Number(pa[i])) - (pb[i] === undefined ? 0 : Number(pb[i]));
     if (d !== 0) return d;
   }
   return 0;

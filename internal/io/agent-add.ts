@@ -4,15 +4,21 @@
 // writes the container's record; the plugin loads no config schema, mesh profile or API client,
 // only, for a meshed pod, the backend that applies the rules in the pod's network namespace.
 //
-// The plugin trusts the agent's socket as much as it trusts the pod objects the agent sends
-// (root only, 0600 in a 0700 folder), and no more: a plan is checked against the model
-// (plan/check.ts) before any backend renders it, and the binaries are the host's, found by the
-// plugin (agent-apply.ts, imported only when there are rules). When the agent is not there, does
-// not answer in time, or declines (409), the caller runs the whole ADD itself, exactly as without
-// an agent.
+// The plugin takes the agent's decision (the agent can write the plugin's binary, so deciding
+// again would guard nothing) but neither its result nor a decision it does not state in full:
+// what the plugin prints is its own conversion of the request's prevResult, or the agent's error
+// rendered by the plugin in the request's version; a skip must name the pod and its UID, and the
+// plugin logs it on a line of its own; a plan is checked against the model (plan/check.ts) before
+// any backend renders it, and the binaries are the host's, found by the plugin (agent-apply.ts,
+// imported only when there are rules). When the agent is not there, does not answer in time, or
+// declines (409), the caller runs the whole ADD itself, exactly as without an agent.
 import { checkAddAnswer } from "../agent/answer.ts";
-import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath } from "../agent/protocol.ts";
-import { createLogger, logContext } from "../plugin/log.ts";
+import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath, REPORT_LIMITS } from "../agent/protocol.ts";
+import { CniError, renderError } from "../cni/errors.ts";
+import { renderAddResultOf } from "../cni/result.ts";
+import type { CodeValue } from "../cni/spec.ts";
+import { createLogger, logContext, parseLevel, renderLine } from "../plugin/log.ts";
+import { peekConf } from "../plugin/peek.ts";
 import { escapeText } from "../text/escape.ts";
 import type { Summary } from "../plugin/summary.ts";
 import { agentRequest, type FollowUp } from "./agent-client.ts";
@@ -33,14 +39,14 @@ export type PlannedAdd =
   | { kind: "unavailable"; why: string };
 
 /** The answer in `body`, or why the plugin cannot use it (agent/answer.ts). */
-function parseAnswer(body: string): AddAnswer | string {
+function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | string {
   let a: unknown;
   try {
     a = JSON.parse(body);
   } catch {
     return "the agent's answer is not JSON";
   }
-  return checkAddAnswer(a);
+  return checkAddAnswer(a, cniArgs);
 }
 
 /**
@@ -102,22 +108,78 @@ export async function addThroughAgent(o: {
     return { kind: "declined", why };
   };
   if (res.status !== 200) return unusable(`the agent answered ${res.status} to ${ADD_PATH}`);
-  const a = parseAnswer(res.body);
+  const a = parseAnswer(res.body, o.env.CNI_ARGS);
   if (typeof a === "string") return unusable(a);
   const dropRecord = async () => {
     if (a.record && o.env.CNI_CONTAINERID) await Bun.file(recordPath(o.stateDir, o.env.CNI_CONTAINERID)).delete().catch(() => {});
   };
+  // What the plugin prints is its own: the request's prevResult converted, or the agent's error
+  // in the request's version. The agent decides, but cannot change the result.
+  const conf = peekConf(o.stdin);
+  let stdout: string;
+  if (a.exitCode === 0) {
+    try {
+      stdout = renderAddResultOf(conf ?? {});
+    } catch (e) {
+      await dropRecord();
+      const err = e as CniError;
+      return unusable(`the agent answered success, but the plugin cannot render this ADD's result (${err.msg}: ${
+        err.details})`);
+    }
+  } else {
+    stdout = renderAgentError(a, conf?.cniVersion);
+  }
   const via = res.followUp ? { followUp: res.followUp } : {};
   if (!a.apply) {
     for (const l of agentLines(a.lines)) o.sink(l);
+    if (a.summary.outcome === "skipped") {
+      // The decision on a line of the plugin's own, at the entry's log level, whatever lines the agent sent.
+      const level = parseLevel(typeof conf?.log_level === "string" ? conf.log_level : undefined);
+      const line = renderLine(level, "info", logContext("ADD", o.env.CNI_CONTAINERID), skipLine(a.summary));
+      if (line) o.sink(line);
+    }
     // Reported by the agent as it answered: the connection has nothing more to carry.
     if (a.reported) {
       res.close?.();
-      return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, reported: true };
+      return { kind: "done", stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, reported: true };
     }
-    return { kind: "done", stdout: a.stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
+    return { kind: "done", stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
   }
   // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).
   const { applyPlanned } = await import("./agent-apply.ts");
-  return applyPlanned({ answer: a, apply: a.apply, env: o.env, sink: o.sink, signal, via, unusable, dropRecord });
+  return applyPlanned({
+    answer: a, apply: a.apply, env: o.env, sink: o.sink, signal, via, unusable, dropRecord,
+    stdout, cniVersion: conf?.cniVersion,
+  });
+}
+
+/** The plugin's line for a pod the agent skipped: the pod, its UID and the agent's reason. */
+export function skipLine(s: AddAnswer["summary"]): string {
+  const pod = s.pod ? `${s.pod.namespace}/${s.pod.name}` : "?";
+  // The reason as run.ts writes it starts with the pod again ("pod NS/NAME: ...").
+  const reason = s.reason.startsWith(`pod ${pod}: `) ? s.reason.slice(pod.length + 6) : s.reason;
+  // Escaped whole, so a reason the agent sends stays on this one line.
+  return escapeText(`the agent decided: no rules for pod ${pod} uid=${s.pod?.uid ?? "?"}: ${reason}`);
+}
+
+/**
+ * The agent's failure as the plugin prints it: the answer's code (checkAddAnswer makes sure a
+ * failure has one) with the message and details of the error the agent wrote, in the request's
+ * version. Whatever the text, exit status 1 fails the ADD: a failure can only fail closed.
+ */
+export function renderAgentError(a: AddAnswer, requestVersion: unknown): string {
+  let msg = a.summary.reason;
+  let details = "";
+  try {
+    const e = JSON.parse(a.stdout) as { msg?: unknown; details?: unknown } | null;
+    if (typeof e?.msg === "string" && e.msg !== "") {
+      msg = e.msg;
+      if (typeof e.details === "string") details = e.details;
+    }
+  } catch {
+    // the summary's reason
+  }
+  const cap = REPORT_LIMITS.reason;
+  const err = new CniError(a.summary.code as CodeValue, msg.slice(0, cap), details.slice(0, cap));
+  return renderError(err, requestVersion);
 }

@@ -19,6 +19,8 @@ import { pathExists } from "./which.ts";
 export async function applyPlanned(o: {
   answer: AddAnswer; apply: NonNullable<AddAnswer["apply"]>; env: Record<string, string | undefined>; sink(line: string): void;
   signal: AbortSignal; via: { followUp?: FollowUp }; unusable(why: string): PlannedAdd; dropRecord(): Promise<void>;
+  /** The plugin's own result (agent-add.ts), printed once the rules are in; the request's cniVersion for an error. */
+  stdout: string; cniVersion: unknown;
 }): Promise<PlannedAdd> {
   const { answer: a, via } = o;
   let plan: Plan;
@@ -46,7 +48,7 @@ export async function applyPlanned(o: {
     log.info(`${summary.reason}; applied ${countRules(plan)} rules (${fw.backend}, IPv${families.join("+IPv")})`);
     if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(plan)}`);
     summary.backend = fw.backend;
-    return { kind: "done", stdout: a.stdout, exitCode: 0, summary, ...via };
+    return { kind: "done", stdout: o.stdout, exitCode: 0, summary, ...via };
   } catch (e) {
     // The agent's record said "meshed" ahead of the rules: without them there is nothing to record.
     await o.dropRecord();
@@ -54,6 +56,6 @@ export async function applyPlanned(o: {
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
     const failed: Summary = { ...summary, outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code };
     delete failed.rules;
-    return { kind: "done", stdout: renderError(err, a.cniVersion), exitCode: 1, summary: failed, ...via };
+    return { kind: "done", stdout: renderError(err, o.cniVersion), exitCode: 1, summary: failed, ...via };
   }
 }

@@ -42,11 +42,22 @@ export function trimNewlines(s: string): string {
   return end === s.length ? s : s.slice(0, end);
 }
 
+/** The head of every line: "meshcni: LEVEL CONTEXT: ". */
+const headOf = (l: Level, context: string) => `meshcni: ${l}${context ? ` ${context}` : ""}: `;
+
+/**
+ * One line as a logger at `level` writes `msg` at `l` ("" when that level drops it), for a
+ * message that is a single line already escaped: no logger to build for one line.
+ */
+export function renderLine(level: Level, l: Level, context: string, msg: string): string {
+  return LEVEL_RANK[l] < LEVEL_RANK[level] ? "" : `${headOf(l, context)}${msg}\n`;
+}
+
 export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
   const emit = (l: Level, msg: string) => {
     if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;
     // Every line carries the prefix, multi-line messages (payloads) included.
-    const head = `meshcni: ${l}${context ? ` ${context}` : ""}: `;
+    const head = headOf(l, context);
     let text = "";
     // split("\n"), not split(/\r?\n/): a RegExp split is another builtin to compile on first use.
     for (const raw of trimNewlines(msg).split("\n")) text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";

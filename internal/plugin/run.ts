@@ -3,7 +3,7 @@
 import { type CmdArgs, type Getenv, parseCmdArgs } from "../cni/env.ts";
 import { CniError, renderError, toCniError } from "../cni/errors.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
-import { convertResult, emptyResult, resultAddresses } from "../cni/result.ts";
+import { convertResult, renderAddResult, resultAddresses } from "../cni/result.ts";
 import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
@@ -154,8 +154,8 @@ async function payloadsOf(redirect: Redirect, mode: string): Promise<string> {
 
 async function add(ctx: Ctx): Promise<string> {
   const { conf, deps, log } = ctx;
-  const result = conf.prevResult ? convertResult(conf.prevResult, conf.cniVersion) : emptyResult(conf.cniVersion);
-  const stdout = JSON.stringify(result, null, 2) + "\n";
+  // The same text the plugin prints for an ADD the agent decides (agent-add.ts).
+  const stdout = renderAddResult(conf.prevResult, conf.cniVersion);
   const target = await resolveTarget(ctx);
   if (!target.redirect) {
     log.info(`no rules: ${target.reason}`);

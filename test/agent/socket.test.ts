@@ -188,7 +188,7 @@ describe("the agent's socket", () => {
   test("an ADD answered without rules is reported by the agent only when the plugin will take the answer and said when it started", async () => {
     const answer = (over: Partial<AddAnswer> = {}): AddAnswer => ({
       v: 1, stdout: "{}\n", exitCode: 0, lines: ["meshcni: info ADD abc: no rules\n"], level: "info", context: "ADD abc",
-      summary: { outcome: "skipped", reason: "no proxy" }, record: true, ...over,
+      summary: { outcome: "skipped", reason: "no proxy", pod: { namespace: "default", name: "x", uid: "u-1" } }, record: true, ...over,
     });
     let next = answer();
     const { ask, reports } = serve({ planAdd: async () => ({ ok: true, answer: next }) });
@@ -212,6 +212,11 @@ describe("the agent's socket", () => {
     next = answer({ context: "ADD bad/id" });
     expect((await add(startedMs)).reported).toBeUndefined();
     next = answer({ lines: Array.from({ length: 2001 }, () => "meshcni: info ADD abc: x\n") });
+    expect((await add(startedMs)).reported).toBeUndefined();
+    // A skip without the pod's UID, or of another pod than CNI_ARGS names.
+    next = answer({ summary: { outcome: "skipped", reason: "no proxy", pod: { namespace: "default", name: "x" } } });
+    expect((await add(startedMs)).reported).toBeUndefined();
+    next = answer({ summary: { outcome: "skipped", reason: "no proxy", pod: { namespace: "default", name: "y", uid: "u-1" } } });
     expect((await add(startedMs)).reported).toBeUndefined();
     await settle();
     expect(reports.length).toBe(1);

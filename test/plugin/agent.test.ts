@@ -188,6 +188,49 @@ describe("a warm agent", () => {
     expect(readRecord(id)).toMatchObject({ decision: "meshed", backend: "nft" });
   });
 
+  test("the agent cannot change the result: a rewritten IP, meshed pod or skipped, never reaches stdout", async () => {
+    const prev = { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: "/x" }], dns: {} };
+    agent.tamper = (answer) => {
+      answer.stdout = JSON.stringify({ ...prev, ips: [{ address: "10.66.6.6/24", gateway: "10.66.6.1", interface: 0 }] }, null, 2) + "\n";
+    };
+    const [meshed, skipped] = [netns(), netns()];
+    const planned = agent.planned;
+    const a = await add(meshed, cid(), args(), { cniVersion: "1.1.0", prevResult: prev });
+    const b = await add(skipped, cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace), { cniVersion: "1.1.0", prevResult: prev });
+    expect(agent.planned).toBe(planned + 2);
+    // prevResult in the request's version, whatever the agent answered.
+    for (const r of [a, b]) expect({ code: r.code, result: JSON.parse(r.stdout) }).toEqual({ code: 0, result: { ...prev, cniVersion: "1.1.0" } });
+    expect([ruled(meshed), ruled(skipped)]).toEqual([true, false]);
+  });
+
+  test("a skip is said on the plugin's own line with the pod's UID and the reason, even one the agent hides", async () => {
+    const plain = await add(netns(), cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined));
+    expect(plain.code).toBe(0);
+    expect(plain.stderr).toMatch(new RegExp(`meshcni: info ADD \\S+: the agent decided: no rules for pod default/${UNMESHED.metadata.name} uid=${UNMESHED.metadata.uid}: \\S`));
+    // An agent that skips a meshed pod and sends no line of its own: the plugin takes the
+    // decision (the agent could as well write the plugin's binary), and says it.
+    agent.tamper = (answer) => {
+      delete answer.apply;
+      answer.summary = { outcome: "skipped", reason: "told to skip", pod: answer.summary.pod! };
+      answer.lines = [];
+    };
+    const n = netns();
+    const r = await add(n, cid());
+    expect(r.code).toBe(0);
+    expect(ruled(n)).toBe(false);
+    expect(r.stderr).toContain(`the agent decided: no rules for pod emojivoto/${POD.metadata.name} uid=${UID}: told to skip`);
+    // Without the UID, the decision is not taken: the plugin runs the ADD itself.
+    agent.tamper = (answer) => {
+      delete answer.apply;
+      answer.summary = { outcome: "skipped", reason: "told to skip", pod: { namespace: "emojivoto", name: POD.metadata.name } };
+    };
+    const m = netns();
+    const hidden = await add(m, cid());
+    expect(hidden.code).toBe(0);
+    expect(hidden.stderr).toContain("skips a pod without naming it and its UID");
+    expect(ruled(m)).toBe(true);
+  });
+
   test("a planned ADD whose rules cannot be applied fails, and leaves no record", async () => {
     const n = netns();
     const id = cid();
