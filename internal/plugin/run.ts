@@ -168,6 +168,13 @@ async function add(ctx: Ctx): Promise<string> {
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile) {
     await deps.writeFile(deps.dryRunFile, await payloadsOf(redirect, settings.mode));
+    // The variable alone (a stray line in the runtime's environment): no meshed pod starts unmeshed.
+    if (!conf.dry_run) {
+      throw new CniError(Code.InvalidEnvironment, "MESHCNI_DRY_RUN_FILE is set: no rules applied",
+        `${target.reason}, but the plugin's environment has MESHCNI_DRY_RUN_FILE, so its ${countRules(redirect)} ` +
+        `rules went to ${deps.dryRunFile} instead; remove the variable from the container runtime's environment, ` +
+        `or say "dry_run": true in the conflist entry for a dry run`);
+    }
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
     Object.assign(ctx.summary, { outcome: "ok", reason: `dry run: ${target.reason}`, rules: countRules(redirect) });
     return stdout;
@@ -287,8 +294,9 @@ function peekVersion(stdin: string): unknown {
  * Dry run comes from MESHCNI_DRY_RUN_FILE in the environment (a promise to users), and is never
  * silent: libcni hands the plugin the runtime's whole environment, so a stray line in a runtime's
  * unit file would turn enforcement off. Without `"dry_run": true` in the conflist entry saying it
- * is meant, every call says so at error level (on stderr and in the report the agent prints).
- * `"dry_run": true` without the variable is a configuration error.
+ * is meant, every call says so at error level (on stderr and in the report the agent prints), and
+ * an ADD of a meshed pod fails (code 4, add()) once its payload is written, so no pod starts
+ * unmeshed. `"dry_run": true` without the variable is a configuration error.
  */
 function dryRunGate(conf: PluginConf, deps: PluginDeps, log: Logger): PluginDeps {
   const { dryRunFile, ...rest } = deps;
@@ -300,7 +308,9 @@ function dryRunGate(conf: PluginConf, deps: PluginDeps, log: Logger): PluginDeps
     return rest;
   }
   if (!conf.dry_run) {
-    log.error(`dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod (payloads go to the file); if this is not meant, remove it from the container runtime's environment (or say "dry_run": true in the conflist entry to quiet this to a warning)`);
+    log.error("dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod " +
+      "(payloads go to the file) and an ADD of a meshed pod fails; if this is not meant, remove it from the " +
+      "container runtime's environment (or say \"dry_run\": true in the conflist entry for a dry run)");
   } else {
     log.warn(`dry run ("dry_run": true and MESHCNI_DRY_RUN_FILE): no rules are applied to this pod; payloads go to the file`);
   }

@@ -102,14 +102,21 @@ describe("dry run: the environment variable, never silent", () => {
   });
   afterAll(() => lab?.close());
 
-  test("MESHCNI_DRY_RUN_FILE alone (a stray line in a runtime's unit file) is never silent: nothing applied, an error line on every call", async () => {
+  test("MESHCNI_DRY_RUN_FILE alone (a stray line in a runtime's unit file) fails a meshed pod's ADD with code 4, its payload written; a pod that is not meshed passes", async () => {
     const dry = `${lab.dir}/stray-dry-run`;
-    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-stray", {}),
-      lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } });
-    expect(pod.netns.save("nft", 4)).not.toContain("PROXY_INIT_REDIRECT");
+    const err = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-stray", {}),
+      lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } }).catch((e) => e);
+    expect(err.run?.type).toBe("meshcni");
+    expect(JSON.parse(err.run.stdout)).toMatchObject({ code: 4, msg: "MESHCNI_DRY_RUN_FILE is set: no rules applied" });
+    expect(JSON.parse(err.run.stdout).details).toContain(`went to ${dry} instead`);
     expect(await Bun.file(dry).text()).toContain("PROXY_INIT_REDIRECT");
-    const add = pod.runtime.runs.find((r) => r.type === "meshcni")!;
-    expect(add.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod/);
+    expect(err.run.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod/);
+    // A pod that gets no rules applies nothing either way: it starts, and the line is still there.
+    const plain = await lab.addPod(await readFixture("testdata/pods/not-injected.json"), lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } });
+    expect(plain.result.ips.length).toBeGreaterThan(0);
+    expect(await Bun.file(dry).text()).toBe("");
+    const add = plain.runtime.runs.find((r) => r.type === "meshcni")!;
+    expect(add.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment/);
   });
 
   test("\"dry_run\": true with the variable writes the payload and applies nothing; without it, ADD fails with code 7", async () => {
