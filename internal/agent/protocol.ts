@@ -167,7 +167,10 @@ export interface Report {
 
 /** STATE_DIR/containers/CONTAINER_ID.json */
 export const RECORDS_SUBDIR = "containers";
-export const recordPath = (stateDir: string, containerId: string) => `${stateDir}/${RECORDS_SUBDIR}/${containerId}.json`;
+/** The file name of a container's record in the records folder; every writer and reader names records with it. */
+export const recordName = (containerId: string) => `${containerId}.json`;
+export const recordPath = (stateDir: string, containerId: string) =>
+  `${stateDir}/${RECORDS_SUBDIR}/${recordName(containerId)}`;
 
 export interface PodRecord {
   v: 1;

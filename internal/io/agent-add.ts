@@ -13,7 +13,7 @@
 // imported only when there are rules). When the agent is not there, does not answer in time, or
 // declines (409), the caller runs the whole ADD itself, exactly as without an agent.
 import { checkAddAnswer } from "../agent/answer.ts";
-import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, recordPath, REPORT_LIMITS } from "../agent/protocol.ts";
+import { ADD_ENV_KEYS, ADD_PATH, type AddAnswer, type AddRequest, REPORT_LIMITS } from "../agent/protocol.ts";
 import { CniError, renderError } from "../cni/errors.ts";
 import { renderAddResultOf } from "../cni/result.ts";
 import type { CodeValue } from "../cni/spec.ts";
@@ -111,7 +111,9 @@ export async function addThroughAgent(o: {
   const a = parseAnswer(res.body, o.env.CNI_ARGS);
   if (typeof a === "string") return unusable(a);
   const dropRecord = async () => {
-    if (a.record && o.env.CNI_CONTAINERID) await Bun.file(recordPath(o.stateDir, o.env.CNI_CONTAINERID)).delete().catch(() => {});
+    if (!a.record || !o.env.CNI_CONTAINERID) return;
+    const { removeRecord } = await import("./plugin-state.ts");
+    await removeRecord(o.stateDir, o.env.CNI_CONTAINERID);
   };
   // What the plugin prints is its own: the request's prevResult converted, or the agent's error
   // in the request's version. The agent decides, but cannot change the result.

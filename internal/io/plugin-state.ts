@@ -1,8 +1,12 @@
 // The plugin's files in the state folder (internal/agent/protocol.ts): one record per container
 // it handled for a Kubernetes pod, and the fallback log it appends to while the agent does not
-// answer. Reading and deleting use Bun's own file API; renaming, appending and making folders go
-// through internal/io/libc.ts, loaded only when they are needed.
-import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
+// answer. Reading uses Bun's own file API; writing, renaming, removing and making folders go
+// through internal/io/libc.ts, loaded only when they are needed, and never through a symbolic
+// link: the state folder is the configured one, but a link planted inside it (at a record's or
+// the log's name, or as the records folder) is never written, appended or removed through.
+import {
+  FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordName, recordPath,
+} from "../agent/protocol.ts";
 
 /**
  * A container ID that is safe in a file name: the CNI spec's form (parseCmdArgs checks it too),
@@ -43,43 +47,112 @@ export async function readRecord(stateDir: string, containerId: string): Promise
   return "unreadable";
 }
 
-/** Writes the record atomically: a temp file in the same folder, then rename(2). */
+/** A temp name in the records folder: a dot (no reader lists it), part of the record's name, random bytes. */
+function tempName(name: string): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  let hex = "";
+  for (let i = 0; i < bytes.length; i++) hex += (bytes[i]! < 16 ? "0" : "") + bytes[i]!.toString(16);
+  return `.${name.slice(0, 64)}.${hex}.tmp`;
+}
+
+/**
+ * The records folder's descriptor, never through a symbolic link: the state folder is the
+ * configured one (followed), and `containers` in it must be a folder itself (ELOOP when it is a
+ * link; mkdir(2) does not follow one either). `create`: make both first when they are missing.
+ */
+async function openRecords(stateDir: string, create: boolean): Promise<number> {
+  const { mkdir, openDir } = await import("./libc.ts");
+  const dir = `${stateDir}/${RECORDS_SUBDIR}`;
+  if (create) {
+    mkdir(stateDir, 0o700);
+    mkdir(dir, 0o700);
+  }
+  return openDir(dir);
+}
+
+/**
+ * Writes the record atomically, and through no symbolic link: a temp file of a random name,
+ * created (O_EXCL: never over anything already there, a link included) in the records folder,
+ * then renameat(2) over the record's name, which replaces a link there instead of writing
+ * through it.
+ */
 export async function writeRecord(stateDir: string, record: PodRecord): Promise<void> {
   if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
-  const { mkdir, rename } = await import("./libc.ts");
-  mkdir(stateDir, 0o700);
-  mkdir(`${stateDir}/${RECORDS_SUBDIR}`, 0o700);
-  const final = recordPath(stateDir, record.containerId);
-  const tmp = `${stateDir}/${RECORDS_SUBDIR}/.${record.containerId}.${process.pid}.${Math.random().toString(36).slice(2, 8)}.tmp`;
-  await Bun.write(tmp, JSON.stringify(record) + "\n");
+  const { closeFd, renameAt, unlinkAt, writeNewAt } = await import("./libc.ts");
+  const dir = await openRecords(stateDir, true);
   try {
-    rename(tmp, final);
-  } catch (e) {
-    await Bun.file(tmp).delete().catch(() => {});
-    throw e;
+    const name = recordName(record.containerId);
+    const text = JSON.stringify(record) + "\n";
+    let tmp = tempName(name);
+    for (let tries = 0; ; tries++) {
+      try {
+        writeNewAt(dir, tmp, text, 0o600);
+        break;
+      } catch (e) {
+        // Something is at that name already (planted there): another name, a few times.
+        if ((e as { code?: string }).code !== "EEXIST" || tries >= 3) throw e;
+        tmp = tempName(name);
+      }
+    }
+    try {
+      renameAt(dir, tmp, name);
+    } catch (e) {
+      unlinkAt(dir, tmp);
+      throw e;
+    }
+  } finally {
+    closeFd(dir);
   }
 }
 
+/** Removes the record: a link at its name is removed itself, never what it points to. */
 export async function removeRecord(stateDir: string, containerId: string): Promise<void> {
   if (!safeContainerId(containerId)) return;
-  await Bun.file(recordPath(stateDir, containerId)).delete().catch(() => {});
+  const { closeFd, unlinkAt } = await import("./libc.ts");
+  let dir: number;
+  try {
+    dir = await openRecords(stateDir, false);
+  } catch {
+    return; // no records folder (or a link instead of one): no record of ours to remove
+  }
+  try {
+    unlinkAt(dir, recordName(containerId));
+  } catch {
+    // not removable: DEL goes on
+  } finally {
+    closeFd(dir);
+  }
 }
 
 /** Removes the records of containers not in `keep` (GC); returns the container IDs removed. */
 export async function pruneRecords(stateDir: string, keep: ReadonlySet<string>): Promise<string[]> {
-  const dir = `${stateDir}/${RECORDS_SUBDIR}`;
   const removed: string[] = [];
-  let names: string[];
+  const { closeFd, unlinkAt } = await import("./libc.ts");
+  let dir: number;
   try {
-    names = [...new Bun.Glob("*.json").scanSync({ cwd: dir, onlyFiles: true })];
+    dir = await openRecords(stateDir, false);
   } catch {
     return removed;
   }
-  for (const n of names) {
-    const id = n.slice(0, -".json".length);
-    if (n.includes("/") || keep.has(id)) continue;
-    await Bun.file(`${dir}/${n}`).delete().catch(() => {});
-    removed.push(id);
+  try {
+    // Listed through the descriptor: the folder opened above, whatever is renamed meanwhile.
+    let names: string[];
+    try {
+      names = [...new Bun.Glob("*.json").scanSync({ cwd: `/proc/self/fd/${dir}`, onlyFiles: false })];
+    } catch {
+      return removed;
+    }
+    for (const n of names) {
+      const id = n.slice(0, -".json".length);
+      if (n.includes("/") || keep.has(id)) continue;
+      try {
+        if (unlinkAt(dir, n)) removed.push(id);
+      } catch {
+        // not removable (a folder): left
+      }
+    }
+  } finally {
+    closeFd(dir);
   }
   return removed;
 }
@@ -87,6 +160,8 @@ export async function pruneRecords(stateDir: string, keep: ReadonlySet<string>):
 /**
  * Appends lines to STATE_DIR/plugin.log; when that would take it past FALLBACK_LOG_MAX_BYTES it
  * first moves to plugin.log.1 (replacing the older one). The agent prints and empties both.
+ * A symbolic link at plugin.log is never appended through (O_NOFOLLOW: this throws), and the
+ * rotation renames names, never what a link points to.
  */
 export async function appendFallbackLog(stateDir: string, text: string, maxBytes = FALLBACK_LOG_MAX_BYTES): Promise<void> {
   const { append, mkdir, rename } = await import("./libc.ts");

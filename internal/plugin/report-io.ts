@@ -6,7 +6,8 @@
 import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../agent/protocol.ts";
 import { isSupportedVersion } from "../cni/spec.ts";
 import { type FollowUp, sendReport } from "../io/agent-client.ts";
-import { readRecord, removeRecord, safeContainerId } from "../io/plugin-state.ts";
+import { readRecord, safeContainerId } from "../io/plugin-state.ts";
+import { escapeText } from "../text/escape.ts";
 import { VERSION } from "../version.ts";
 import { peekConf } from "./peek.ts";
 import { skippedReason } from "./records.ts";
@@ -41,8 +42,12 @@ export async function report(o: {
   try {
     const { appendFallbackLog } = await import("../io/plugin-state.ts");
     await appendFallbackLog(stateDir, fallbackText(r));
-  } catch {
-    // Nowhere to write: the lines went to stderr already.
+  } catch (e) {
+    // Nowhere to write (a link planted at the log's name among the reasons): the lines went to
+    // stderr already; this says why they are in no log the agent prints.
+    const why = escapeText((e as Error).message);
+    await Bun.write(Bun.stderr, `meshcni: warn ${command}: could not append to the fallback log in ${stateDir}: ${
+      why}\n`);
   }
 }
 
@@ -75,6 +80,8 @@ export async function untouchedDel(stdin: string, env: Record<string, string | u
 async function skippedDel(stateDir: string, id: string): Promise<Summary | undefined> {
   const r = await readRecord(stateDir, id);
   if (typeof r !== "object" || r.decision !== "skipped") return undefined;
-  await removeRecord(stateDir, id);
+  // unlink(2) by path, without loading the C library (plugin-state.ts's removeRecord): it removes
+  // a link at the name itself, and only what just read as this container's skipped record.
+  await Bun.file(recordPath(stateDir, id)).delete().catch(() => {});
   return { outcome: "untouched", reason: skippedReason(r), pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) } };
 }

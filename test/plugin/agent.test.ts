@@ -4,7 +4,7 @@
 // back to its kubeconfig and still fails closed; every command is reported, or written to the
 // fallback log; records are written, removed and pruned, and a DEL without one runs no process.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, recordPath } from "../../internal/agent/protocol.ts";
@@ -413,6 +413,79 @@ describe("without a usable agent", () => {
     expect(cur.length).toBeLessThanOrEqual(60);
     expect(cur).toContain("line 9");
     expect(old).not.toContain("line 0");
+  });
+});
+
+describe("no symbolic link in the state folder is followed", () => {
+  /** A folder outside the state folder, with files a link planted inside it points to. */
+  const outside = () => {
+    const o = mkdtempSync(join(dir, "outside-"));
+    for (const f of ["victim.log", "victim.json"]) writeFileSync(join(o, f), "untouched\n");
+    return o;
+  };
+  const untouched = (o: string) => {
+    for (const f of readdirSync(o)) expect({ f, text: readFileSync(join(o, f), "utf8") }).toEqual({ f, text: "untouched\n" });
+  };
+
+  test("links at plugin.log and at a record's name: nothing outside is written, the record replaces its link, ADD answers as always", async () => {
+    agent.stop();
+    const o = outside();
+    const log = join(agent.dir, FALLBACK_LOG);
+    rmSync(log, { force: true });
+    symlinkSync(join(o, "victim.log"), log);
+    const id = cid();
+    mkdirSync(join(agent.dir, "containers"), { recursive: true });
+    symlinkSync(join(o, "victim.json"), recordPath(agent.dir, id));
+    const n = netns();
+    const prev = { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", interface: 0 }], interfaces: [{ name: "eth0", sandbox: n.path }] };
+    const r = await add(n, id, args(), { prevResult: prev });
+    expect({ code: r.code, result: JSON.parse(r.stdout) }).toEqual({ code: 0, result: prev });
+    expect(ruled(n)).toBe(true);
+    untouched(o);
+    expect(readdirSync(o).sort()).toEqual(["victim.json", "victim.log"]);
+    // The record is a file of its own now; the log's link was left, and not written through.
+    expect(lstatSync(recordPath(agent.dir, id)).isFile()).toBe(true);
+    expect(readRecord(id)).toMatchObject({ containerId: id, decision: "meshed" });
+    expect(lstatSync(log).isSymbolicLink()).toBe(true);
+    expect(r.stderr).toContain("could not append to the fallback log");
+    // No temp file left behind.
+    expect(readdirSync(join(agent.dir, "containers")).filter((f) => f.endsWith(".tmp"))).toEqual([]);
+    // DEL removes the record and the rules, and nothing outside.
+    const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: id }), JSON.stringify(entry()));
+    expect(del.code).toBe(0);
+    expect(existsSync(recordPath(agent.dir, id))).toBe(false);
+    untouched(o);
+    rmSync(log);
+  });
+
+  test("the records folder a link: no record written, removed or pruned through it; ADD, DEL and GC still answer", async () => {
+    agent.stop();
+    const o = outside();
+    const records = join(agent.dir, "containers");
+    const aside = `${records}.aside`;
+    mkdirSync(records, { recursive: true });
+    renameSync(records, aside);
+    symlinkSync(o, records);
+    try {
+      const [a, b] = [cid(), cid()];
+      // A file named as a's record, there: DEL of an "unreadable" record would remove it.
+      writeFileSync(join(o, `${a}.json`), "untouched\n");
+      const n = netns();
+      const r = await add(n, b);
+      expect(r.code).toBe(0);
+      expect(ruled(n)).toBe(true);
+      expect(r.stderr).toContain("could not write the record");
+      const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: a }), JSON.stringify(entry()));
+      expect(del.code).toBe(0);
+      const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+        JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [] }));
+      expect(gc.code).toBe(0);
+      untouched(o);
+      expect(readdirSync(o).sort()).toEqual([`${a}.json`, "victim.json", "victim.log"].sort());
+    } finally {
+      rmSync(records);
+      renameSync(aside, records);
+    }
   });
 });
 
