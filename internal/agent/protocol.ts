@@ -167,8 +167,25 @@ export interface Report {
 
 /** STATE_DIR/containers/CONTAINER_ID.json */
 export const RECORDS_SUBDIR = "containers";
-/** The file name of a container's record in the records folder; every writer and reader names records with it. */
-export const recordName = (containerId: string) => `${containerId}.json`;
+
+/**
+ * The longest container ID that names its record as it is: any earlier meshcni wrote records of
+ * IDs up to this long under CONTAINER_ID.json (its temp names were about 20 characters longer), so
+ * an upgrade finds every one of them.
+ */
+export const RECORD_ID_MAX = 235;
+
+/**
+ * The file name of a container's record in the records folder; every writer and reader names
+ * records with it. An ID of up to RECORD_ID_MAX characters names it as it is; a longer one (the
+ * CNI spec sets no bound, and NAME_MAX is 255 bytes) by its SHA-256: "_" and 64 hex digits, a
+ * name no ID makes (an ID starts with a letter or digit). The record inside holds the whole ID.
+ */
+export function recordName(containerId: string): string {
+  if (containerId.length <= RECORD_ID_MAX) return `${containerId}.json`;
+  // The one-shot Bun.SHA256.hash: lighter for the plugin's fresh process than a CryptoHasher.
+  return `_${Bun.SHA256.hash(containerId, "hex") as string}.json`;
+}
 export const recordPath = (stateDir: string, containerId: string) =>
   `${stateDir}/${RECORDS_SUBDIR}/${recordName(containerId)}`;
 

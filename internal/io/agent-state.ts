@@ -17,7 +17,7 @@ import { safeContainerId } from "./plugin-state.ts";
 export function writeRecordFor(stateDir: string, record: PodRecord): void {
   if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const dir = `${stateDir}/${RECORDS_SUBDIR}`;
-  const tmp = `${dir}/.${record.containerId}.agent.${randomBytes(4).toString("hex")}.tmp`;
+  const tmp = `${dir}/.${record.containerId.slice(0, 64)}.agent.${randomBytes(4).toString("hex")}.tmp`;
   const text = JSON.stringify(record) + "\n";
   try {
     writeFileSync(tmp, text, { mode: 0o600 });

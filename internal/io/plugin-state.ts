@@ -142,9 +142,13 @@ export async function pruneRecords(stateDir: string, keep: ReadonlySet<string>):
     } catch {
       return removed;
     }
+    // The names of the records to keep, as recordName gives them (a long ID's is its hash).
+    const kept = new Set<string>();
+    for (const id of keep) kept.add(recordName(id));
     for (const n of names) {
-      const id = n.slice(0, -".json".length);
-      if (n.includes("/") || keep.has(id)) continue;
+      if (n.includes("/") || kept.has(n)) continue;
+      // A hashed name says no ID: the record inside does, for the log line.
+      const id = n.startsWith("_") ? await idInside(`/proc/self/fd/${dir}/${n}`, n) : n.slice(0, -".json".length);
       try {
         if (unlinkAt(dir, n)) removed.push(id);
       } catch {
@@ -155,6 +159,17 @@ export async function pruneRecords(stateDir: string, keep: ReadonlySet<string>):
     closeFd(dir);
   }
   return removed;
+}
+
+/** The container ID in the record at `path`, or `name` when it holds none. */
+async function idInside(path: string, name: string): Promise<string> {
+  try {
+    const id = ((await Bun.file(path).json()) as { containerId?: unknown } | null)?.containerId;
+    if (typeof id === "string" && safeContainerId(id) && recordName(id) === name) return id;
+  } catch {
+    // not a record
+  }
+  return name;
 }
 
 /**

@@ -320,6 +320,33 @@ describe("a warm agent", () => {
     expect(reps[0]!.lines.some((l) => l.startsWith("meshcni: error"))).toBe(true);
   });
 
+  test("a container ID of 256 characters has a record (a hashed name), which DEL finds and removes and GC keeps or prunes", async () => {
+    const long = (prefix: string) => prefix + "x".repeat(256 - prefix.length);
+    const [a, b] = [long(cid()), long(cid())];
+    const [na, nb] = [netns(), netns()];
+    // a's record written by the agent (a planned ADD), b's by the plugin (the agent declines).
+    expect((await add(na, a)).code).toBe(0);
+    agent.noPlanning = true;
+    expect((await add(nb, b)).code).toBe(0);
+    for (const id of [a, b]) {
+      expect(recordPath(agent.dir, id)).toMatch(/\/containers\/_[0-9a-f]{64}\.json$/);
+      expect(readRecord(id)).toMatchObject({ containerId: id, decision: "meshed" });
+    }
+    const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+      JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [{ containerID: a, ifname: "eth0" }] }));
+    expect(gc.code).toBe(0);
+    // The line names the long ID, read from inside its record (the other tests' records go too).
+    const line = gc.stderr.split("\n").find((l) => l.includes("the runtime no longer has: "))!;
+    expect(line.split("the runtime no longer has: ")[1]!.split(", ")).toContain(b);
+    expect(line).not.toContain(a);
+    expect(readRecord(a)?.containerId).toBe(a);
+    expect(readRecord(b)).toBeUndefined();
+    const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: na.path, CNI_CONTAINERID: a }), JSON.stringify(entry()));
+    expect(del.code).toBe(0);
+    expect(ruled(na)).toBe(false);
+    expect(readRecord(a)).toBeUndefined();
+  });
+
   test("GC prunes the records of containers not in cni.dev/valid-attachments", async () => {
     const n = netns();
     const [keep, drop] = [cid(), cid()];
