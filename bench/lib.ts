@@ -4,7 +4,7 @@
 
 import { chmodSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { JIT_POLICY } from "../scripts/build.ts";
+import { JIT_POLICY, NODE_EXEC_ARGV } from "../scripts/build.ts";
 
 /**
  * A copy of the binary at `src`, written now into `dir`, so that it starts from the same page
@@ -34,7 +34,10 @@ export async function buildEmptyProgram(dir: string, name = "empty"): Promise<st
 /** `src` compiled exactly as scripts/build.ts compiles the plugin; returns `outfile`. */
 export async function buildLikePlugin(src: string, outfile: string): Promise<string> {
   const r = await Bun.build({ entrypoints: [src], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
-    compile: { jitPolicy: JIT_POLICY, outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
+    compile: {
+      jitPolicy: JIT_POLICY, execArgv: NODE_EXEC_ARGV, outfile,
+      autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false,
+    } });
   if (!r.success) throw new Error(`building ${src} failed`);
   return outfile;
 }

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { repoPath } from "../test/support/golden.ts";
 import { buildEmptyProgram } from "./lib.ts";
-import { JIT_POLICY } from "../scripts/build.ts";
+import { JIT_POLICY, NODE_EXEC_ARGV } from "../scripts/build.ts";
 
 const RUNS = Number(Bun.env.BENCH_CALLGRIND_RUNS ?? 3);
 
@@ -30,7 +30,10 @@ export async function benchStartupInstructions(): Promise<string> {
   try {
     const build = async (entry: string, outfile: string) => {
       const r = await Bun.build({ entrypoints: [entry], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
-        compile: { jitPolicy: JIT_POLICY, outfile, autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false } });
+        compile: {
+          jitPolicy: JIT_POLICY, execArgv: NODE_EXEC_ARGV, outfile,
+          autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false,
+        } });
       if (!r.success) throw new Error(`building ${entry} failed`);
     };
     await buildEmptyProgram(dir);

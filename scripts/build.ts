@@ -55,6 +55,19 @@ export function imageDigestOf(args: readonly string[], env: Record<string, strin
  */
 export const JIT_POLICY = 10;
 
+/**
+ * The Bun flags compiled into dist/meshcni, the node binary the container runtime runs as root.
+ * libcni hands the plugin the runtime's whole environment, and a compiled Bun program reads
+ * BUN_OPTIONS as flags: `--preload FILE` (or `--require`, `--import`, a `--config` whose bunfig
+ * preloads) would run any file before the plugin. With code generation from strings refused at
+ * its strict level, the engine runs only the code inside the executable: such a preload is
+ * refused and the process exits 1 before the plugin starts (a failed ADD, never one without
+ * rules), and so is BUN_INSPECT's debugger. BUN_OPTIONS can raise the level, not lower it.
+ * BUN_BE_BUN=1 (the executable becomes the bun CLI, these flags gone) cannot be stopped from
+ * inside: the README's trust assumptions say so.
+ */
+export const NODE_EXEC_ARGV = ["--disallow-code-generation-from-strings=strict"];
+
 export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string; imageDigest?: string }) {
   const result = await Bun.build({
     entrypoints: [PROGRAMS[name]],
@@ -77,6 +90,7 @@ export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.
       autoloadTsconfig: false,
       autoloadPackageJson: false,
       jitPolicy: JIT_POLICY,
+      ...(name === "meshcni" ? { execArgv: NODE_EXEC_ARGV } : {}),
     },
   });
   if (!result.success) {

@@ -115,6 +115,32 @@ describe("compiled binaries", () => {
     expect(JSON.parse(r.stdout.toString()).code).toBe(4);
   });
 
+  test("BUN_OPTIONS in the runtime's environment runs no other code: preloads, a bunfig's preload and the debugger are refused, and the command fails", () => {
+    const marker = join(dir, "preloaded-by-options");
+    const evil = join(dir, "evil-options.js");
+    writeFileSync(evil, `require("node:fs").writeFileSync(${JSON.stringify(marker)}, "x");\n`);
+    const bunfig = join(dir, "evil-options.toml");
+    writeFileSync(bunfig, `preload = [${JSON.stringify(evil)}]\n`);
+    const stdin = new TextEncoder().encode(JSON.stringify({ cniVersion: "1.0.0", name: "n" }));
+    const run = (argv: string[], extra: Record<string, string>) => {
+      const r = Bun.spawnSync(argv, { env: { PATH: Bun.env.PATH!, ...cniEnv("ADD"), ...extra }, stdin, stdout: "pipe", stderr: "pipe", cwd: dir });
+      return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+    };
+    for (const opts of [`--preload ${evil}`, `--preload=${evil}`, `-r ${evil}`, `--require ${evil}`, `--import ${evil}`, `--config=${bunfig}`]) {
+      for (const argv of [[PLUGIN], [PLUGIN, "installer", "--help"]]) {
+        const r = run(argv, { BUN_OPTIONS: opts });
+        // A failed command, with no result: the runtime fails the ADD (and no agent starts).
+        expect({ opts, argv: argv.length, code: r.code, out: r.out, ran: existsSync(marker) }).toEqual({ opts, argv: argv.length, code: 1, out: "", ran: false });
+        expect(r.err).toContain("Code generation from strings disallowed");
+      }
+    }
+    // The inspector evaluates what its client sends: refused too.
+    expect(run([PLUGIN], { BUN_INSPECT: "ws://127.0.0.1:1/x" })).toMatchObject({ code: 1, out: "" });
+    // Flags that run no code leave the plugin as it is.
+    const plain = run([PLUGIN], { BUN_OPTIONS: "--smol" });
+    expect({ code: plain.code, result: JSON.parse(plain.out) }).toEqual({ code: 0, result: { cniVersion: "1.0.0", dns: {} } });
+  });
+
   test("a .env and a bunfig.toml in the working directory are not read", () => {
     const marker = join(dir, "preloaded");
     const dry = join(dir, "dry-run");
