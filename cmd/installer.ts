@@ -22,7 +22,7 @@ import { Installer } from "../internal/installer/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
 import { runInstaller } from "../internal/installer/run.ts";
 import type { Log } from "../internal/installer/deps.ts";
-import { apiPodLookup, daemonSetPath, lookBeforeStopping, serviceAccountApi } from "../internal/io/agent-api.ts";
+import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "../internal/io/agent-api.ts";
 import { PluginTokenSource } from "../internal/io/plugin-token.ts";
 import { renderTime } from "../internal/kubeconfig/render.ts";
 import type { InstallStatus } from "../internal/agent/status.ts";
@@ -46,16 +46,16 @@ interface PodSource {
 
 /**
  * The pod lookup: the watch cache of this node's pods (all namespaces) and of namespaces, with the
- * agent's own service account; without a node name there is nothing to watch, and every question
- * costs the agent one GET of the pod and its namespace.
+ * agent's own service account; without a node name there is nothing to watch and no node to
+ * answer for: every lookup is 503, and the plugin reads the pod through its kubeconfig.
  */
 function podSource(api: KubeClient, nodeName: string | undefined, log: Log, signal: AbortSignal): PodSource {
   if (!nodeName) {
-    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers each of the plugin's lookups with its own GETs to the API server");
-    return { lookup: apiPodLookup(api) };
+    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, and the plugin reads each pod through its kubeconfig");
+    return { lookup: noNodeLookup() };
   }
   const cache = new WatchCache(api, { nodeName, log });
-  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; lookups now wait for the watch in vain and then GET`));
+  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; lookups now wait for the watch in vain and then ask the API server`));
   return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 

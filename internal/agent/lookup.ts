@@ -2,17 +2,23 @@
 //
 // - a cached pod whose UID matches (or no UID asked) is answered at once, from the cache;
 // - a pod the cache does not hold yet (just bound to the node) gets one short wait for the watch
-//   (AGENT_WATCH_WAIT_MS), then ONE GET by the agent (AGENT_GET_TIMEOUT_MS), shared by every ask
-//   for the same pod meanwhile;
-// - a cached pod with another UID is never answered from the cache: the GET decides (that UID in
-//   the API: answered; otherwise 404, code 106: deleted and created again under the same name);
+//   (AGENT_WATCH_WAIT_MS), then ONE request by the agent (AGENT_GET_TIMEOUT_MS), shared by every
+//   ask for the same pod meanwhile;
+// - a cached pod with another UID is never answered from the cache: the request decides (that UID
+//   in the API: answered; otherwise 404, code 106: deleted and created again under the same name);
 // - the namespace comes from the namespaces' cache, or one shared GET when it is not there.
+//
+// Only this node's pods, ever: the cache holds nothing else (its list and watch select
+// spec.nodeName), and the agent's own request is a list of the pod's namespace selecting the
+// pod's name AND this node (kube-apiserver reads a metadata.name selector as one key), never a
+// GET by name, which would fetch a pod of any node with the agent's credentials. A pod of
+// another node is answered 404 (code 106), as a missing one: to this node it does not exist.
 //
 // The cache and the API client come in as interfaces; internal/io/watch-cache.ts wires them.
 import { Code } from "../cni/spec.ts";
 import { AGENT_GET_TIMEOUT_MS, AGENT_WATCH_WAIT_MS } from "./protocol.ts";
 import type { ApiAnswer } from "./stop.ts";
-import { uidOf } from "./store.ts";
+import { keyOf, uidOf } from "./store.ts";
 import type { LookupResult, PodLookup } from "./types.ts";
 
 /** One resource of the watch cache, as the lookup reads it. */
@@ -35,7 +41,9 @@ export interface LookupCounts {
   failed: number;
 }
 
-const podPath = (namespace: string, name: string) => `/api/v1/namespaces/${namespace}/pods/${name}`;
+/** The list that finds pod NAMESPACE/NAME only when it is bound to `node`. */
+export const podOfNodePath = (namespace: string, name: string, node: string) =>
+  `/api/v1/namespaces/${namespace}/pods?fieldSelector=${encodeURIComponent(`metadata.name=${name},spec.nodeName=${node}`)}`;
 const namespacePath = (name: string) => `/api/v1/namespaces/${name}`;
 
 function failed(status: 404 | 503, msg: string, details: string): LookupResult {
@@ -52,11 +60,15 @@ function orAbort<T>(p: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+const nodeOf = (o: unknown): unknown => (o as { spec?: { nodeName?: unknown } } | undefined)?.spec?.nodeName;
+
 export class CachePodLookup implements PodLookup {
   readonly counts: LookupCounts = { cache: 0, api: 0, failed: 0 };
   private readonly inflight = new Map<string, Promise<ApiAnswer>>();
 
   constructor(private readonly d: {
+    /** This node: the only node whose pods are answered. */
+    node: string;
     pods: CachedResource;
     namespaces: CachedResource;
     api: LookupApi;
@@ -84,7 +96,8 @@ export class CachePodLookup implements PodLookup {
   private async answer(namespace: string, name: string, uid: string | undefined, signal: AbortSignal): Promise<LookupResult> {
     const key = `${namespace}/${name}`;
     const what = `pod ${key}`;
-    const accept = (o: unknown) => uid === undefined || uidOf(o) === uid;
+    const here = (o: unknown) => nodeOf(o) === this.d.node;
+    const accept = (o: unknown) => here(o) && (uid === undefined || uidOf(o) === uid);
     let pod = this.d.pods.get(key);
     let source: "cache" | "api" = "cache";
     if (pod !== undefined && !accept(pod)) {
@@ -96,10 +109,16 @@ export class CachePodLookup implements PodLookup {
     const nsAnswer = nsCached === undefined ? this.sharedGet(namespacePath(namespace)) : undefined;
     if (pod === undefined) {
       source = "api";
-      const a = await orAbort(this.sharedGet(podPath(namespace, name)), signal);
+      const a = await orAbort(this.sharedGet(podOfNodePath(namespace, name, this.d.node)), signal);
       const bad = this.judge(a, what);
       if (bad) return bad;
-      pod = (a as { object: unknown }).object;
+      const items = (a as { object: { items?: unknown } }).object.items;
+      if (!Array.isArray(items)) return failed(503, "the agent cannot read the pod", `the API server ${this.d.api.server} answered something that is not a list for ${what}`);
+      // The selector said so; the answer is checked all the same.
+      pod = items.find((o) => keyOf(o) === key && here(o));
+      if (pod === undefined) {
+        return failed(404, "not found in the API (404)", `${what} does not exist on node ${this.d.node} (the agent's list on ${this.d.api.server})`);
+      }
       if (!accept(pod)) {
         return failed(404, "not found in the API (404)", `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, not ${uid}: it was deleted and created again`);
       }

@@ -90,7 +90,7 @@ export function buildStatus(s: StatusInput): Record<string, unknown> {
     chain: install.chain,
     binary: install.binary,
     kubeconfig: install.kubeconfig,
-    cache: s.cache ?? { running: false, note: "no watch cache: the agent answers each lookup with its own GET" },
+    cache: s.cache ?? { running: false, note: "no watch cache (no node name): the agent answers no pod lookup; the plugin uses its kubeconfig" },
     pods: {
       handled: records.records.length,
       meshed: count("meshed"),

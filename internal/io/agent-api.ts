@@ -1,16 +1,15 @@
-// The agent's own GETs to the API server (the pod lookup's fallback, the look before stopping),
+// The agent's own GETs to the API server (the look before stopping),
 // through the agent's one Kubernetes client (internal/io/kube-client.ts: the in-pod service
 // account, token read again when kubelet rotates it). Answers come back as data
 // (internal/agent/stop.ts judges them), never as exceptions.
 //
-// apiPodLookup is the agent's lookup when it has no node name to watch (cmd/installer.ts): one GET
-// of the pod and of its namespace per question.
+// Without a node name the agent has no node to answer for: noNodeLookup answers every pod
+// lookup 503, and the plugin reads the pod through its own kubeconfig.
 import type { LookupResult, PodLookup } from "../agent/types.ts";
 import { Code } from "../cni/spec.ts";
-import { AGENT_GET_TIMEOUT_MS } from "../agent/protocol.ts";
 import type { ApiAnswer, StopFacts } from "../agent/stop.ts";
 import { type KubeClient, serviceAccountClient } from "./kube-client.ts";
-import { namespacePath, podPath } from "./kube-http.ts";
+import { namespacePath } from "./kube-http.ts";
 
 /** What the agent's GETs need of the client. */
 export type AgentApi = Pick<KubeClient, "server" | "get">;
@@ -18,41 +17,18 @@ export type AgentApi = Pick<KubeClient, "server" | "get">;
 /** The agent's client with its in-pod service account. */
 export const serviceAccountApi = serviceAccountClient;
 
-const uidOf = (o: unknown): string | undefined => {
-  const uid = (o as { metadata?: { uid?: unknown } })?.metadata?.uid;
-  return typeof uid === "string" ? uid : undefined;
-};
-
-function failed(status: 404 | 503, msg: string, details: string): LookupResult {
-  return { ok: false, status, error: { code: status === 404 ? Code.PodNotFound : Code.TryAgainLater, msg, details } };
-}
-
 /**
- * Answers every question with the agent's own GET of the pod and its namespace (source "api"):
- * what the agent does before it has a watch cache. 404 from the API server is a 404 answer
- * (code 106); anything else that fails is 503, and the plugin falls back to its kubeconfig.
+ * The lookup of an agent that does not know its node: it cannot tell this node's pods from any
+ * other's, so it fetches none (a GET by name would hand out any pod of the cluster to whoever
+ * reaches the socket) and answers 503; the plugin falls back to its kubeconfig.
  */
-export function apiPodLookup(api: AgentApi): PodLookup {
+export function noNodeLookup(): PodLookup {
   return {
-    async lookup(namespace, name, uid, signal): Promise<LookupResult> {
-      const what = `pod ${namespace}/${name}`;
-      const [pod, ns] = await Promise.all([
-        api.get(podPath(namespace, name), AGENT_GET_TIMEOUT_MS, signal),
-        api.get(namespacePath(namespace), AGENT_GET_TIMEOUT_MS, signal),
-      ]);
-      for (const [a, which] of [[pod, what], [ns, `namespace ${namespace}`]] as const) {
-        if (a.kind === "status" && a.status === 404) return failed(404, "not found in the API (404)", `${which} does not exist on ${api.server} (the agent's GET)`);
-        if (a.kind !== "object") {
-          const why = a.kind === "status" ? `answered ${a.status}${a.message ? `: ${a.message}` : ""}` : `did not answer: ${a.reason}`;
-          return failed(503, "the agent cannot read the pod", `the API server ${api.server} ${why} for ${which}`);
-        }
-      }
-      const podObj = (pod as { object: unknown }).object;
-      const found = uidOf(podObj);
-      if (uid !== undefined && found !== uid) {
-        return failed(404, "not found in the API (404)", `${what} has UID ${found ?? "(none)"} on ${api.server}, not ${uid}: it was deleted and created again`);
-      }
-      return { ok: true, pod: podObj, namespace: (ns as { object: unknown }).object, source: "api" };
+    async lookup(namespace, name): Promise<LookupResult> {
+      return {
+        ok: false, status: 503,
+        error: { code: Code.TryAgainLater, msg: "the agent cannot answer", details: `the agent has no node name (--node-name, env NODE_NAME) and answers no pod lookup (pod ${namespace}/${name})` },
+      };
     },
   };
 }

@@ -256,7 +256,7 @@ export class WatchCache implements NodeView {
     this.podInformer = new Informer(client, { resource: "pods", path: "/api/v1/pods", fieldSelector: `spec.nodeName=${o.nodeName}`, trim: trimPod, ...common });
     this.namespaceInformer = new Informer(client, { resource: "namespaces", path: "/api/v1/namespaces", trim: trimNamespace, ...common });
     this.lookup = new CachePodLookup({
-      pods: this.podInformer, namespaces: this.namespaceInformer, api: client,
+      node: o.nodeName, pods: this.podInformer, namespaces: this.namespaceInformer, api: client,
       ...(o.watchWaitMs !== undefined ? { watchWaitMs: o.watchWaitMs } : {}),
       ...(o.getTimeoutMs !== undefined ? { getTimeoutMs: o.getTimeoutMs } : {}),
     });

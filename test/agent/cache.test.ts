@@ -32,6 +32,9 @@ const pod = (ns: string, name: string, uid: string, node: string | undefined = N
   ...extra,
 });
 const podPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/pods/${name}`;
+/** The agent's own request for a pod the cache does not hold: its namespace's list, by name and node. */
+const podList = (ns: string) => `/api/v1/namespaces/${ns}/pods`;
+const podListQueries = (api: ApiServer, ns: string) => api.requests.filter((r) => r.path === podList(ns)).map((r) => new URLSearchParams(r.query).get("fieldSelector"));
 
 async function setup(o: { watchWaitMs?: number } = {}) {
   api = await startApiServer({ token: "sa-token" });
@@ -122,7 +125,8 @@ describe("the watch cache", () => {
     const stale = await ask("emojivoto", "web-1", "uid-new");
     expect(stale).toMatchObject({ ok: false, status: 404, error: { code: 106 } });
     expect((stale as any).error.details).toContain("has UID uid-web-1");
-    expect(api.count(podPath("emojivoto", "web-1"), "get")).toBe(1);
+    expect(api.count(podList("emojivoto"), "list")).toBe(1);
+    expect(podListQueries(api, "emojivoto")).toEqual([`metadata.name=web-1,spec.nodeName=${NODE}`]);
     // The API has the new pod, the watch has not said so yet: the GET's answer is used.
     api.objects.set(podPath("emojivoto", "web-1"), pod("emojivoto", "web-1", "uid-new"));
     const fresh = await ask("emojivoto", "web-1", "uid-new");
@@ -131,17 +135,38 @@ describe("the watch cache", () => {
     expect(cache.status().lookups).toEqual({ cache: 0, api: 1, failed: 1 });
   });
 
-  test("concurrent asks for a pod the cache does not hold share one GET", async () => {
+  test("concurrent asks for a pod the cache does not hold share one request", async () => {
     const { api, ask } = await setup({ watchWaitMs: 50 });
-    api.objects.set(podPath("emojivoto", "unbound"), pod("emojivoto", "unbound", "uid-u", undefined));
-    api.faults.set(podPath("emojivoto", "unbound"), { kind: "slow", ms: 200 });
-    const answers = await Promise.all(Array.from({ length: 8 }, () => ask("emojivoto", "unbound", "uid-u")));
+    // In the API, bound here, not yet delivered by the watch.
+    api.objects.set(podPath("emojivoto", "late"), pod("emojivoto", "late", "uid-l"));
+    api.faults.set(podList("emojivoto"), { kind: "slow", ms: 200 });
+    const answers = await Promise.all(Array.from({ length: 8 }, () => ask("emojivoto", "late", "uid-l")));
     expect(answers.every((a) => a.ok && a.source === "api")).toBe(true);
-    expect(api.count(podPath("emojivoto", "unbound"), "get")).toBe(1);
-    // Not there at all: one GET, 404 code 106 for every asker.
+    expect(api.count(podList("emojivoto"), "list")).toBe(1);
+    // Not there at all: one request, 404 code 106 for every asker.
     const missing = await Promise.all(Array.from({ length: 4 }, () => ask("emojivoto", "ghost")));
     expect(missing.every((a) => !a.ok && a.status === 404 && a.error.code === 106)).toBe(true);
-    expect(api.count(podPath("emojivoto", "ghost"), "get")).toBe(1);
+    expect(api.count(podList("emojivoto"), "list")).toBe(2);
+    expect(api.count(podPath("emojivoto", "late"), "get") + api.count(podPath("emojivoto", "ghost"), "get")).toBe(0);
+  });
+
+  test("a pod of another node, or of none, is never fetched nor answered: 404, as a missing pod", async () => {
+    const { api, ask } = await setup({ watchWaitMs: 50 });
+    api.objects.set(podPath("other", "unbound"), pod("other", "unbound", "uid-u", ""));
+    for (const [ns, name, uid] of [["emojivoto", "elsewhere", "uid-elsewhere"], ["emojivoto", "elsewhere", undefined], ["other", "unbound", "uid-u"]] as const) {
+      const r = await ask(ns, name, uid);
+      expect(r).toMatchObject({ ok: false, status: 404, error: { code: 106 } });
+      expect(JSON.stringify(r)).not.toContain("linkerd-proxy");
+      expect((r as any).error.details).toContain(`does not exist on node ${NODE}`);
+    }
+    // No GET of either pod by name; the lists asked for this node only.
+    expect(api.count(podPath("emojivoto", "elsewhere"), "get") + api.count(podPath("other", "unbound"), "get")).toBe(0);
+    expect([...podListQueries(api, "emojivoto"), ...podListQueries(api, "other")]).toEqual([
+      `metadata.name=elsewhere,spec.nodeName=${NODE}`, `metadata.name=elsewhere,spec.nodeName=${NODE}`, `metadata.name=unbound,spec.nodeName=${NODE}`,
+    ]);
+    // Bound to this node afterwards: answered.
+    api.objects.set(podPath("other", "unbound"), pod("other", "unbound", "uid-u"));
+    expect(await ask("other", "unbound", "uid-u")).toMatchObject({ ok: true, source: "api" });
   });
 
   test("410 Gone: relists, serving the cached pods until the new list lands", async () => {

@@ -187,10 +187,10 @@ describe("restarts never unmesh the node", () => {
 });
 
 describe("the agent's socket", () => {
-  test("0600 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one GET", async () => {
+  test("0600 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one list by name and node", async () => {
     setup();
     cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } } as never);
-    cluster.api.addPod({ metadata: { name: "unbound", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" }, spec: { containers: [{ name: "app" }] } } as never);
+    cluster.api.addPod({ metadata: { name: "elsewhere", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" }, spec: { nodeName: "node-b", containers: [{ name: "app" }] } } as never);
     cluster.api.addNamespace({ metadata: { name: "emojivoto", annotations: { "config.linkerd.io/skip-outbound-ports": "443" } } });
     const port = freePort();
     const before = cluster.api.requests.length;
@@ -219,11 +219,20 @@ describe("the agent's socket", () => {
     expect(cacheRequests.filter((r) => r.path === "/api/v1/pods").map((r) => new URLSearchParams(r.query).get("fieldSelector"))).toEqual(["spec.nodeName=node-a", "spec.nodeName=node-a"]);
     expect(cacheRequests.every((r) => r.authorization === "Bearer token-one")).toBe(true);
 
-    // A pod the cache does not hold (not bound to this node): the agent's own GET.
-    const unbound = await ask("/v1/pods/emojivoto/unbound");
-    expect(unbound.status).toBe(200);
-    expect(((await unbound.json()) as any).source).toBe("api");
-    expect(cluster.api.count("/api/v1/namespaces/emojivoto/pods/unbound", "get")).toBe(1);
+    // A pod of this node the watch has not delivered: the agent's own list, by name and node.
+    const list = "/api/v1/namespaces/emojivoto/pods";
+    cluster.api.objects.set(`${list}/late`, { metadata: { name: "late", namespace: "emojivoto", uid: "2d9b9c20-4e3f-4fa0-9c77-6b5d4e3f2a11" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } });
+    const late = await ask("/v1/pods/emojivoto/late");
+    expect(late.status).toBe(200);
+    expect(((await late.json()) as any).source).toBe("api");
+    expect(cluster.api.count(list, "list")).toBe(1);
+    // Another node's pod: neither fetched nor answered (404, as a missing pod).
+    const elsewhere = await ask("/v1/pods/emojivoto/elsewhere");
+    expect(elsewhere.status).toBe(404);
+    expect(await elsewhere.text()).not.toContain("1c8a8b1f");
+    expect(cluster.api.count(`${list}/late`, "get") + cluster.api.count(`${list}/elsewhere`, "get")).toBe(0);
+    expect(cluster.api.requests.filter((r) => r.path === list).map((r) => new URLSearchParams(r.query).get("fieldSelector")))
+      .toEqual(["metadata.name=late,spec.nodeName=node-a", "metadata.name=elsewhere,spec.nodeName=node-a"]);
 
     const missing = await ask("/v1/pods/emojivoto/web-2");
     expect(missing.status).toBe(404);
@@ -232,13 +241,14 @@ describe("the agent's socket", () => {
     const recreated = await ask("/v1/pods/emojivoto/web-1?uid=11111111-2222-4333-8444-555555555555");
     expect(recreated.status).toBe(404);
     expect(((await recreated.json()) as any).details).toContain("has UID 0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f");
-    expect(cluster.api.count(podPath, "get")).toBe(1);
-    cluster.api.faults.set("/api/v1/namespaces/emojivoto/pods/unbound", { kind: "status", code: 500 });
-    const failing = await ask("/v1/pods/emojivoto/unbound");
+    expect([cluster.api.count(podPath, "get"), cluster.api.count(list, "list")]).toEqual([0, 4]);
+    cluster.api.faults.set(list, { kind: "status", code: 500 });
+    const failing = await ask("/v1/pods/emojivoto/late");
     expect(failing.status).toBe(503);
+    cluster.api.faults.delete(list);
     expect((await ask("/v1/pods/Emojivoto/web-1")).status).toBe(400);
     const s = await status();
-    expect(s.cache).toMatchObject({ pods: { synced: true, objects: 1, lists: 1 }, namespaces: { synced: true }, lookups: { cache: 1, api: 1, failed: 3 } });
+    expect(s.cache).toMatchObject({ pods: { synced: true, objects: 1, lists: 1 }, namespaces: { synced: true }, lookups: { cache: 1, api: 1, failed: 4 } });
     const { samples } = checkExposition(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
     expect(samples.get("meshcni_agent_cached_pods")).toBe(1);
     expect(samples.get('meshcni_agent_cache_synced{resource="pods"}')).toBe(1);
@@ -246,8 +256,7 @@ describe("the agent's socket", () => {
     expect(samples.get('meshcni_agent_cache_lists_total{resource="pods"}')).toBe(1);
     expect(samples.get('meshcni_agent_lookups_total{answer="cache"}')).toBe(1);
     expect(samples.get('meshcni_agent_lookups_total{answer="api"}')).toBe(1);
-    cluster.api.deletePod("emojivoto", "web-1");
-    cluster.api.deletePod("emojivoto", "unbound");
+    for (const name of ["web-1", "elsewhere", "late"]) cluster.api.deletePod("emojivoto", name);
   }, 30_000);
 });
 
@@ -307,10 +316,11 @@ describe("every plugin decision on the agent's stdout", () => {
 describe("/metrics and /status", () => {
   test("live values after reports and lookups; /status names the chain, the binary, the kubeconfig and the pods the plugin handled", async () => {
     setup();
-    cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" } } as never);
     cluster.api.addNamespace({ metadata: { name: "emojivoto" } });
     const port = freePort();
     await startAgent(["--health-port", String(port)]);
+    // In the API, on this node, not (yet) delivered by the watch: the agent's own request.
+    cluster.api.objects.set("/api/v1/namespaces/emojivoto/pods/web-1", { metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a" } });
     writeRecord({ containerId: "dddd4444" });
     writeRecord({ containerId: "eeee5555", name: "batch-1", decision: "skipped", reason: "no linkerd-proxy container" });
     writeFileSync(join(dirs.state, "containers", "ffff6666.json"), "{ torn");
@@ -378,6 +388,7 @@ describe("/metrics and /status", () => {
       hostCheck: expect.stringMatching(/^host check skipped: \S+ is not there/),
     });
     expect((await (await fetch(`http://127.0.0.1:${port}/nothing`)).text())).toContain("/metrics, /status");
+    cluster.api.objects.delete("/api/v1/namespaces/emojivoto/pods/web-1");
   }, 30_000);
 });
 

@@ -33,7 +33,10 @@ describe.skipIf(!canRun)("installer + podman (CNI backend) end to end", () => {
     ensureBuilt();
     api = await startApiServer({ token: "e2e-sa-token" });
     api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
-    api.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-e2e", {}));
+    // On the agent's node (NODE_NAME=node-a): the agent answers only its own node's pods.
+    const pod = withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-e2e", {});
+    pod.spec.nodeName = "node-a";
+    api.addPod(pod);
     dirs = new HostDirs("e2e-sa-token", api.caPem);
     // The recorded minikube host config (a single bridge .conf), made unique to this run: network
     // and bridge names, subnet, IPAM folder.
@@ -71,14 +74,13 @@ describe.skipIf(!canRun)("installer + podman (CNI backend) end to end", () => {
     expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)])).stdout.trim()).toBe("proxy-outbound port=4140");
     // The proxy's own user goes out directly.
     expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)], "2102:2102")).stdout.trim()).toBe(`outside port=${outsidePort}`);
-    // The pod was read from the API server: by the agent with its own token, or by the plugin's
-    // fallback with its kubeconfig, which holds a token of the plugin's own account.
+    // The plugin's kubeconfig holds a token of the plugin's own account.
     const pluginToken = api.issued.at(-1)!;
     expect(pluginToken.user).toBe("system:serviceaccount:meshcni:meshcni-plugin");
     expect(dirs.file("ZZZ-meshcni-kubeconfig")).toContain(`token: "${pluginToken.token}"`);
-    const lookups = api.requests.filter((r) => r.path === "/api/v1/namespaces/emojivoto/pods/web-e2e");
-    expect(lookups.length).toBeGreaterThan(0);
-    for (const l of lookups) expect(["Bearer e2e-sa-token", `Bearer ${pluginToken.token}`]).toContain(l.authorization!);
+    // The pod came from the agent's cache of its node's pods, listed with the service account token.
+    const list = api.requests.find((r) => r.path === "/api/v1/pods" && r.query.includes("spec.nodeName%3Dnode-a") && !r.query.includes("watch"));
+    expect(list?.authorization).toBe("Bearer e2e-sa-token");
     await pm.rm("web-e2e");
 
     expect(await inst.stop("SIGTERM")).toBe(0);

@@ -6,7 +6,9 @@
 // It also lists and watches pods and namespaces with Kubernetes' semantics, for the agent's watch
 // cache: every change made through addPod/updatePod/deletePod/addNamespace/deleteNamespace gets the
 // next resourceVersion (a cluster-wide counter, in metadata.resourceVersion and in the lists'
-// metadata); `GET /api/v1/pods?fieldSelector=spec.nodeName=NODE` and `GET /api/v1/namespaces` list;
+// metadata); `GET /api/v1/pods?fieldSelector=spec.nodeName=NODE`, `GET /api/v1/namespaces/NS/pods`
+// (field selectors `spec.nodeName=NODE`, `metadata.name=NAME`, comma-separated: all must match)
+// and `GET /api/v1/namespaces` list;
 // `?watch=1&resourceVersion=RV` streams the changes after RV as chunked JSON lines
 // ({"type":"ADDED"|"MODIFIED"|"DELETED"|"BOOKMARK","object":...}), a pod that starts or stops
 // matching the field selector arriving as ADDED or DELETED, as kube-apiserver does. A watch from a
@@ -150,6 +152,9 @@ function status(code: number, reason: string, message: string) {
   return { kind: "Status", apiVersion: "v1", metadata: {}, status: "Failure", message, reason, code };
 }
 
+/** A namespace's pods: /api/v1/namespaces/NS/pods. */
+const NAMESPACED_PODS = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/;
+
 const REASONS: Record<number, string> = {
   400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
   429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
@@ -170,12 +175,18 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   let outage: "refuse" | "500" | undefined;
   interface Change { rv: number; kind: "pods" | "namespaces"; type: "ADDED" | "MODIFIED" | "DELETED"; object: unknown; before: unknown }
   const history: Change[] = [];
-  interface Watch { kind: "pods" | "namespaces"; node?: string; bookmarks: boolean; res: http.ServerResponse; socket: import("node:net").Socket }
+  /** What a list or watch selects: the node (spec.nodeName), the namespace (from the path), the name. */
+  interface Selection { node?: string; namespace?: string; name?: string }
+  interface Watch extends Selection { kind: "pods" | "namespaces"; bookmarks: boolean; res: http.ServerResponse; socket: import("node:net").Socket }
   const open = new Set<Watch>();
   const podKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+\/pods\/[^/]+$/.test(p);
   const nsKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+$/.test(p);
   const nodeOf = (o: unknown) => (o as { spec?: { nodeName?: string } } | undefined)?.spec?.nodeName;
-  const matches = (w: { kind: string; node?: string }, kind: string, o: unknown) => o !== undefined && w.kind === kind && (w.node === undefined || nodeOf(o) === w.node);
+  const metaOf = (o: unknown) => (o as { metadata?: { name?: string; namespace?: string } } | undefined)?.metadata;
+  const selects = (s: Selection, o: unknown) =>
+    (s.node === undefined || nodeOf(o) === s.node) && (s.name === undefined || metaOf(o)?.name === s.name) &&
+    (s.namespace === undefined || (metaOf(o)?.namespace ?? "default") === s.namespace);
+  const matches = (w: Watch, kind: string, o: unknown) => o !== undefined && w.kind === kind && selects(w, o);
   // GETs answer the stored objects as they were added (unchanged for the tests that compare
   // them); lists and watch events carry each object's resourceVersion.
   const versions = new Map<string, number>();
@@ -223,10 +234,10 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       if (e) writeEvent(w, e);
     }
   };
-  const listed = (kind: "pods" | "namespaces", node: string | undefined) => {
+  const listed = (kind: "pods" | "namespaces", sel: Selection) => {
     const items: unknown[] = [];
     for (const [p, o] of objects) {
-      if (kind === "pods" ? podKey(p) && (node === undefined || nodeOf(o) === node) : nsKey(p)) items.push(withRv(o, versions.get(p) ?? 0));
+      if (kind === "pods" ? podKey(p) && selects(sel, o) : nsKey(p)) items.push(withRv(o, versions.get(p) ?? 0));
     }
     return items;
   };
@@ -241,13 +252,19 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
 
   /** LIST or WATCH of pods or namespaces; false when the request is neither. */
   const listOrWatch = (req: http.IncomingMessage, res: http.ServerResponse, path: string, q: URLSearchParams, send: (code: number, obj: unknown) => void): boolean => {
-    const kind = path === "/api/v1/pods" ? "pods" : path === "/api/v1/namespaces" ? "namespaces" : undefined;
+    const namespaced = NAMESPACED_PODS.exec(path)?.[1];
+    const kind = path === "/api/v1/pods" || namespaced ? "pods" : path === "/api/v1/namespaces" ? "namespaces" : undefined;
     if (!kind || req.method !== "GET") return false;
     const selector = q.get("fieldSelector") ?? "";
-    const node = /^spec\.nodeName=(.+)$/.exec(selector)?.[1];
-    if (selector && !node) {
-      send(400, status(400, "BadRequest", `field selector ${JSON.stringify(selector)} is not supported by the stand-in`));
-      return true;
+    const sel: Selection = namespaced ? { namespace: namespaced } : {};
+    for (const term of selector ? selector.split(",") : []) {
+      const m = /^(spec\.nodeName|metadata\.name)=([^=]+)$/.exec(term);
+      if (!m || kind !== "pods") {
+        send(400, status(400, "BadRequest", `field selector ${JSON.stringify(selector)} is not supported by the stand-in`));
+        return true;
+      }
+      if (m[1] === "spec.nodeName") sel.node = m[2]!;
+      else sel.name = m[2]!;
     }
     const watching = q.get("watch") === "1" || q.get("watch") === "true";
     // A test that sets the collection itself (a cluster-wide pod list for meshcnictl check) gets
@@ -258,7 +275,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       return true;
     }
     if (!watching) {
-      const items = listed(kind, node);
+      const items = listed(kind, sel);
       send(200, { kind: kind === "pods" ? "PodList" : "NamespaceList", apiVersion: "v1", metadata: { resourceVersion: String(rv) }, items });
       return true;
     }
@@ -274,7 +291,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     }
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
     res.flushHeaders();
-    const w: Watch = { kind, bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1", res, socket: req.socket, ...(node ? { node } : {}) };
+    const w: Watch = { kind, bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1", res, socket: req.socket, ...sel };
     if (from !== undefined && from < compactedAt) {
       writeEvent(w, { type: "ERROR", object: gone(from) });
       res.end();
@@ -282,7 +299,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     }
     if (from === undefined) {
       // No resourceVersion: the current state as ADDED events, then the changes.
-      for (const o of listed(kind, node)) writeEvent(w, { type: "ADDED", object: o });
+      for (const o of listed(kind, sel)) writeEvent(w, { type: "ADDED", object: o });
     } else {
       for (const c of history) {
         if (c.rv <= from) continue;
@@ -369,7 +386,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const listener = async (req: http.IncomingMessage, res: http.ServerResponse) => {
     const [path = "/", query = ""] = (req.url ?? "/").split(/\?(.*)/s);
     const q = new URLSearchParams(query);
-    const isCollection = path === "/api/v1/pods" || path === "/api/v1/namespaces";
+    const isCollection = path === "/api/v1/pods" || path === "/api/v1/namespaces" || NAMESPACED_PODS.test(path);
     const kindOfRequest = !isCollection ? "get" : q.get("watch") === "1" || q.get("watch") === "true" ? "watch" : "list";
     counts.set(countKey(path, kindOfRequest), (counts.get(countKey(path, kindOfRequest)) ?? 0) + 1);
     if (outage === "refuse") {
