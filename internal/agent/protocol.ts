@@ -3,7 +3,8 @@
 // library here; each side checks what it reads.
 //
 // The agent serves HTTP/1.1 on a Unix socket (`agent_socket` in the plugin's conflist entry,
-// default /var/run/meshcni/agent.sock, mode 0600 in a 0700 folder):
+// default /var/run/meshcni/agent.sock, mode 0000 in a 0700 folder: only a caller with
+// CAP_DAC_OVERRIDE connects, internal/io/agent-socket.ts):
 //
 //   GET  /v1/pods/NAMESPACE/NAME[?uid=UID]
 //     200 PodAnswer                the pod (and its namespace), from the watch cache or from one

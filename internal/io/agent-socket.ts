@@ -1,5 +1,10 @@
-// The agent's Unix socket: HTTP/1.1 (Bun.serve) on --agent-socket, root only: the socket 0600 in
-// a folder of meshcni's own, 0700. A socket left by an earlier agent (a crash, kill -9) is
+// The agent's Unix socket: HTTP/1.1 (Bun.serve) on --agent-socket, in a folder of meshcni's own
+// (0700), the socket itself mode 0000, owner root. connect(2) on a Unix socket needs write
+// permission on it, which mode 0000 gives nobody but a caller with CAP_DAC_OVERRIDE: the plugin,
+// which the container runtime runs as root with every capability. A uid-0 process without it (a
+// pod given a hostPath of the folder, capabilities dropped) is refused (EACCES), though
+// SO_PEERCRED could not tell it from the plugin (both uid 0). The agent itself has no
+// capability and never connects. A socket left by an earlier agent (a crash, kill -9) is
 // replaced atomically; anything else at that path is not touched.
 import { randomBytes } from "node:crypto";
 import { chmodSync, lstatSync, mkdirSync, readdirSync, renameSync, unlinkSync } from "node:fs";
@@ -65,8 +70,8 @@ export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<
   // Not the process id: every agent is PID 1 in its container, and two can overlap on a node.
   const bound = `${dirname(path)}/.${basename(path)}.${randomBytes(6).toString("hex")}`;
   removeLeftovers(path);
-  // Created 0600 from the start (the umask applies to bind), then made sure of.
-  const umask = process.umask(0o177);
+  // Created 0000 from the start (the umask applies to bind), then made sure of.
+  const umask = process.umask(0o777);
   let server: ReturnType<typeof Bun.serve>;
   try {
     server = Bun.serve({
@@ -81,7 +86,9 @@ export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<
   } finally {
     process.umask(umask);
   }
-  chmodSync(bound, 0o600);
+  const made = lstatSync(bound);
+  if (!made.isSocket()) throw new Error(`--agent-socket: ${bound} is not the socket just bound`);
+  if ((made.mode & 0o7777) !== 0) chmodSync(bound, 0);
   renameSync(bound, path);
   const ours = identify(path)?.id;
   return {

@@ -49,11 +49,30 @@ const REPORT: Report = {
 };
 
 describe("the agent's socket", () => {
-  test("a 0700 folder, a 0600 socket", () => {
+  test("a 0700 folder, a socket of mode 0000 owned by root", () => {
     const { path } = serve();
     expect(lstatSync(path).isSocket()).toBe(true);
-    expect(statSync(path).mode & 0o777).toBe(0o600);
+    expect(statSync(path).mode & 0o7777).toBe(0);
+    expect([statSync(path).uid, statSync(path).gid]).toEqual([0, 0]);
     expect(statSync(join(root, "run", "meshcni")).mode & 0o777).toBe(0o700);
+  });
+
+  test("uid 0 without capabilities cannot connect (EACCES); root with them, as the runtime runs the plugin, can", async () => {
+    const { path, ask } = serve();
+    // A pod with a hostPath of the folder and its capabilities dropped: uid 0, no CAP_DAC_OVERRIDE.
+    const connect = `require("node:net").connect(${JSON.stringify(path)})
+      .on("connect", () => { console.log("connected"); process.exit(0); })
+      .on("error", (e) => { console.log(e.code); process.exit(0); });`;
+    const run = (prefix: string[]) => {
+      const r = Bun.spawnSync([...prefix, process.execPath, "-e", connect], { stdout: "pipe", stderr: "pipe" });
+      return `${r.stdout.toString().trim()}${r.stderr.toString().trim() ? ` (${r.stderr.toString().trim()})` : ""}`;
+    };
+    const capless = ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--"];
+    expect(run(capless)).toBe("EACCES");
+    // The same with CAP_DAC_OVERRIDE alone kept: the capability is what tells them apart.
+    expect(run(["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all,+dac_override", "--"])).toBe("connected");
+    expect(run([])).toBe("connected");
+    expect((await ask("/v1/pods/emojivoto/web-1")).status).toBe(200);
   });
 
   test("an existing folder is made 0700; a stale socket is replaced; stop removes only its own socket", async () => {

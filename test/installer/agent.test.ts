@@ -187,7 +187,7 @@ describe("restarts never unmesh the node", () => {
 });
 
 describe("the agent's socket", () => {
-  test("0600 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one list by name and node", async () => {
+  test("mode 0000 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one list by name and node", async () => {
     setup();
     cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } } as never);
     cluster.api.addPod({ metadata: { name: "elsewhere", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" }, spec: { nodeName: "node-b", containers: [{ name: "app" }] } } as never);
@@ -195,7 +195,7 @@ describe("the agent's socket", () => {
     const port = freePort();
     const before = cluster.api.requests.length;
     await startAgent(["--health-port", String(port)]);
-    expect(statSync(dirs.socket).mode & 0o777).toBe(0o600);
+    expect(statSync(dirs.socket).mode & 0o7777).toBe(0);
     expect(statSync(dirs.state).mode & 0o777).toBe(0o700);
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
     expect([entry.agent_socket, entry.state_dir]).toEqual([dirs.socket, dirs.state]);
