@@ -74,7 +74,8 @@ function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): 
 function drainFallbackLog(stateDir: string, log: Log): number {
   let printed = 0;
   try {
-    for (const { file, content } of takeFallbackLog(stateDir)) {
+    for (const { file, content, problem } of takeFallbackLog(stateDir)) {
+      if (problem) log.warn(`the plugin's fallback log not printed: ${problem}`);
       const lines = renderFallbackLog(file, content);
       printPluginLines(lines);
       printed += Math.max(0, lines.length - 2);

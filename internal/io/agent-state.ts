@@ -4,60 +4,65 @@
 // meshcni is being removed takes only the socket away: the records outlive a reinstall (they sit
 // on tmpfs and go at the next boot). `--uninstall` removes all of it.
 import { randomBytes } from "node:crypto";
-import { lstatSync, mkdirSync, readdirSync, readFileSync, renameSync, rmdirSync, unlinkSync, writeFileSync } from "node:fs";
+import { lstatSync, mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { FALLBACK_LOG, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
+import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
 import { safeContainerId } from "./plugin-state.ts";
+import { readFileNoFollow, writeFileNoFollow } from "./safe-file.ts";
+
+/** A record is a few hundred bytes; anything much larger in the folder is not one. */
+export const MAX_RECORD_BYTES = 64 << 10;
 
 /**
- * Writes a record for the plugin (an ADD the agent planned, plan-add.ts): a temp file in the
- * records folder, then rename(2), as the plugin writes its own (internal/io/plugin-state.ts).
+ * Writes a record for the plugin (an ADD the agent planned, plan-add.ts): a temp file of a random
+ * name in the records folder, then rename(2), as the plugin writes its own
+ * (internal/io/plugin-state.ts); no symbolic link is followed (safe-file.ts).
  */
 export function writeRecordFor(stateDir: string, record: PodRecord): void {
   if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
-  const dir = `${stateDir}/${RECORDS_SUBDIR}`;
-  const tmp = `${dir}/.${record.containerId.slice(0, 64)}.agent.${randomBytes(4).toString("hex")}.tmp`;
+  const path = recordPath(stateDir, record.containerId);
   const text = JSON.stringify(record) + "\n";
   try {
-    writeFileSync(tmp, text, { mode: 0o600 });
+    writeFileNoFollow(dirname(path), basename(path), text);
   } catch (e) {
     // The folder is made once, when the first record needs it.
     if ((e as NodeJS.ErrnoException).code !== "ENOENT") throw e;
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    writeFileSync(tmp, text, { mode: 0o600 });
-  }
-  try {
-    renameSync(tmp, recordPath(stateDir, record.containerId));
-  } catch (e) {
-    try {
-      unlinkSync(tmp);
-    } catch {
-      // gone
-    }
-    throw e;
+    mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+    writeFileNoFollow(dirname(path), basename(path), text);
   }
 }
 
+/** A record file's name: `CONTAINER_ID.json` (a dot first is a temp file, never a record). */
+export const isRecordName = (name: string) => name.endsWith(".json") && !name.startsWith(".");
+
+/** One record file: the record, "unreadable" when something else is there, undefined when nothing is. */
+export function readRecordFile(path: string): PodRecord | "unreadable" | undefined {
+  let read;
+  try {
+    read = readFileNoFollow(path, MAX_RECORD_BYTES);
+  } catch {
+    return "unreadable"; // a link, a FIFO, a folder
+  }
+  if (read === undefined) return undefined;
+  return (!read.truncated && parseRecord(read.text)) || "unreadable";
+}
+
+/** Every record in the folder, read now (the agent keeps them in memory: record-index.ts). */
 export function readRecords(stateDir: string): RecordsRead {
   const dir = `${stateDir}/${RECORDS_SUBDIR}`;
   let names: string[];
   try {
-    names = readdirSync(dir).filter((n) => n.endsWith(".json") && !n.startsWith("."));
+    names = readdirSync(dir).filter(isRecordName);
   } catch {
     return { records: [], unreadable: [] };
   }
   const out: RecordsRead = { records: [], unreadable: [] };
   for (const name of names.sort()) {
-    let text: string;
-    try {
-      text = readFileSync(`${dir}/${name}`, "utf8");
-    } catch {
-      continue; // removed by a DEL meanwhile
-    }
-    const r = parseRecord(text);
-    if (r) out.records.push(r);
-    else out.unreadable.push(name);
+    const r = readRecordFile(`${dir}/${name}`);
+    if (r === undefined) continue; // removed by a DEL meanwhile
+    if (r === "unreadable") out.unreadable.push(name);
+    else out.records.push(r);
   }
   return out;
 }
@@ -67,8 +72,8 @@ export function readRecords(stateDir: string): RecordsRead {
  * and returns what it held. Each file is renamed before it is read, so a plugin appending at that
  * moment starts a new file instead of writing into one being emptied.
  */
-export function takeFallbackLog(stateDir: string): { file: string; content: string }[] {
-  const out: { file: string; content: string }[] = [];
+export function takeFallbackLog(stateDir: string): { file: string; content: string; problem?: string }[] {
+  const out: { file: string; content: string; problem?: string }[] = [];
   for (const name of [`${FALLBACK_LOG}.1`, FALLBACK_LOG]) {
     const path = `${stateDir}/${name}`;
     const taken = `${stateDir}/.${name}.printing-${randomBytes(6).toString("hex")}`;
@@ -78,7 +83,11 @@ export function takeFallbackLog(stateDir: string): { file: string; content: stri
       continue; // not there
     }
     try {
-      out.push({ file: path, content: readFileSync(taken, "utf8") });
+      // The plugin bounds each file (FALLBACK_LOG_MAX_BYTES); a link or a FIFO there is not read.
+      const read = readFileNoFollow(taken, 2 * FALLBACK_LOG_MAX_BYTES);
+      if (read) out.push({ file: path, content: read.text });
+    } catch (e) {
+      out.push({ file: path, content: "", problem: (e as Error).message.replace(taken, path) });
     } finally {
       unlinkSync(taken);
     }
