@@ -29,6 +29,7 @@ import type { InstallStatus } from "../internal/agent/status.ts";
 import type { KubeClient } from "../internal/io/kube-client.ts";
 import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
+import { readNetnsProblem } from "../internal/io/agent-netns.ts";
 import { readRecords, removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
@@ -139,6 +140,7 @@ async function runAgent(
     lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
     writeRecord: async (dir, record) => writeRecordFor(dir, record),
     onRecordError: (record, e) => log.warn(`cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`),
+    netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
   });
   const handler = createSocketHandler({
     lookup: source.lookup,

@@ -35,6 +35,12 @@ export interface PlannerDeps {
    * in, or an agent that cannot) runs its ADD itself, with its own rules. Unset: any version.
    */
   version?: string;
+  /**
+   * Why CNI_NETNS is not a network namespace the agent sees on this node, or undefined when it
+   * is. Every planned ADD writes a record: one for a namespace that is not there (a forged
+   * request) is declined, and the plugin runs it itself.
+   */
+  netnsProblem(path: string | undefined): string | undefined;
 }
 
 export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string; lookupFailed?: boolean };
@@ -152,6 +158,8 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     const signal = given ?? new AbortController().signal;
     if (d.version !== undefined && req.version !== d.version) return { ok: false, why: `the plugin is ${req.version}, the agent ${d.version}: the plugin decides with its own rules` };
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
+    const netns = d.netnsProblem(req.env.CNI_NETNS);
+    if (netns !== undefined) return { ok: false, why: netns };
     // The entry's state_dir as the plugin will read it (run.ts's schema checks it properly).
     const conf = peekConf(req.stdin);
     const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;

@@ -7,12 +7,14 @@
 // CAP_DAC_OVERRIDE connects, internal/io/agent-socket.ts):
 //
 //   GET  /v1/pods/NAMESPACE/NAME[?uid=UID]
-//     200 PodAnswer                the pod (and its namespace), from the watch cache or from one
-//                                  GET by the agent; when `uid` is given, only a pod with that UID
-//     404 AgentError (code 106)    the API server says the pod does not exist, or it exists with
-//                                  another UID (deleted and recreated under the same name)
-//     503 AgentError               the agent cannot answer (cache not in sync and its own GET
-//                                  failed); the plugin falls back to its kubeconfig
+//     200 PodAnswer                the pod of THIS node (and its namespace), from the watch cache
+//                                  or from one request by the agent (a list selecting the name and
+//                                  the node); when `uid` is given, only a pod with that UID
+//     404 AgentError (code 106)    the API server says the pod does not exist on this node (a pod
+//                                  of another node too), or it exists with another UID (deleted
+//                                  and recreated under the same name)
+//     503 AgentError               the agent cannot answer (cache not in sync and its own request
+//                                  failed, or no node name); the plugin falls back to its kubeconfig
 //   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines
 //   POST /v1/add  AddRequest          the agent plans an ADD (plan-add.ts): it checks the
 //     200 AddAnswer                   environment and config, looks the pod up, decides, writes
@@ -20,7 +22,8 @@
 //                                     lines and, for a meshed pod, the plan the plugin applies
 //     409 AgentError                  the agent does not plan this one (a pod that needs its
 //                                     network namespace's addresses or a Service, a pod it cannot
-//                                     look up): the plugin runs the whole ADD itself
+//                                     look up, a CNI_NETNS that is not a namespace in the host's
+//                                     /var/run/netns): the plugin runs the whole ADD itself
 //
 // Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
 // the plugin fall back to its own kubeconfig GET, exactly as without an agent.
@@ -206,6 +209,9 @@ export interface PodRecord {
   /** ISO time of the ADD. */
   time: string;
 }
+
+/** Where the host's runtimes pin pod network namespaces (CNI_NETNS); the DaemonSet mounts it read-only. */
+export const DEFAULT_NETNS_DIR = "/var/run/netns";
 
 /**
  * Notes earlier agents kept in STATE_DIR (when the records became complete, when the chain was put

@@ -2,7 +2,7 @@
 // contract's default. Pure: argv and the environment are passed in.
 import { parseArgs } from "node:util";
 import * as v from "valibot";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
@@ -41,6 +41,8 @@ export interface InstallerOptions {
   agentSocket: string;
   /** The plugin's records and fallback log (host path, mounted at the same path). */
   stateDir: string;
+  /** The host's network namespace folder, mounted read-only at the same path. */
+  netnsDir: string;
   /** The DaemonSet this agent belongs to (in POD_NAMESPACE): SIGTERM undoes only when it is gone or being deleted. */
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
@@ -87,6 +89,7 @@ const FLAGS = {
   "node-name": { type: "string", arg: "NAME", default: undefined, help: "this node's name (default: env NODE_NAME, which the DaemonSet sets from spec.nodeName)" },
   "agent-socket": { type: "string", arg: "PATH", default: DEFAULT_AGENT_SOCKET, help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)" },
   "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
+  "netns-dir": { type: "string", arg: "DIR", default: DEFAULT_NETNS_DIR, help: "the host's network namespace folder (a host path, mounted read-only at the same path): the agent plans an ADD only for a namespace it finds there" },
   "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
   "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
   repair: { type: "string", arg: "evict|delete|off", default: "evict", help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)" },
@@ -229,6 +232,7 @@ export function parseInstallerOptions(
     logLevel: logLevel as LogLevel,
     agentSocket: agentSocket.replace(/\/{2,}/g, "/"),
     stateDir: dir("state-dir"),
+    netnsDir: dir("netns-dir"),
     daemonSetName,
     resyncSeconds: Number(resync),
     repair: repair as RepairMode,

@@ -1,7 +1,7 @@
 // The Kubernetes objects that install meshcni, built from chart values. manifests/templates/
 // renders the same objects with Helm; test/cli/helm.test.ts holds the two to equality. Pure.
 import { createHash } from "node:crypto";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { entryFromOptions, NAMES, renderEntryJson } from "../config/entry.ts";
 import { HOST_CHECK_PATHS } from "../hostcheck/check.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
@@ -26,6 +26,8 @@ export const CONTAINER = {
   /** The agent's folder (socket, records): the host's, mounted at the same path. */
   stateDir: DEFAULT_STATE_DIR,
   agentSocket: DEFAULT_AGENT_SOCKET,
+  /** The host's network namespace folder, read-only at the same path: the agent plans an ADD only for a namespace there. */
+  netnsDir: DEFAULT_NETNS_DIR,
 } as const;
 
 /** Long enough for the agent's look at its DaemonSet on SIGTERM (at most 10 s) and an undo. */
@@ -289,6 +291,9 @@ export function buildDaemonSet(values: Values): K8sObject {
         { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
         // The agent's socket and the records (see the volume).
         { name: "agent-state", mountPath: CONTAINER.stateDir },
+        // Pods' network namespaces are bind mounts the runtime makes there after the agent
+        // started: HostToContainer shows them here. Read only: the agent only looks (lstat, statfs).
+        { name: "host-netns", mountPath: CONTAINER.netnsDir, readOnly: true, mountPropagation: "HostToContainer" },
         { name: "tmp", mountPath: "/tmp" },
         ...hostCheckMounts(values),
       ],
@@ -300,6 +305,8 @@ export function buildDaemonSet(values: Values): K8sObject {
       // The same path on the host: the plugin, run there, finds the socket and the records
       // where the conflist entry says.
       { name: "agent-state", hostPath: { path: CONTAINER.stateDir, type: "DirectoryOrCreate" } },
+      // Made when missing (a node with no pod yet), as the runtime would make it.
+      { name: "host-netns", hostPath: { path: CONTAINER.netnsDir, type: "DirectoryOrCreate" } },
       // A writable /tmp under the read-only root, the container's own.
       { name: "tmp", emptyDir: {} },
       ...hostCheckVolumes(),

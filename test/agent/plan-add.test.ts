@@ -98,14 +98,17 @@ async function pluginAdd(c: Case, env: AddRequest["env"], stdin: string) {
   return { out, applied, records, lines };
 }
 
-function planner(c: Case | undefined) {
+function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined) => string | undefined } = {}) {
   const lookup = new MemoryPodLookup();
   if (c) {
     lookup.addPod(c.pod);
     if (c.namespace) lookup.namespaces.set(c.pod.metadata.namespace, c.namespace);
   }
   const written: PodRecord[] = [];
-  const plan = createAddPlanner({ lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async (_d, r) => void written.push(r) });
+  const plan = createAddPlanner({
+    lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async (_d, r) => void written.push(r),
+    netnsProblem: o.netnsProblem ?? (() => undefined),
+  });
   return { plan, written, lookup };
 }
 
@@ -174,7 +177,7 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
   test("another UID than K8S_POD_UID fails with 106, whatever the lookup answered", async () => {
     const p = planner(base);
     const lie = { lookup: async () => ({ ok: true as const, pod: base.pod, namespace: null, source: "cache" as const }) };
-    const liar = createAddPlanner({ lookup: lie, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {} });
+    const liar = createAddPlanner({ lookup: lie, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, netnsProblem: () => undefined });
     const env = { ...envOf(base.pod, "c2"), CNI_ARGS: `${envOf(base.pod, "c2").CNI_ARGS};K8S_POD_UID=11111111-2222-3333-4444-555555555555` };
     const honest = await ask(p.plan, base.entry, env);
     const lied = await ask(liar, base.entry, env);
@@ -192,6 +195,17 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     expect(await ask(p.plan, { ...base.entry, state_dir: "/elsewhere" })).toEqual({ ok: false, why: expect.stringContaining("/elsewhere") });
     expect(await ask(p.plan, base.entry, { ...envOf(base.pod, "c3"), CNI_COMMAND: "DEL" })).toEqual({ ok: false, why: expect.stringContaining("only ADD") });
     expect(p.written).toEqual([]);
+  });
+
+  test("a CNI_NETNS the agent does not find: declined before any lookup, no record", async () => {
+    const plain = structuredClone(base.pod);
+    plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
+    const seen: (string | undefined)[] = [];
+    const gone = planner({ ...base, pod: plain }, { netnsProblem: (p) => (seen.push(p), `CNI_NETNS ${p} does not exist`) });
+    expect(await ask(gone.plan, base.entry, envOf(plain, "c7"))).toEqual({ ok: false, why: `CNI_NETNS ${NETNS} does not exist` });
+    expect(seen).toEqual([NETNS]);
+    await new Promise((done) => setImmediate(done));
+    expect([gone.written, gone.lookup.questions]).toEqual([[], []]);
   });
 
   test("a pod that gets no rules has its record written just after the answer, off the plugin's wait; a meshed pod's before it", async () => {
@@ -268,7 +282,7 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
   test("a plugin of another version than the agent decides with its own rules", async () => {
     const lookup = new MemoryPodLookup();
     lookup.addPod(base.pod);
-    const p = createAddPlanner({ lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, version: "1.0" });
+    const p = createAddPlanner({ lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, version: "1.0", netnsProblem: () => undefined });
     const req = (version: string) => ({ v: 1 as const, version, env: envOf(base.pod, "c6"), stdin: JSON.stringify(base.entry) });
     expect(await p(req("2.0"))).toEqual({ ok: false, why: expect.stringContaining("the plugin is 2.0, the agent 1.0") });
     expect((await p(req("1.0"))).ok).toBe(true);

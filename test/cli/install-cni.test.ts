@@ -110,6 +110,9 @@ describe("install-cni objects", () => {
     expect(mounts["agent-state"]).toBe("/var/run/meshcni");
     expect(pod.volumes.find((v: Obj) => v.name === "agent-state").hostPath).toEqual({ path: "/var/run/meshcni", type: "DirectoryOrCreate" });
     expect(c.args).toEqual(expect.arrayContaining(["--agent-socket", "/var/run/meshcni/agent.sock", "--state-dir", "/var/run/meshcni"]));
+    // The host's network namespaces, read-only at the same path (--netns-dir's default), new ones propagated.
+    expect(c.volumeMounts).toContainEqual({ name: "host-netns", mountPath: "/var/run/netns", readOnly: true, mountPropagation: "HostToContainer" });
+    expect(pod.volumes).toContainEqual({ name: "host-netns", hostPath: { path: "/var/run/netns", type: "DirectoryOrCreate" } });
     // For the host check, only the host paths it reads, each read-only under /host/root
     // (recursively where the runtime can); no hostPath of / and nothing else of /etc, /var or
     // /proc; and both plugin builds as candidates.
@@ -120,7 +123,7 @@ describe("install-cni objects", () => {
       expect(pod.volumes).toContainEqual({ name, hostPath: { path, type } });
     }
     const hostPaths = pod.volumes.filter((v: Obj) => v.hostPath).map((v: Obj) => v.hostPath.path);
-    expect(hostPaths).toEqual(["/opt/cni/bin", "/etc/cni/net.d", "/var/run/meshcni", "/usr", "/lib", "/lib64", "/etc/ld.so.cache"]);
+    expect(hostPaths).toEqual(["/opt/cni/bin", "/etc/cni/net.d", "/var/run/meshcni", "/var/run/netns", "/usr", "/lib", "/lib64", "/etc/ld.so.cache"]);
     // Read-write: the CNI folders and the agent's folder (and the container's own /tmp).
     const writable = c.volumeMounts.filter((m: Obj) => !m.readOnly && pod.volumes.find((v: Obj) => v.name === m.name).hostPath);
     expect(writable.map((m: Obj) => m.name)).toEqual(["cni-bin-dir", "cni-net-dir", "agent-state"]);

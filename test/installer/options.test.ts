@@ -21,6 +21,7 @@ describe("parseInstallerOptions", () => {
       logLevel: "info",
       agentSocket: "/var/run/meshcni/agent.sock",
       stateDir: "/var/run/meshcni",
+      netnsDir: "/var/run/netns",
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
       repair: "evict",

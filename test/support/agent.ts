@@ -7,10 +7,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../internal/agent/handler.ts";
 import { createAddPlanner } from "../../internal/agent/plan-add.ts";
-import { type AddAnswer, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
+import { type AddAnswer, DEFAULT_NETNS_DIR, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
 import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";
 import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
 import { writeRecordFor } from "../../internal/io/agent-state.ts";
+import { readNetnsProblem } from "../../internal/io/agent-netns.ts";
 import type { ApiServer } from "./apiserver.ts";
 
 export interface StandInAgent {
@@ -64,6 +65,8 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
   const planner = createAddPlanner({
     lookup: cache, stateDir: dir, onLookup: () => {},
     writeRecord: async (d, record) => writeRecordFor(d, record),
+    // The tests' namespaces are made with `ip netns add`, in the host's folder.
+    netnsProblem: (path) => readNetnsProblem(DEFAULT_NETNS_DIR, path),
   });
   const handler = createSocketHandler({
     lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {},
