@@ -29,8 +29,9 @@ import type { InstallStatus } from "../internal/agent/status.ts";
 import type { KubeClient } from "../internal/io/kube-client.ts";
 import { WatchCache } from "../internal/io/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
+import { removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
 import { readNetnsProblem } from "../internal/io/agent-netns.ts";
-import { readRecords, removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
+import { RecordIndex } from "../internal/io/record-index.ts";
 import { checkBinaryOnHost } from "../internal/io/host-root.ts";
 import { createHostFs } from "../internal/io/installer-fs.ts";
 import { serveHealth } from "../internal/io/installer-health.ts";
@@ -135,18 +136,31 @@ async function runAgent(
 
   let lastBadRequest = 0;
   let lastDeclined = 0;
+  let lastFull = -Infinity;
+  // The records in memory: read once here, then kept current (record-index.ts).
+  const records = new RecordIndex(opts.stateDir, { onWatchError: (e) => log.warn(`watching the records in ${opts.stateDir}: ${e.message}; read again at each resync`) }).start();
   const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
   const planner = createAddPlanner({
     lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
-    writeRecord: async (dir, record) => writeRecordFor(dir, record),
+    writeRecord: async (dir, record) => {
+      writeRecordFor(dir, record);
+      if (dir === opts.stateDir) records.wrote(record);
+    },
     onRecordError: (record, e) => log.warn(`cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`),
     netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
+    recordsFull: () => records.size() < opts.maxRecords ? undefined
+      : `the state folder holds ${records.size()} records, the agent's bound (--max-records ${opts.maxRecords}): it writes no more`,
   });
   const handler = createSocketHandler({
     lookup: source.lookup,
     planAdd: async (req, signal) => {
       const r = await planner(req, signal);
       if (r.ok) counters.addsPlanned++;
+      else if (r.recordsFull) {
+        counters.recordsFull++;
+        if (performance.now() - lastFull > 60_000) log.warn(`the plugin runs ADDs itself: ${r.why}; DEL and GC remove records, stale ones are the plugin's GC to remove`);
+        lastFull = performance.now();
+      }
       return r;
     },
     onDeclined(why) {
@@ -155,6 +169,14 @@ async function runAgent(
       lastDeclined = performance.now();
     },
     onReport(r) {
+      // A DEL's report follows the removal of the container's record: printed only for a container
+      // the agent held a record of (anyone who reaches the socket can send reports).
+      const known = r.containerId !== undefined && records.knows(r.containerId);
+      if ((r.command === "ADD" || r.command === "DEL") && r.containerId !== undefined) records.refresh(r.containerId);
+      if (r.command === "DEL" && !known) {
+        counters.unrecordedDelReports++;
+        return;
+      }
       countReport(counters, r);
       printPluginLines(renderReport(r, VERSION));
     },
@@ -201,7 +223,7 @@ async function runAgent(
   } else {
     repair = startRepair({
       cfg, view, api, log,
-      records: () => readRecords(opts.stateDir).records,
+      records: () => records.records().records,
       writer: clientWriter(api),
       // The chain alone: repair looks at it every 2 s during its grace period, and the binary's
       // and kubeconfig's checks read the token, the CA and the kubeconfig.
@@ -217,10 +239,11 @@ async function runAgent(
       counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready,
       repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0, unverified: repair?.unverified() ?? 0, refusals: repair?.refusals() ?? 0,
       ...(source.status ? { cache: source.status() } : {}),
+      records: records.size(),
     }),
     status: () => buildStatus({
       version: VERSION, daemonSet: opts.daemonSetName, install: installStatus(inst, tokens), counters,
-      records: readRecords(opts.stateDir),
+      records: records.records(),
       ...(opts.nodeName ? { node: opts.nodeName } : {}),
       ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
       ...(source.status ? { cache: source.status() } : {}),
@@ -247,6 +270,7 @@ async function runAgent(
           log.warn(`periodic resync put right what no watch event announced: ${before.join("; ")}`);
         }
         counters.fallbackLogLines += drainFallbackLog(opts.stateDir, log);
+        records.rescan();
       },
       async decideOnStop() {
         const decision = decideOnStop(await lookBeforeStopping(api, who));
@@ -258,6 +282,7 @@ async function runAgent(
   } finally {
     tokenStop.abort();
     repair?.stop();
+    records.stop();
     cacheStop.abort();
     socket?.stop();
     health?.stop();

@@ -27,6 +27,10 @@ export interface Counters {
   addsPlanned: number;
   /** ADDs the agent left to the plugin (409: another version, a pod it cannot answer, ...). */
   addsDeclined: number;
+  /** ADDs the agent declined because the state folder held its bound of records (--max-records). */
+  recordsFull: number;
+  /** DEL reports for a container the agent holds no record of: counted, not printed. */
+  unrecordedDelReports: number;
   /** Lines printed from the plugin's fallback log. */
   fallbackLogLines: number;
   resyncs: number;
@@ -45,6 +49,8 @@ export function newCounters(): Counters {
     badRequests: 0,
     addsPlanned: 0,
     addsDeclined: 0,
+    recordsFull: 0,
+    unrecordedDelReports: 0,
     fallbackLogLines: 0,
     resyncs: 0,
     resyncRepairs: 0,
@@ -87,6 +93,8 @@ export interface MetricsInput {
   unverified?: number;
   /** Evictions a PodDisruptionBudget refused. */
   refusals?: number;
+  /** Files in the records folder, as the agent holds them. */
+  records?: number;
 }
 
 /** Label values: backslash, double quote and line feed escaped, as the text format requires. */
@@ -142,6 +150,9 @@ export function renderMetrics(m: MetricsInput): string {
     ...family("meshcni_agent_bad_requests_total", "counter", "Requests on the agent's socket it could not use (answered 400, 405 or 413).", [[{}, c.badRequests]]),
     ...family("meshcni_agent_adds_planned_total", "counter", "ADDs the agent planned for the plugin (the plugin only applied the rules).", [[{}, c.addsPlanned]]),
     ...family("meshcni_agent_adds_declined_total", "counter", "ADDs the agent left to the plugin (a pod it could not answer, a Service or the pod's addresses needed).", [[{}, c.addsDeclined]]),
+    ...family("meshcni_agent_records", "gauge", "Files in the state folder's records folder (records and files that are not), as the agent holds them.", [[{}, m.records ?? 0]]),
+    ...family("meshcni_agent_records_full_total", "counter", "ADDs the agent left to the plugin because the state folder held its bound of records (--max-records).", [[{}, c.recordsFull]]),
+    ...family("meshcni_agent_unrecorded_del_reports_total", "counter", "DEL reports for a container the agent holds no record of (counted here, not printed, not in meshcni_plugin_requests_total).", [[{}, c.unrecordedDelReports]]),
     ...family("meshcni_agent_fallback_log_lines_total", "counter", "Lines printed from the plugin's fallback log (written while the agent was not answering).", [[{}, c.fallbackLogLines]]),
     ...family("meshcni_agent_cached_pods", "gauge", "Pods of this node in the agent's watch cache.", [[{}, m.cache?.pods.objects ?? 0]]),
     ...family("meshcni_agent_cached_namespaces", "gauge", "Namespaces in the agent's watch cache.", [[{}, m.cache?.namespaces.objects ?? 0]]),

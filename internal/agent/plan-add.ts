@@ -41,9 +41,11 @@ export interface PlannerDeps {
    * request) is declined, and the plugin runs it itself.
    */
   netnsProblem(path: string | undefined): string | undefined;
+  /** Why the agent writes no more records (it holds its bound of them), or undefined. */
+  recordsFull?(): string | undefined;
 }
 
-export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string; lookupFailed?: boolean };
+export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string; lookupFailed?: boolean; recordsFull?: boolean };
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 
@@ -160,6 +162,8 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
     const netns = d.netnsProblem(req.env.CNI_NETNS);
     if (netns !== undefined) return { ok: false, why: netns };
+    const full = d.recordsFull?.();
+    if (full !== undefined) return { ok: false, why: full, recordsFull: true };
     // The entry's state_dir as the plugin will read it (run.ts's schema checks it properly).
     const conf = peekConf(req.stdin);
     const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;

@@ -15,7 +15,8 @@
 //                                  and recreated under the same name)
 //     503 AgentError               the agent cannot answer (cache not in sync and its own request
 //                                  failed, or no node name); the plugin falls back to its kubeconfig
-//   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines
+//   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines (a DEL's report
+//                                       is printed only for a container the agent held a record of)
 //   POST /v1/add  AddRequest          the agent plans an ADD (plan-add.ts): it checks the
 //     200 AddAnswer                   environment and config, looks the pod up, decides, writes
 //                                     the container's record and answers the plugin's stdout, log
@@ -23,7 +24,8 @@
 //     409 AgentError                  the agent does not plan this one (a pod that needs its
 //                                     network namespace's addresses or a Service, a pod it cannot
 //                                     look up, a CNI_NETNS that is not a namespace in the host's
-//                                     /var/run/netns): the plugin runs the whole ADD itself
+//                                     /var/run/netns, the state folder at its bound of records):
+//                                     the plugin runs the whole ADD itself
 //
 // Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
 // the plugin fall back to its own kubeconfig GET, exactly as without an agent.
@@ -209,6 +211,16 @@ export interface PodRecord {
   /** ISO time of the ADD. */
   time: string;
 }
+
+/**
+ * The most records the agent lets the state folder hold before it stops planning ADDs (each
+ * planned ADD writes one; past the bound the plugin runs its ADDs itself and writes its own). A
+ * record lives as long as its sandbox (DEL and GC remove it), so a node holds about as many as it
+ * runs pods: kubelet's default is 110, large nodes are set to 250 (AKS, GKE) and up to 737 (EKS
+ * with prefix delegation). 4096 is five times the largest of those, and keeps what a forged
+ * request can make the agent write to about 16 MB of tmpfs (a page per file).
+ */
+export const DEFAULT_MAX_RECORDS = 4096;
 
 /** Where the host's runtimes pin pod network namespaces (CNI_NETNS); the DaemonSet mounts it read-only. */
 export const DEFAULT_NETNS_DIR = "/var/run/netns";

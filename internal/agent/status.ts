@@ -75,10 +75,39 @@ export interface StatusInput {
   agent: { socket: string; stateDir: string; startedAt: string; uptimeSeconds: number };
 }
 
+/**
+ * The `pods` member, built once per RecordsRead: the agent's record index hands out the same
+ * object until a record changes, so a /status of thousands of records does not map them all again.
+ */
+const podsBuilt = new WeakMap<RecordsRead, Record<string, unknown>>();
+
+function buildPods(records: RecordsRead): Record<string, unknown> {
+  const built = podsBuilt.get(records);
+  if (built) return built;
+  const count = (d: PodRecord["decision"]) => records.records.filter((r) => r.decision === d).length;
+  const pods = {
+    handled: records.records.length,
+    meshed: count("meshed"),
+    skipped: count("skipped"),
+    unreadableRecords: records.unreadable,
+    containers: records.records.map((r) => ({
+      namespace: r.namespace,
+      name: r.name,
+      ...(r.uid !== undefined ? { uid: r.uid } : {}),
+      containerId: r.containerId,
+      decision: r.decision,
+      reason: r.reason,
+      ...(r.backend !== undefined ? { backend: r.backend } : {}),
+      time: r.time,
+    })),
+  };
+  podsBuilt.set(records, pods);
+  return pods;
+}
+
 export function buildStatus(s: StatusInput): Record<string, unknown> {
   const { install, records } = s;
   const problems = [install.chain, install.binary, install.kubeconfig].flatMap((p) => (p.problem ? [p.problem] : []));
-  const count = (d: PodRecord["decision"]) => records.records.filter((r) => r.decision === d).length;
   const reports = Object.values(s.counters.requests).reduce((a, b) => a + b, 0);
   return {
     version: s.version,
@@ -91,22 +120,7 @@ export function buildStatus(s: StatusInput): Record<string, unknown> {
     binary: install.binary,
     kubeconfig: install.kubeconfig,
     cache: s.cache ?? { running: false, note: "no watch cache (no node name): the agent answers no pod lookup; the plugin uses its kubeconfig" },
-    pods: {
-      handled: records.records.length,
-      meshed: count("meshed"),
-      skipped: count("skipped"),
-      unreadableRecords: records.unreadable,
-      containers: records.records.map((r) => ({
-        namespace: r.namespace,
-        name: r.name,
-        ...(r.uid !== undefined ? { uid: r.uid } : {}),
-        containerId: r.containerId,
-        decision: r.decision,
-        reason: r.reason,
-        ...(r.backend !== undefined ? { backend: r.backend } : {}),
-        time: r.time,
-      })),
-    },
+    pods: buildPods(records),
     plugin: {
       reports,
       apiFallbacks: s.counters.pluginLookups.kubeconfig ?? 0,

@@ -2,7 +2,7 @@
 // contract's default. Pure: argv and the environment are passed in.
 import { parseArgs } from "node:util";
 import * as v from "valibot";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_MAX_RECORDS, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
 import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "../agent/repair.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
@@ -43,6 +43,8 @@ export interface InstallerOptions {
   stateDir: string;
   /** The host's network namespace folder, mounted read-only at the same path. */
   netnsDir: string;
+  /** The most records in the state folder; past it the agent plans no ADD. */
+  maxRecords: number;
   /** The DaemonSet this agent belongs to (in POD_NAMESPACE): SIGTERM undoes only when it is gone or being deleted. */
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
@@ -90,6 +92,7 @@ const FLAGS = {
   "agent-socket": { type: "string", arg: "PATH", default: DEFAULT_AGENT_SOCKET, help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)" },
   "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
   "netns-dir": { type: "string", arg: "DIR", default: DEFAULT_NETNS_DIR, help: "the host's network namespace folder (a host path, mounted read-only at the same path): the agent plans an ADD only for a namespace it finds there" },
+  "max-records": { type: "string", arg: "N", default: String(DEFAULT_MAX_RECORDS), help: "the most records the state folder holds for the agent to plan an ADD; past it the plugin runs each ADD itself" },
   "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
   "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
   repair: { type: "string", arg: "evict|delete|off", default: "evict", help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)" },
@@ -233,6 +236,7 @@ export function parseInstallerOptions(
     agentSocket: agentSocket.replace(/\/{2,}/g, "/"),
     stateDir: dir("state-dir"),
     netnsDir: dir("netns-dir"),
+    maxRecords: whole("max-records", 1),
     daemonSetName,
     resyncSeconds: Number(resync),
     repair: repair as RepairMode,

@@ -98,7 +98,7 @@ async function pluginAdd(c: Case, env: AddRequest["env"], stdin: string) {
   return { out, applied, records, lines };
 }
 
-function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined) => string | undefined } = {}) {
+function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined) => string | undefined; recordsFull?: () => string | undefined } = {}) {
   const lookup = new MemoryPodLookup();
   if (c) {
     lookup.addPod(c.pod);
@@ -107,7 +107,7 @@ function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined
   const written: PodRecord[] = [];
   const plan = createAddPlanner({
     lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async (_d, r) => void written.push(r),
-    netnsProblem: o.netnsProblem ?? (() => undefined),
+    netnsProblem: o.netnsProblem ?? (() => undefined), ...(o.recordsFull ? { recordsFull: o.recordsFull } : {}),
   });
   return { plan, written, lookup };
 }
@@ -206,6 +206,15 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     expect(seen).toEqual([NETNS]);
     await new Promise((done) => setImmediate(done));
     expect([gone.written, gone.lookup.questions]).toEqual([[], []]);
+  });
+
+  test("a state folder at its bound of records: declined before any lookup, no record", async () => {
+    const plain = structuredClone(base.pod);
+    plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
+    const full = planner({ ...base, pod: plain }, { recordsFull: () => "the state folder holds 4096 records" });
+    expect(await ask(full.plan, base.entry, envOf(plain, "c8"))).toEqual({ ok: false, why: "the state folder holds 4096 records", recordsFull: true });
+    await new Promise((done) => setImmediate(done));
+    expect([full.written, full.lookup.questions]).toEqual([[], []]);
   });
 
   test("a pod that gets no rules has its record written just after the answer, off the plugin's wait; a meshed pod's before it", async () => {

@@ -126,3 +126,80 @@ describe.if(isRoot())("a forged ADD writes no record", () => {
     cluster.api.deletePod("default", pod.name);
   }, 30_000);
 });
+
+describe.if(isRoot())("the records are bounded", () => {
+  test("past --max-records the agent plans no ADD (409, once in its log, counted); below it again, it plans", async () => {
+    const a = await startAgent(["--max-records", "3"]);
+    const pod = plainPod(`bound-${uniq()}`, "node-a");
+    await until(async () => (await a.ask(`/v1/pods/default/${pod.name}`)).status === 200, 5000, "the pod cached");
+    const n = netns();
+    for (const id of ["bound001", "bound002", "bound003"]) {
+      expect((await a.forgeAdd(pod, id, n.path)).status).toBe(200);
+      await until(() => existsSync(a.record(id)), 3000, `record ${id}`);
+    }
+    for (const id of ["bound004", "bound005"]) {
+      const r = await a.forgeAdd(pod, id, n.path);
+      expect(r.status).toBe(409);
+      expect(r.body.details).toContain("the state folder holds 3 records, the agent's bound (--max-records 3)");
+    }
+    await Bun.sleep(100);
+    expect(existsSync(a.record("bound004")) || existsSync(a.record("bound005"))).toBe(false);
+    expect(a.p.log().match(/the plugin runs ADDs itself: the state folder holds 3 records/g)?.length).toBe(1);
+    const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
+    expect(metrics).toContain("\nmeshcni_agent_records_full_total 2\n");
+    expect(metrics).toContain("\nmeshcni_agent_records 3\n");
+    // A DEL (the plugin removes the record, then reports): room for one more.
+    await Bun.file(a.record("bound001")).delete();
+    await until(async () => (await a.forgeAdd(pod, "bound006", n.path)).status === 200, 3000, "planned again");
+    cluster.api.deletePod("default", pod.name);
+  }, 30_000);
+});
+
+describe("the plugin's DEL reports", () => {
+  const del = (containerId: string) => ({
+    v: 1, command: "DEL", containerId, pod: { namespace: "default", name: "web-1" }, outcome: "removed", reason: "rules removed",
+    durationMs: 3, lines: [`meshcni: info container=${containerId}: removed the rules`], time: new Date().toISOString(), version: "0.1.0",
+  });
+
+  test("printed only for a container the agent held a record of; others counted, not printed", async () => {
+    const a = await startAgent();
+    // A record the plugin wrote, then removed by its DEL just before the report.
+    const id = "held0001";
+    Bun.write(a.record(id), JSON.stringify({ v: 1, containerId: id, namespace: "default", name: "web-1", decision: "meshed", reason: "r", time: new Date().toISOString() }));
+    await until(async () => (await a.status()).pods.handled === 1, 3000, "the record held");
+    await Bun.file(a.record(id)).delete();
+    for (const c of ["forged99", id]) expect((await a.ask("/v1/reports", { method: "POST", body: JSON.stringify(del(c)) })).status).toBe(204);
+    await a.p.waitForLog(/plugin DEL pod=default\/web-1 outcome=removed .*container=held0001/);
+    await Bun.sleep(100);
+    expect(a.p.log()).not.toContain("forged99");
+    const metrics = await (await fetch(`http://127.0.0.1:${a.port}/metrics`)).text();
+    expect(metrics).toContain("\nmeshcni_agent_unrecorded_del_reports_total 1\n");
+    expect(metrics).toContain('\nmeshcni_plugin_requests_total{command="DEL",outcome="removed"} 1\n');
+    expect((await a.status()).pods.handled).toBe(0);
+  }, 30_000);
+});
+
+describe.if(isRoot())("/status from memory", () => {
+  test("no record file is opened to answer it; the plugin's writes and removals still show without a resync", async () => {
+    const a = await startAgent(["--resync-seconds", "3600"]);
+    for (let i = 0; i < 50; i++) Bun.write(a.record(`mem${String(i).padStart(5, "0")}`), JSON.stringify({ v: 1, containerId: `mem${String(i).padStart(5, "0")}`, namespace: "default", name: `p${i}`, decision: "skipped", reason: "r", time: new Date().toISOString() }));
+    await until(async () => (await a.status()).pods.handled === 50, 5000, "the records held");
+    // Every file the agent opens while it answers /status three times.
+    const trace = join(dirs.root, "strace.out");
+    const strace = Bun.spawn(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-o", trace, "-p", String(a.p.proc.pid)], { stderr: "pipe" });
+    await Bun.sleep(500); // attached
+    for (let i = 0; i < 3; i++) expect((await a.status()).pods.handled).toBe(50);
+    strace.kill("SIGINT");
+    await strace.exited;
+    const opened = readFileSync(trace, "utf8");
+    expect(opened).toContain("openat"); // the trace saw the agent work (the kubeconfig, the binary)
+    expect(opened.split("\n").filter((l) => l.includes("/containers/")).length).toBe(0);
+    // The plugin removes one, writes another: /status follows through the watch alone.
+    await Bun.file(a.record("mem00000")).delete();
+    Bun.write(a.record("new00001"), JSON.stringify({ v: 1, containerId: "new00001", namespace: "default", name: "n", decision: "meshed", reason: "r", time: new Date().toISOString() }));
+    await until(async () => {
+      const ids = (await a.status()).pods.containers.map((c: { containerId: string }) => c.containerId);
+      return ids.length === 50 && ids.includes("new00001") && !ids.includes("mem00000");
+    }, 3000, "the change in /status");
+  }, 30_000);
+});

@@ -332,7 +332,8 @@ describe("/metrics and /status", () => {
       report({ durationMs: 180 }),
       report({ outcome: "failed", code: 11, lookup: "kubeconfig", durationMs: 5003, reason: "try again later" }),
       report({ outcome: "skipped", lookup: "none", durationMs: 2, reason: "excluded namespace" }),
-      report({ command: "DEL", outcome: "untouched", durationMs: 1, reason: "no record" }),
+      // A DEL's report counts (and prints) only for a container the agent holds a record of.
+      report({ command: "DEL", containerId: "dddd4444", outcome: "untouched", durationMs: 1, reason: "no record" }),
     ];
     for (const r of reports) await ask("/v1/reports", { method: "POST", body: JSON.stringify(r) });
     const metricsUrl = `http://127.0.0.1:${port}/metrics`;

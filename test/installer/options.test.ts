@@ -22,6 +22,7 @@ describe("parseInstallerOptions", () => {
       agentSocket: "/var/run/meshcni/agent.sock",
       stateDir: "/var/run/meshcni",
       netnsDir: "/var/run/netns",
+      maxRecords: 4096,
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
       repair: "evict",

@@ -1,0 +1,192 @@
+// The agent's records in memory: every record file of STATE_DIR/containers, read once at start
+// and then kept current by
+// - the agent's own writes (an ADD it planned),
+// - the plugin's reports (an ADD or DEL report names its container: that one file is read again),
+// - an inotify watch of the folder (the plugin writes and removes records itself: when it falls
+//   back to its kubeconfig, on DEL, on GC), each event re-reading the one file it names,
+// - a rescan at each periodic resync (inotify can drop events when its queue overflows), which
+//   reads again only the files whose inode, size or modification time changed.
+// /status, repair and the records' bound read it instead of the folder.
+//
+// It also remembers, for a while, the containers whose record went away: a DEL's report arrives
+// after the plugin removed the record, and the agent prints the report only for a container it
+// held a record of.
+import { type FSWatcher, lstatSync, mkdirSync, readdirSync, watch } from "node:fs";
+import { basename } from "node:path";
+import { type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
+import type { RecordsRead } from "../agent/status.ts";
+import { isRecordName, readRecordFile } from "./agent-state.ts";
+import { safeContainerId } from "./plugin-state.ts";
+
+/** How long a removed record's container is still known (its DEL's report follows at once). */
+export const REMOVED_KEPT_MS = 10 * 60_000;
+/** The most removed containers remembered; the oldest are forgotten first. */
+export const REMOVED_KEPT_MAX = 4096;
+
+interface Entry {
+  record: PodRecord | "unreadable";
+  /** inode:size:mtime when read from the folder, "" for a record the agent wrote itself. */
+  key: string;
+}
+
+export interface RecordIndexOptions {
+  now?: () => number;
+  /** Said once per failure of the watch (it is started again at the next rescan). */
+  onWatchError?: (e: Error) => void;
+  /** false: no inotify watch (tests that drive the index by hand). */
+  watch?: boolean;
+}
+
+export class RecordIndex {
+  readonly dir: string;
+  private readonly byName = new Map<string, Entry>();
+  private readonly removed = new Map<string, number>();
+  private snapshot: RecordsRead | undefined;
+  private watcher: FSWatcher | undefined;
+  private closed = false;
+  private readonly now: () => number;
+
+  constructor(private readonly stateDir: string, private readonly o: RecordIndexOptions = {}) {
+    this.dir = `${stateDir}/${RECORDS_SUBDIR}`;
+    this.now = o.now ?? Date.now;
+  }
+
+  /** Reads the folder and starts watching it (made 0700 when missing, as the plugin makes it). */
+  start(): this {
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+    } catch {
+      // a state folder that cannot be written: the rescan finds nothing, the watch fails and says so
+    }
+    this.rescan();
+    return this;
+  }
+
+  /** The records and the names of the files that are not records, in file-name order. */
+  records(): RecordsRead {
+    if (!this.snapshot) {
+      const names = [...this.byName.keys()].sort();
+      const out: RecordsRead = { records: [], unreadable: [] };
+      for (const n of names) {
+        const r = this.byName.get(n)!.record;
+        if (r === "unreadable") out.unreadable.push(n);
+        else out.records.push(r);
+      }
+      this.snapshot = out;
+    }
+    return this.snapshot;
+  }
+
+  /** Files in the folder: records and files that are not. */
+  size(): number {
+    return this.byName.size;
+  }
+
+  /** The container has a record, or had one within REMOVED_KEPT_MS. */
+  knows(containerId: string): boolean {
+    const name = nameOf(this.stateDir, containerId);
+    if (name === undefined) return false;
+    const e = this.byName.get(name);
+    if (e && e.record !== "unreadable" && e.record.containerId === containerId) return true;
+    const at = this.removed.get(name);
+    return at !== undefined && this.now() - at <= REMOVED_KEPT_MS;
+  }
+
+  /** The agent wrote this record. */
+  wrote(record: PodRecord): void {
+    const name = nameOf(this.stateDir, record.containerId);
+    if (name === undefined) return;
+    this.set(name, { record, key: "" });
+  }
+
+  /** Reads one container's record again (a report named it): kept, changed, or dropped. */
+  refresh(containerId: string): void {
+    const name = nameOf(this.stateDir, containerId);
+    if (name !== undefined) this.readOne(name);
+  }
+
+  /**
+   * Reads the folder again: files whose inode, size and modification time are unchanged are
+   * kept as read; others are read; names gone are dropped. Starts the watch when it is not running.
+   */
+  rescan(): void {
+    if (this.closed) return;
+    if (!this.watcher && this.o.watch !== false) this.startWatch();
+    let names: string[];
+    try {
+      names = readdirSync(this.dir).filter(isRecordName);
+    } catch {
+      names = [];
+    }
+    const seen = new Set(names);
+    for (const n of [...this.byName.keys()]) if (!seen.has(n)) this.drop(n);
+    for (const n of names) {
+      const key = statKey(`${this.dir}/${n}`);
+      const held = this.byName.get(n);
+      if (key === undefined) this.drop(n);
+      else if (!held || held.key !== key) this.readOne(n, key);
+    }
+  }
+
+  stop(): void {
+    this.closed = true;
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  private startWatch(): void {
+    try {
+      const w = watch(this.dir, { persistent: false }, (_event, name) => {
+        if (typeof name !== "string") this.rescan(); // the kernel did not say which: look at all
+        else if (isRecordName(name)) this.readOne(name);
+      });
+      w.on("error", (e) => {
+        if (this.watcher === w) this.watcher = undefined;
+        w.close();
+        this.o.onWatchError?.(e);
+      });
+      this.watcher = w;
+    } catch (e) {
+      this.o.onWatchError?.(e as Error);
+    }
+  }
+
+  private readOne(name: string, key = statKey(`${this.dir}/${name}`)): void {
+    const r = key === undefined ? undefined : readRecordFile(`${this.dir}/${name}`);
+    if (r === undefined) this.drop(name);
+    else this.set(name, { record: r, key: key ?? "" });
+  }
+
+  private set(name: string, e: Entry): void {
+    this.byName.set(name, e);
+    this.removed.delete(name);
+    this.snapshot = undefined;
+  }
+
+  private drop(name: string): void {
+    // A file went (or came and went before it was read): its container is still known for a while.
+    const had = this.byName.delete(name);
+    this.removed.delete(name);
+    this.removed.set(name, this.now());
+    if (had) this.snapshot = undefined;
+    const cutoff = this.now() - REMOVED_KEPT_MS;
+    for (const [n, at] of this.removed) {
+      if (at >= cutoff && this.removed.size <= REMOVED_KEPT_MAX) break;
+      this.removed.delete(n);
+    }
+  }
+}
+
+/** The record file's name for a container, or undefined for an ID that cannot name one. */
+function nameOf(stateDir: string, containerId: string): string | undefined {
+  return safeContainerId(containerId) ? basename(recordPath(stateDir, containerId)) : undefined;
+}
+
+function statKey(path: string): string | undefined {
+  try {
+    const st = lstatSync(path, { bigint: true });
+    return `${st.ino}:${st.size}:${st.mtimeNs}`;
+  } catch {
+    return undefined;
+  }
+}
