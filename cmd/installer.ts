@@ -134,8 +134,8 @@ async function runAgent(
   const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };
   if (!opts.nodeName) log.warn("no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node");
 
-  let lastBadRequest = 0;
-  let lastDeclined = 0;
+  let lastBadRequest = -Infinity;
+  let lastDeclined = -Infinity;
   let lastFull = -Infinity;
   // The records in memory: read once here, then kept current (record-index.ts).
   const records = new RecordIndex(opts.stateDir, { onWatchError: (e) => log.warn(`watching the records in ${opts.stateDir}: ${e.message}; read again at each resync`) }).start();
