@@ -16,24 +16,28 @@ export async function benchAgentStatus(records = 20_000, calls = 20): Promise<st
   const cluster = await startCluster();
   cluster.setDaemonSet("present");
   const dirs = cluster.dirs();
-  writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
+  const calico = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"));
+  writeFileSync(join(dirs.net, "10-calico.conflist"), calico);
   const folder = join(dirs.state, "containers");
   mkdirSync(folder, { recursive: true, mode: 0o700 });
   for (let i = 0; i < records; i++) {
     const id = `${i.toString(16).padStart(12, "0")}${"a".repeat(52)}`;
     writeFileSync(join(folder, `${id}.json`), `${JSON.stringify({
-      v: 1, containerId: id, namespace: "emojivoto", name: `web-${i}`, uid: crypto.randomUUID(), decision: i % 2 ? "meshed" : "skipped",
-      reason: "has a linkerd-proxy container", backend: "iptables-nft", families: [4], time: new Date().toISOString(),
+      v: 1, containerId: id, namespace: "emojivoto", name: `web-${i}`, uid: crypto.randomUUID(),
+      decision: i % 2 ? "meshed" : "skipped", reason: "has a linkerd-proxy container", backend: "iptables-nft",
+      families: [4], time: new Date().toISOString(),
     })}\n`);
   }
   const port = freePort();
-  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port), "--resync-seconds", "3600"], cluster.env);
+  const args = ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port), "--resync-seconds", "3600"];
+  const inst = startInstaller(dirs, args, cluster.env);
   try {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
     const status = async () => {
       const t0 = performance.now();
       const text = await (await fetch(`http://127.0.0.1:${port}/status`)).text();
-      return { ms: performance.now() - t0, bytes: Buffer.byteLength(text), handled: (JSON.parse(text) as { pods: { handled: number } }).pods.handled };
+      const handled = (JSON.parse(text) as { pods: { handled: number } }).pods.handled;
+      return { ms: performance.now() - t0, bytes: Buffer.byteLength(text), handled };
     };
     await until(async () => (await status()).handled === records, 60_000, "every record in /status");
     for (let i = 0; i < 3; i++) await status(); // warm
@@ -56,7 +60,8 @@ export async function benchAgentStatus(records = 20_000, calls = 20): Promise<st
       "",
       "| records | calls | median wall | agent CPU per call | answer | agent RSS after |",
       "|---|---|---|---|---|---|",
-      `| ${records} | ${calls} | ${median.toFixed(1)} ms | ${cpuMs.toFixed(1)} ms | ${(bytes / 1e6).toFixed(2)} MB | ${(after.rssKb / 1024).toFixed(1)} MB |`,
+      `| ${records} | ${calls} | ${median.toFixed(1)} ms | ${cpuMs.toFixed(1)} ms | ${(bytes / 1e6).toFixed(2)} MB `
+        + `| ${(after.rssKb / 1024).toFixed(1)} MB |`,
       "",
     ].join("\n");
   } finally {

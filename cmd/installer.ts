@@ -53,11 +53,13 @@ interface PodSource {
  */
 function podSource(api: KubeClient, nodeName: string | undefined, log: Log, signal: AbortSignal): PodSource {
   if (!nodeName) {
-    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, and the plugin reads each pod through its kubeconfig");
+    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, "
+      + "and the plugin reads each pod through its kubeconfig");
     return { lookup: noNodeLookup() };
   }
   const cache = new WatchCache(api, { nodeName, log });
-  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; lookups now wait for the watch in vain and then ask the API server`));
+  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; `
+    + "lookups now wait for the watch in vain and then ask the API server"));
   return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 
@@ -138,7 +140,9 @@ async function runAgent(
   let lastDeclined = -Infinity;
   let lastFull = -Infinity;
   // The records in memory: read once here, then kept current (record-index.ts).
-  const records = new RecordIndex(opts.stateDir, { onWatchError: (e) => log.warn(`watching the records in ${opts.stateDir}: ${e.message}; read again at each resync`) }).start();
+  const records = new RecordIndex(opts.stateDir, {
+    onWatchError: (e) => log.warn(`watching the records in ${opts.stateDir}: ${e.message}; read again at each resync`),
+  }).start();
   const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
   const planner = createAddPlanner({
     lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
@@ -149,7 +153,8 @@ async function runAgent(
     onRecordError: (record, e) => log.warn(`cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`),
     netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
     recordsFull: () => records.size() < opts.maxRecords ? undefined
-      : `the state folder holds ${records.size()} records, the agent's bound (--max-records ${opts.maxRecords}): it writes no more`,
+      : `the state folder holds ${records.size()} records, the agent's bound (--max-records ${opts.maxRecords}): `
+        + "it writes no more",
   });
   const handler = createSocketHandler({
     lookup: source.lookup,
@@ -158,7 +163,10 @@ async function runAgent(
       if (r.ok) counters.addsPlanned++;
       else if (r.recordsFull) {
         counters.recordsFull++;
-        if (performance.now() - lastFull > 60_000) log.warn(`the plugin runs ADDs itself: ${r.why}; DEL and GC remove records, stale ones are the plugin's GC to remove`);
+        if (performance.now() - lastFull > 60_000) {
+          log.warn(`the plugin runs ADDs itself: ${r.why}; DEL and GC remove records, `
+            + "stale ones are the plugin's GC to remove");
+        }
         lastFull = performance.now();
       }
       return r;

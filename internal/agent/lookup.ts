@@ -42,8 +42,10 @@ export interface LookupCounts {
 }
 
 /** The list that finds pod NAMESPACE/NAME only when it is bound to `node`. */
-export const podOfNodePath = (namespace: string, name: string, node: string) =>
-  `/api/v1/namespaces/${namespace}/pods?fieldSelector=${encodeURIComponent(`metadata.name=${name},spec.nodeName=${node}`)}`;
+export const podOfNodePath = (namespace: string, name: string, node: string) => {
+  const selector = encodeURIComponent(`metadata.name=${name},spec.nodeName=${node}`);
+  return `/api/v1/namespaces/${namespace}/pods?fieldSelector=${selector}`;
+};
 const namespacePath = (name: string) => `/api/v1/namespaces/${name}`;
 
 function failed(status: 404 | 503, msg: string, details: string): LookupResult {
@@ -113,11 +115,15 @@ export class CachePodLookup implements PodLookup {
       const bad = this.judge(a, what);
       if (bad) return bad;
       const items = (a as { object: { items?: unknown } }).object.items;
-      if (!Array.isArray(items)) return failed(503, "the agent cannot read the pod", `the API server ${this.d.api.server} answered something that is not a list for ${what}`);
+      if (!Array.isArray(items)) {
+        const why = `the API server ${this.d.api.server} answered something that is not a list for ${what}`;
+        return failed(503, "the agent cannot read the pod", why);
+      }
       // The selector said so; the answer is checked all the same.
       pod = items.find((o) => keyOf(o) === key && here(o));
       if (pod === undefined) {
-        return failed(404, "not found in the API (404)", `${what} does not exist on node ${this.d.node} (the agent's list on ${this.d.api.server})`);
+        const why = `${what} does not exist on node ${this.d.node} (the agent's list on ${this.d.api.server})`;
+        return failed(404, "not found in the API (404)", why);
       }
       if (!accept(pod)) {
         return failed(404, "not found in the API (404)", `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, not ${uid}: it was deleted and created again`);

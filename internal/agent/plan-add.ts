@@ -45,7 +45,9 @@ export interface PlannerDeps {
   recordsFull?(): string | undefined;
 }
 
-export type PlanAnswer = { ok: true; answer: AddAnswer } | { ok: false; why: string; lookupFailed?: boolean; recordsFull?: boolean };
+export type PlanAnswer =
+  | { ok: true; answer: AddAnswer }
+  | { ok: false; why: string; lookupFailed?: boolean; recordsFull?: boolean };
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 

@@ -119,7 +119,10 @@ export function buildStatus(s: StatusInput): Record<string, unknown> {
     chain: install.chain,
     binary: install.binary,
     kubeconfig: install.kubeconfig,
-    cache: s.cache ?? { running: false, note: "no watch cache (no node name): the agent answers no pod lookup; the plugin uses its kubeconfig" },
+    cache: s.cache ?? {
+      running: false,
+      note: "no watch cache (no node name): the agent answers no pod lookup; the plugin uses its kubeconfig",
+    },
     pods: buildPods(records),
     plugin: {
       reports,

@@ -91,8 +91,16 @@ const FLAGS = {
   "node-name": { type: "string", arg: "NAME", default: undefined, help: "this node's name (default: env NODE_NAME, which the DaemonSet sets from spec.nodeName)" },
   "agent-socket": { type: "string", arg: "PATH", default: DEFAULT_AGENT_SOCKET, help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)" },
   "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
-  "netns-dir": { type: "string", arg: "DIR", default: DEFAULT_NETNS_DIR, help: "the host's network namespace folder (a host path, mounted read-only at the same path): the agent plans an ADD only for a namespace it finds there" },
-  "max-records": { type: "string", arg: "N", default: String(DEFAULT_MAX_RECORDS), help: "the most records the state folder holds for the agent to plan an ADD; past it the plugin runs each ADD itself" },
+  "netns-dir": {
+    type: "string", arg: "DIR", default: DEFAULT_NETNS_DIR,
+    help: "the host's network namespace folder (a host path, mounted read-only at the same path): "
+      + "the agent plans an ADD only for a namespace it finds there",
+  },
+  "max-records": {
+    type: "string", arg: "N", default: String(DEFAULT_MAX_RECORDS),
+    help: "the most records the state folder holds for the agent to plan an ADD; "
+      + "past it the plugin runs each ADD itself",
+  },
   "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
   "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
   repair: { type: "string", arg: "evict|delete|off", default: "evict", help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)" },

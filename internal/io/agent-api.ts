@@ -27,7 +27,11 @@ export function noNodeLookup(): PodLookup {
     async lookup(namespace, name): Promise<LookupResult> {
       return {
         ok: false, status: 503,
-        error: { code: Code.TryAgainLater, msg: "the agent cannot answer", details: `the agent has no node name (--node-name, env NODE_NAME) and answers no pod lookup (pod ${namespace}/${name})` },
+        error: {
+          code: Code.TryAgainLater, msg: "the agent cannot answer",
+          details: `the agent has no node name (--node-name, env NODE_NAME) and answers no pod lookup `
+            + `(pod ${namespace}/${name})`,
+        },
       };
     },
   };

@@ -29,11 +29,16 @@ export function netnsName(path: string | undefined): string | undefined {
 export function readNetnsProblem(dir: string, path: string | undefined): string | undefined {
   if (!path) return "no CNI_NETNS";
   const name = netnsName(path);
-  if (name === undefined) return `CNI_NETNS ${JSON.stringify(path.slice(0, 300))} is not in /var/run/netns or /run/netns, where the agent looks`;
+  if (name === undefined) {
+    const shown = JSON.stringify(path.slice(0, 300));
+    return `CNI_NETNS ${shown} is not in /var/run/netns or /run/netns, where the agent looks`;
+  }
   const seen = `${dir}/${name}`;
   try {
     const st = lstatSync(seen);
-    if (!st.isFile()) return `CNI_NETNS ${path} is not a network namespace (${st.isSymbolicLink() ? "a symbolic link" : "not a file"})`;
+    if (!st.isFile()) {
+      return `CNI_NETNS ${path} is not a network namespace (${st.isSymbolicLink() ? "a symbolic link" : "not a file"})`;
+    }
     if (statfsSync(seen).type !== NSFS_MAGIC) return `CNI_NETNS ${path} is not a network namespace (a plain file)`;
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;

@@ -6,7 +6,9 @@
 import { randomBytes } from "node:crypto";
 import { lstatSync, mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../agent/protocol.ts";
+import {
+  FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath,
+} from "../agent/protocol.ts";
 import { parseRecord, type RecordsRead } from "../agent/status.ts";
 import { safeContainerId } from "./plugin-state.ts";
 import { readFileNoFollow, writeFileNoFollow } from "./safe-file.ts";

@@ -4,7 +4,9 @@
 // link there instead of writing through it); a read opens with O_NOFOLLOW|O_NONBLOCK and takes
 // only a regular file (a FIFO planted under a record's name cannot hang the agent), bounded.
 import { randomBytes } from "node:crypto";
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, renameSync, unlinkSync, writeSync } from "node:fs";
+import {
+  closeSync, constants, fstatSync, lstatSync, openSync, readSync, renameSync, unlinkSync, writeSync,
+} from "node:fs";
 
 const { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY } = constants;
 
@@ -16,9 +18,14 @@ export const tempName = (name: string) => `.${name.slice(0, 64)}.${randomBytes(8
  * (not a link to one), the temp file is new (O_EXCL) and not a link (O_NOFOLLOW), and the rename
  * replaces whatever is at `name`. `temp` picks the temp name (tests give a predictable one).
  */
-export function writeFileNoFollow(dir: string, name: string, text: string, o: { mode?: number; temp?: (name: string) => string } = {}): void {
+export function writeFileNoFollow(
+  dir: string, name: string, text: string, o: { mode?: number; temp?: (name: string) => string } = {},
+): void {
   const st = lstatSync(dir);
-  if (!st.isDirectory()) throw new Error(`${dir} is not a folder${st.isSymbolicLink() ? " (a symbolic link)" : ""}; not writing ${name} there`);
+  if (!st.isDirectory()) {
+    const what = st.isSymbolicLink() ? " (a symbolic link)" : "";
+    throw new Error(`${dir} is not a folder${what}; not writing ${name} there`);
+  }
   const pick = o.temp ?? tempName;
   let tmp = "";
   let fd = -1;

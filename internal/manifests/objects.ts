@@ -26,7 +26,7 @@ export const CONTAINER = {
   /** The agent's folder (socket, records): the host's, mounted at the same path. */
   stateDir: DEFAULT_STATE_DIR,
   agentSocket: DEFAULT_AGENT_SOCKET,
-  /** The host's network namespace folder, read-only at the same path: the agent plans an ADD only for a namespace there. */
+  /** The host's network namespace folder, read-only at the same path: where the agent looks for CNI_NETNS. */
   netnsDir: DEFAULT_NETNS_DIR,
 } as const;
 

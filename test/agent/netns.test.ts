@@ -38,8 +38,9 @@ describe("CNI_NETNS names", () => {
   test("only a single name under /var/run/netns or /run/netns", () => {
     expect(netnsName("/var/run/netns/cni-7d1c3a2e")).toBe("cni-7d1c3a2e");
     expect(netnsName("/run/netns/netns-0b7f")).toBe("netns-0b7f");
-    for (const p of ["/proc/1234/ns/net", "/var/run/netns/", "/var/run/netns/..", "/var/run/netns/.", "/var/run/netns/a/b",
-      "/var/run/netns/../../etc/shadow", "var/run/netns/x", "/var/run//netns/x", "/tmp/netns/x", undefined]) {
+    for (const p of ["/proc/1234/ns/net", "/var/run/netns/", "/var/run/netns/..", "/var/run/netns/.",
+      "/var/run/netns/a/b", "/var/run/netns/../../etc/shadow", "var/run/netns/x", "/var/run//netns/x", "/tmp/netns/x",
+      undefined]) {
       expect(netnsName(p)).toBeUndefined();
     }
   });
@@ -53,11 +54,12 @@ describe.if(isRoot())("what the agent finds there", () => {
 
   test("anything else is declined, saying why", () => {
     expect(readNetnsProblem(dir, undefined)).toBe("no CNI_NETNS");
-    expect(readNetnsProblem(dir, "/var/run/netns/missing")).toBe(`CNI_NETNS /var/run/netns/missing does not exist (the agent looked in ${dir})`);
-    expect(readNetnsProblem(dir, "/var/run/netns/plain")).toBe("CNI_NETNS /var/run/netns/plain is not a network namespace (a plain file)");
-    expect(readNetnsProblem(dir, "/var/run/netns/link")).toBe("CNI_NETNS /var/run/netns/link is not a network namespace (a symbolic link)");
-    expect(readNetnsProblem(dir, "/var/run/netns/folder")).toBe("CNI_NETNS /var/run/netns/folder is not a network namespace (not a file)");
+    const why = (name: string) => readNetnsProblem(dir, `/var/run/netns/${name}`);
+    expect(why("missing")).toBe(`CNI_NETNS /var/run/netns/missing does not exist (the agent looked in ${dir})`);
+    expect(why("plain")).toBe("CNI_NETNS /var/run/netns/plain is not a network namespace (a plain file)");
+    expect(why("link")).toBe("CNI_NETNS /var/run/netns/link is not a network namespace (a symbolic link)");
+    expect(why("folder")).toBe("CNI_NETNS /var/run/netns/folder is not a network namespace (not a file)");
     expect(readNetnsProblem(dir, `/proc/${process.pid}/ns/net`)).toContain("is not in /var/run/netns or /run/netns");
-    expect(readNetnsProblem(dir, "/var/run/netns/../netns/cni-real")).toContain("is not in /var/run/netns or /run/netns");
+    expect(why("../netns/cni-real")).toContain("is not in /var/run/netns or /run/netns");
   });
 });

@@ -49,7 +49,7 @@ async function until(fn: () => boolean, what: string, ms = 3000): Promise<void> 
 const ids = (i: RecordIndex) => i.records().records.map((r) => r.containerId);
 
 describe("the records in memory", () => {
-  test("read once at start, in file-name order, the unreadable named; the same snapshot until something changes", () => {
+  test("read once at start, in file-name order, the unreadable named; one snapshot until something changes", () => {
     const { state, dir } = setup();
     pluginWrite(dir, record("bbbb"));
     pluginWrite(dir, record("aaaa", { decision: "skipped" }));
@@ -123,7 +123,8 @@ describe("the records in memory", () => {
     pluginWrite(dir, record("cccc"));
     expect(ids(index)).toEqual(["aaaa", "bbbb"]);
     index.rescan();
-    expect(index.records().records.map((r) => [r.containerId, r.reason])).toEqual([["aaaa", "changed"], ["cccc", "has a linkerd-proxy container"]]);
+    expect(index.records().records.map((r) => [r.containerId, r.reason]))
+      .toEqual([["aaaa", "changed"], ["cccc", "has a linkerd-proxy container"]]);
     expect(index.knows("bbbb")).toBe(true);
     // Unchanged files are not read again: a snapshot object survives a rescan that changed nothing.
     const before = index.records();

@@ -5,7 +5,9 @@
 // agent writes or reads, pointing outside the folder, and checks that nothing outside was written
 // or read.
 import { afterEach, describe, expect, test } from "bun:test";
-import { lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodRecord } from "../../internal/agent/protocol.ts";
@@ -88,7 +90,8 @@ describe("the agent's reads follow no symbolic link", () => {
     writeFileSync(join(state, "plugin.log.1"), "meshcni: info a line\n");
     expect(takeFallbackLog(state)).toEqual([
       { file: join(state, "plugin.log.1"), content: "meshcni: info a line\n" },
-      { file: join(state, "plugin.log"), content: "", problem: `${join(state, "plugin.log")} is a symbolic link; not reading it` },
+      { file: join(state, "plugin.log"), content: "",
+        problem: `${join(state, "plugin.log")} is a symbolic link; not reading it` },
     ]);
     expect(readFileSync(outside, "utf8")).toBe("root:secret\n");
     expect(readdirSync(state).sort()).toEqual(["containers"]);

@@ -8,7 +8,10 @@ import { join } from "node:path";
 import { ADD_PATH } from "../../internal/agent/protocol.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "./harness.ts";
+import {
+  type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller,
+  until,
+} from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const NOT_INJECTED = JSON.parse(readFileSync(repoPath("testdata/pods/not-injected.json"), "utf8"));
@@ -38,26 +41,33 @@ async function startAgent(extra: string[] = []) {
   dirs = cluster.dirs();
   Bun.write(join(dirs.net, "10-calico.conflist"), CALICO);
   const port = freePort();
-  const p = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port), ...extra], cluster.env);
+  const args = ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port), ...extra];
+  const p = startInstaller(dirs, args, cluster.env);
   running.push(p);
-  await until(() => isChainedIn(dirs, "10-calico.conflist") && existsSync(dirs.socket), 10_000, "the agent up").catch((e) => {
+  const up = () => isChainedIn(dirs, "10-calico.conflist") && existsSync(dirs.socket);
+  await until(up, 10_000, "the agent up").catch((e) => {
     throw new Error(`${e.message}\n${p.log()}`);
   });
   const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
   await until(async () => (await status()).cache?.pods?.synced, 10_000, "the cache in sync");
   const version: string = (await status()).version;
   // The entry the runtime passes the plugin: the one the agent chained, as it wrote it.
-  const entry = { cniVersion: "1.0.0", name: "k8s-pod-network", ...JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1) };
-  const ask = (path: string, init: RequestInit = {}) => fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
+  const chained = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
+  const entry = { cniVersion: "1.0.0", name: "k8s-pod-network", ...chained };
+  const ask = (path: string, init: RequestInit = {}) =>
+    fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
   /** POST /v1/add as anyone who reaches the socket can send it. */
-  const forgeAdd = async (pod: { namespace: string; name: string; uid?: string }, containerId: string, netnsPath: string) => {
+  type PodRef = { namespace: string; name: string; uid?: string };
+  const forgeAdd = async (pod: PodRef, containerId: string, netnsPath: string) => {
+    const uid = pod.uid ? `;K8S_POD_UID=${pod.uid}` : "";
     const res = await ask(ADD_PATH, {
       method: "POST",
       body: JSON.stringify({
         v: 1, version, stdin: JSON.stringify(entry),
         env: {
-          CNI_COMMAND: "ADD", CNI_CONTAINERID: containerId, CNI_NETNS: netnsPath, CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin",
-          CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name}${pod.uid ? `;K8S_POD_UID=${pod.uid}` : ""}`,
+          CNI_COMMAND: "ADD", CNI_CONTAINERID: containerId, CNI_NETNS: netnsPath, CNI_IFNAME: "eth0",
+          CNI_PATH: "/opt/cni/bin",
+          CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name}${uid}`,
         },
       }),
     });
@@ -67,7 +77,7 @@ async function startAgent(extra: string[] = []) {
   return { p, port, status, ask, forgeAdd, record };
 }
 
-/** A pod of `node` that no mesh redirects (its ADD writes a `skipped` record), in the API and so in the agent's cache when on node-a. */
+/** A pod of `node` no mesh redirects (its ADD writes a `skipped` record), in the API (in the cache on node-a). */
 function plainPod(name: string, node: string) {
   const pod = structuredClone(NOT_INJECTED);
   Object.assign(pod.metadata, { name, namespace: "default", uid: crypto.randomUUID() });
@@ -76,6 +86,10 @@ function plainPod(name: string, node: string) {
   return { namespace: "default", name, uid: pod.metadata.uid as string };
 }
 
+/** A record as the plugin writes it. */
+const recordText = (containerId: string, name: string, decision: "meshed" | "skipped") =>
+  JSON.stringify({ v: 1, containerId, namespace: "default", name, decision, reason: "r", time: "2026-01-01T10:00Z" });
+
 function netns(): Netns {
   const n = Netns.create(`mcsf-${uniq()}`);
   spaces.push(n);
@@ -83,7 +97,7 @@ function netns(): Netns {
 }
 
 describe.if(isRoot())("a forged ADD writes no record", () => {
-  test("for a network namespace that does not exist (or is not in the host's netns folder): declined (409), no record; a real one is planned", async () => {
+  test("for a namespace not there or not in the netns folder: 409, no record; a real one is planned", async () => {
     const a = await startAgent();
     const pod = plainPod(`plain-${uniq()}`, "node-a");
     await until(async () => (await a.ask(`/v1/pods/default/${pod.name}`)).status === 200, 5000, "the pod cached");
@@ -107,7 +121,7 @@ describe.if(isRoot())("a forged ADD writes no record", () => {
     cluster.api.deletePod("default", pod.name);
   }, 30_000);
 
-  test("for another node's pod: not planned (its lookup is 404, code 106), no record, and the pod never fetched", async () => {
+  test("for another node's pod: not planned (its lookup 404, code 106), no record, the pod never fetched", async () => {
     const a = await startAgent();
     const pod = plainPod(`far-${uniq()}`, "node-b");
     const n = netns();
@@ -122,13 +136,14 @@ describe.if(isRoot())("a forged ADD writes no record", () => {
     expect(existsSync(a.record("far00001"))).toBe(false);
     // The agent asked for this node's pod of that name only, and never GET it by name.
     const asked = cluster.api.requests.slice(seen).filter((q) => q.path.startsWith("/api/v1/namespaces/default/pods"));
-    expect(asked.map((q) => `${q.path}?${decodeURIComponent(q.query)}`)).toEqual([`/api/v1/namespaces/default/pods?fieldSelector=metadata.name=${pod.name},spec.nodeName=node-a`]);
+    expect(asked.map((q) => `${q.path}?${decodeURIComponent(q.query)}`))
+      .toEqual([`/api/v1/namespaces/default/pods?fieldSelector=metadata.name=${pod.name},spec.nodeName=node-a`]);
     cluster.api.deletePod("default", pod.name);
   }, 30_000);
 });
 
 describe.if(isRoot())("the records are bounded", () => {
-  test("past --max-records the agent plans no ADD (409, once in its log, counted); below it again, it plans", async () => {
+  test("past --max-records the agent plans no ADD (409, logged once, counted); below it again, it plans", async () => {
     const a = await startAgent(["--max-records", "3"]);
     const pod = plainPod(`bound-${uniq()}`, "node-a");
     await until(async () => (await a.ask(`/v1/pods/default/${pod.name}`)).status === 200, 5000, "the pod cached");
@@ -157,18 +172,21 @@ describe.if(isRoot())("the records are bounded", () => {
 
 describe("the plugin's DEL reports", () => {
   const del = (containerId: string) => ({
-    v: 1, command: "DEL", containerId, pod: { namespace: "default", name: "web-1" }, outcome: "removed", reason: "rules removed",
-    durationMs: 3, lines: [`meshcni: info container=${containerId}: removed the rules`], time: new Date().toISOString(), version: "0.1.0",
+    v: 1, command: "DEL", containerId, pod: { namespace: "default", name: "web-1" }, outcome: "removed",
+    reason: "rules removed", durationMs: 3, lines: [`meshcni: info container=${containerId}: removed the rules`],
+    time: new Date().toISOString(), version: "0.1.0",
   });
 
   test("printed only for a container the agent held a record of; others counted, not printed", async () => {
     const a = await startAgent();
     // A record the plugin wrote, then removed by its DEL just before the report.
     const id = "held0001";
-    Bun.write(a.record(id), JSON.stringify({ v: 1, containerId: id, namespace: "default", name: "web-1", decision: "meshed", reason: "r", time: new Date().toISOString() }));
+    Bun.write(a.record(id), recordText(id, "web-1", "meshed"));
     await until(async () => (await a.status()).pods.handled === 1, 3000, "the record held");
     await Bun.file(a.record(id)).delete();
-    for (const c of ["forged99", id]) expect((await a.ask("/v1/reports", { method: "POST", body: JSON.stringify(del(c)) })).status).toBe(204);
+    for (const c of ["forged99", id]) {
+      expect((await a.ask("/v1/reports", { method: "POST", body: JSON.stringify(del(c)) })).status).toBe(204);
+    }
     await a.p.waitForLog(/plugin DEL pod=default\/web-1 outcome=removed .*container=held0001/);
     await Bun.sleep(100);
     expect(a.p.log()).not.toContain("forged99");
@@ -180,13 +198,17 @@ describe("the plugin's DEL reports", () => {
 });
 
 describe.if(isRoot())("/status from memory", () => {
-  test("no record file is opened to answer it; the plugin's writes and removals still show without a resync", async () => {
+  test("no record file is opened to answer it; the plugin's changes still show without a resync", async () => {
     const a = await startAgent(["--resync-seconds", "3600"]);
-    for (let i = 0; i < 50; i++) Bun.write(a.record(`mem${String(i).padStart(5, "0")}`), JSON.stringify({ v: 1, containerId: `mem${String(i).padStart(5, "0")}`, namespace: "default", name: `p${i}`, decision: "skipped", reason: "r", time: new Date().toISOString() }));
+    for (let i = 0; i < 50; i++) {
+      const id = `mem${String(i).padStart(5, "0")}`;
+      Bun.write(a.record(id), recordText(id, `p${i}`, "skipped"));
+    }
     await until(async () => (await a.status()).pods.handled === 50, 5000, "the records held");
     // Every file the agent opens while it answers /status three times.
     const trace = join(dirs.root, "strace.out");
-    const strace = Bun.spawn(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-o", trace, "-p", String(a.p.proc.pid)], { stderr: "pipe" });
+    const argv = ["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-o", trace, "-p", String(a.p.proc.pid)];
+    const strace = Bun.spawn(argv, { stderr: "pipe" });
     await Bun.sleep(500); // attached
     for (let i = 0; i < 3; i++) expect((await a.status()).pods.handled).toBe(50);
     strace.kill("SIGINT");
@@ -196,7 +218,7 @@ describe.if(isRoot())("/status from memory", () => {
     expect(opened.split("\n").filter((l) => l.includes("/containers/")).length).toBe(0);
     // The plugin removes one, writes another: /status follows through the watch alone.
     await Bun.file(a.record("mem00000")).delete();
-    Bun.write(a.record("new00001"), JSON.stringify({ v: 1, containerId: "new00001", namespace: "default", name: "n", decision: "meshed", reason: "r", time: new Date().toISOString() }));
+    Bun.write(a.record("new00001"), recordText("new00001", "n", "meshed"));
     await until(async () => {
       const ids = (await a.status()).pods.containers.map((c: { containerId: string }) => c.containerId);
       return ids.length === 50 && ids.includes("new00001") && !ids.includes("mem00000");
