@@ -19,12 +19,13 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpat
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
+import { NSFS_MAGIC } from "../../internal/io/agent-netns.ts";
 import { buildManifests } from "../../internal/manifests/objects.ts";
 import { parseValues } from "../../internal/manifests/values.ts";
 import { ensureBuilt, PLUGIN } from "../installer/harness.ts";
 import { hostPathOf, isWritable, type MountInfo, parseMountInfo, type TranslatedPod, translatePod } from "../support/daemonset-podman.ts";
 import { repoPath } from "../support/golden.ts";
-import { isRoot, uniq } from "../support/netns.ts";
+import { isRoot, Netns, uniq } from "../support/netns.ts";
 
 type Obj = Record<string, any>;
 const ULIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"];
@@ -223,6 +224,21 @@ describe.skipIf(!canRun)("the rendered DaemonSet in podman: the host check throu
       "hostPath /opt/cni/bin at /host/opt/cni/bin",
       "hostPath /var/run/meshcni at /var/run/meshcni",
     ]);
+  });
+
+  test("a network namespace made after the agent started shows in its read-only /var/run/netns (HostToContainer)", async () => {
+    const ns = Netns.create(`mcds-${uniq()}`);
+    try {
+      const look = `const fs = require("node:fs"); const p = ${JSON.stringify(ns.path)};
+        const st = fs.lstatSync(p); console.log(JSON.stringify({ file: st.isFile(), fsType: fs.statfsSync(p).type }));`;
+      const seen = await podman(["exec", "--env", "HOME=/tmp", name, "/opt/probe/bun", "-e", look]);
+      expect(seen.stderr).toBe("");
+      // An nsfs file, as the agent's check (internal/io/agent-netns.ts) requires.
+      expect(JSON.parse(seen.stdout)).toEqual({ file: true, fsType: NSFS_MAGIC });
+      expect(pod.mounts.find((m) => m.path === "/var/run/netns")).toMatchObject({ readOnly: true, hostPath: "/var/run/netns" });
+    } finally {
+      ns.delete();
+    }
   });
 
   test("what the container sees of the host's root is what the host check reads", () => {
