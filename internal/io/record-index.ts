@@ -43,6 +43,8 @@ export class RecordIndex {
   private readonly removed = new Map<string, number>();
   private snapshot: RecordsRead | undefined;
   private watcher: FSWatcher | undefined;
+  /** The watched folder's inode and birth: a folder removed and made again is watched again. */
+  private watchedId: string | undefined;
   private closed = false;
   private readonly now: () => number;
 
@@ -99,10 +101,13 @@ export class RecordIndex {
     this.set(name, { record, key: "" });
   }
 
-  /** Reads one container's record again (a report named it): kept, changed, or dropped. */
+  /**
+   * Reads one container's record again (a report named it): kept, changed, or dropped. A name the
+   * index never held is not remembered as removed: a report alone is no sign a record was there.
+   */
   refresh(containerId: string): void {
     const name = nameOf(this.stateDir, containerId);
-    if (name !== undefined) this.readOne(name);
+    if (name !== undefined) this.readOne(name, undefined, false);
   }
 
   /**
@@ -111,7 +116,11 @@ export class RecordIndex {
    */
   rescan(): void {
     if (this.closed) return;
-    if (!this.watcher && this.o.watch !== false) this.startWatch();
+    if (this.o.watch !== false) {
+      const id = folderId(this.dir);
+      if (this.watcher && id !== this.watchedId) this.stopWatch();
+      if (!this.watcher && id !== undefined) this.startWatch(id);
+    }
     let names: string[];
     try {
       names = readdirSync(this.dir).filter(isRecordName);
@@ -130,15 +139,22 @@ export class RecordIndex {
 
   stop(): void {
     this.closed = true;
+    this.stopWatch();
+  }
+
+  private stopWatch(): void {
     this.watcher?.close();
     this.watcher = undefined;
   }
 
-  private startWatch(): void {
+  private startWatch(id: string): void {
+    const self = basename(this.dir);
     try {
       const w = watch(this.dir, { persistent: false }, (_event, name) => {
-        if (typeof name !== "string") this.rescan(); // the kernel did not say which: look at all
-        else if (isRecordName(name)) this.readOne(name);
+        // The folder itself went (its own name): watched again once a rescan finds it.
+        if (name === self) this.stopWatch();
+        else if (typeof name !== "string") this.rescan(); // the kernel did not say which: look at all
+        else if (isRecordName(name)) this.readOne(name, undefined, true);
       });
       w.on("error", (e) => {
         if (this.watcher === w) this.watcher = undefined;
@@ -146,15 +162,17 @@ export class RecordIndex {
         this.o.onWatchError?.(e);
       });
       this.watcher = w;
+      this.watchedId = id;
     } catch (e) {
       this.o.onWatchError?.(e as Error);
     }
   }
 
-  private readOne(name: string, key = statKey(`${this.dir}/${name}`)): void {
+  /** `seen`: the folder said a file of that name came or went (an inotify event), so it was there. */
+  private readOne(name: string, key = statKey(`${this.dir}/${name}`), seen = true): void {
     const r = key === undefined ? undefined : readRecordFile(`${this.dir}/${name}`);
-    if (r === undefined) this.drop(name);
-    else this.set(name, { record: r, key: key ?? "" });
+    if (r !== undefined) this.set(name, { record: r, key: key ?? "" });
+    else if (seen || this.byName.has(name)) this.drop(name);
   }
 
   private set(name: string, e: Entry): void {
@@ -180,6 +198,15 @@ export class RecordIndex {
 /** The record file's name for a container, or undefined for an ID that cannot name one. */
 function nameOf(stateDir: string, containerId: string): string | undefined {
   return safeContainerId(containerId) ? basename(recordPath(stateDir, containerId)) : undefined;
+}
+
+function folderId(path: string): string | undefined {
+  try {
+    const st = lstatSync(path, { bigint: true });
+    return st.isDirectory() ? `${st.ino}:${st.birthtimeNs}` : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 function statKey(path: string): string | undefined {

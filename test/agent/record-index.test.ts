@@ -98,6 +98,25 @@ describe("the records in memory", () => {
     expect(index.knows("../../etc/passwd")).toBe(false);
   });
 
+  test("a report naming a container the index never held does not make it known", () => {
+    const { state } = setup();
+    index = new RecordIndex(state, { watch: false }).start();
+    // A forged DEL report, twice: the second must not find the first's name remembered.
+    index.refresh("forged99");
+    index.refresh("forged99");
+    expect(index.knows("forged99")).toBe(false);
+  });
+
+  test("a records folder removed and made again is watched again from the next rescan", async () => {
+    const { state, dir } = setup();
+    index = new RecordIndex(state).start();
+    rmSync(dir, { recursive: true });
+    mkdirSync(dir, { mode: 0o700 });
+    index.rescan();
+    pluginWrite(dir, record("aaaa"));
+    await until(() => index!.size() === 1, "the record in the new folder seen");
+  });
+
   test("a removed container is known for REMOVED_KEPT_MS, then forgotten", () => {
     const { state, dir } = setup();
     let now = 1_000_000;
