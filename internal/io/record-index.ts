@@ -43,6 +43,8 @@ export class RecordIndex {
   private readonly removed = new Map<string, number>();
   private snapshot: RecordsRead | undefined;
   private watcher: FSWatcher | undefined;
+  /** While the records folder does not exist: a watch of the state folder for its creation. */
+  private parentWatcher: FSWatcher | undefined;
   /** The watched folder's inode and birth: a folder removed and made again is watched again. */
   private watchedId: string | undefined;
   private closed = false;
@@ -53,12 +55,16 @@ export class RecordIndex {
     this.now = o.now ?? Date.now;
   }
 
-  /** Reads the folder and starts watching it (made 0700 when missing, as the plugin makes it). */
+  /**
+   * Reads the folder and starts watching it. A records folder not there yet (no pod has had a
+   * record) is not made: the state folder (made 0700 when missing, as for the socket) is watched
+   * for it instead.
+   */
   start(): this {
     try {
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+      mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
     } catch {
-      // a state folder that cannot be written: the rescan finds nothing, the watch fails and says so
+      // not writable: the rescan finds nothing, and the periodic resync looks again
     }
     this.rescan();
     return this;
@@ -120,6 +126,8 @@ export class RecordIndex {
       const id = folderId(this.dir);
       if (this.watcher && id !== this.watchedId) this.stopWatch();
       if (!this.watcher && id !== undefined) this.startWatch(id);
+      if (id === undefined) this.watchParent();
+      else this.stopParentWatch();
     }
     let names: string[];
     try {
@@ -140,11 +148,34 @@ export class RecordIndex {
   stop(): void {
     this.closed = true;
     this.stopWatch();
+    this.stopParentWatch();
   }
 
   private stopWatch(): void {
     this.watcher?.close();
     this.watcher = undefined;
+  }
+
+  /** Watches the state folder until the records folder appears in it (then a rescan watches that). */
+  private watchParent(): void {
+    if (this.parentWatcher) return;
+    const sub = basename(this.dir);
+    try {
+      const w = watch(this.stateDir, { persistent: false }, (_event, name) => {
+        if (name === sub || typeof name !== "string") this.rescan();
+      });
+      w.on("error", () => {
+        if (this.parentWatcher === w) this.stopParentWatch();
+      });
+      this.parentWatcher = w;
+    } catch {
+      // no state folder either: the next rescan (the periodic resync) looks again
+    }
+  }
+
+  private stopParentWatch(): void {
+    this.parentWatcher?.close();
+    this.parentWatcher = undefined;
   }
 
   private startWatch(id: string): void {

@@ -4,7 +4,7 @@
 // and by a rescan that reads again only what changed; and the containers whose record went away,
 // remembered for a while (their DEL's report comes after the removal).
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, renameSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodRecord } from "../../internal/agent/protocol.ts";
@@ -151,10 +151,14 @@ describe("the records in memory", () => {
     expect(index.records()).toBe(before);
   });
 
-  test("a records folder that appears only later: made at start, and watched", async () => {
+  test("a records folder that appears only later: not made by the index, watched once it is there", async () => {
     root = mkdtempSync(join(tmpdir(), "meshcni-index-"));
     const state = join(root, "state");
     index = new RecordIndex(state).start();
+    // The state folder is made (as for the socket), the records folder is not.
+    expect(readdirSync(state)).toEqual([]);
+    mkdirSync(join(state, "containers"), { mode: 0o700 });
+    await Bun.sleep(50); // the state folder's watch sees it and starts the folder's own
     pluginWrite(join(state, "containers"), record("aaaa"));
     await until(() => index!.size() === 1, "the record seen");
   });
