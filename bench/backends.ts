@@ -8,12 +8,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
-import { renderFresh } from "../internal/backends/iptables/restore.ts";
-import { renderCreateScript } from "../internal/backends/nftables/render.ts";
+import { ruleSetOf } from "../internal/firewall/iptables/from-plan.ts";
+import { renderFresh } from "../internal/firewall/iptables/restore.ts";
+import { renderCreateScript } from "../internal/firewall/nftables/render.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
-import { linkerdProfile } from "../internal/mesh/linkerd.ts";
-import { writeRecordFor } from "../internal/io/agent-state.ts";
+import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
+import { writeRecordFor } from "../internal/agent/state/files.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { buildEmptyProgram, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 

@@ -7,9 +7,9 @@
 // cache, over its socket) unless BENCH_BURST_LOOKUP=kubeconfig (every ADD GETs its pod).
 // Run alone: node_modules/.bin/bun bench/burst.ts
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
-import { linkerdProfile } from "../internal/mesh/linkerd.ts";
-import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
-import { renderFresh } from "../internal/backends/iptables/restore.ts";
+import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
+import { ruleSetOf } from "../internal/firewall/iptables/from-plan.ts";
+import { renderFresh } from "../internal/firewall/iptables/restore.ts";
 import { type Backend, type BurstPod, BurstLab, checkOwnRules, KUBELET_MAX_PODS, lockTrouble, ownPort } from "../test/hardening/burst/burst-lab.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, ratio } from "./lib.ts";

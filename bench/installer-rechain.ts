@@ -7,7 +7,7 @@
 import { type FSWatcher, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller } from "../test/installer/harness.ts";
-import { DEBOUNCE_MS } from "../internal/installer/run.ts";
+import { DEBOUNCE_MS } from "../internal/agent/install/run.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, summarize } from "./lib.ts";
 

@@ -15,11 +15,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { buildBinary } from "../scripts/build.ts";
 import { repoPath } from "../test/support/golden.ts";
-import { linkerdProfile } from "../internal/mesh/linkerd.ts";
+import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
-import { ruleSetOf } from "../internal/backends/iptables/from-plan.ts";
-import { renderFresh, renderCleanup } from "../internal/backends/iptables/restore.ts";
-import { parseSave } from "../internal/backends/iptables/save.ts";
+import { ruleSetOf } from "../internal/firewall/iptables/from-plan.ts";
+import { renderFresh, renderCleanup } from "../internal/firewall/iptables/restore.ts";
+import { parseSave } from "../internal/firewall/iptables/save.ts";
 import { buildEmptyProgram, buildLikePlugin, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
 
 const BUILT = repoPath("dist/meshcni");

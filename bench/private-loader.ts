@@ -1,5 +1,5 @@
 // The plugin's start-up with a loader and C library of its own (issue 23): VERSION of the node
-// binary rewritten by internal/hostcheck/elf-rewrite.ts (PT_INTERP and DT_RPATH naming a private
+// binary rewritten by internal/agent/install/hostcheck/elf-rewrite.ts (PT_INTERP and DT_RPATH naming a private
 // folder that holds this machine's glibc loader and the four libraries it loads), against the
 // binary as built (today's VERSION, target ≤ 1.05x) and against an empty Bun program compiled
 // the same way and rewritten alike (target ≤ 1.1x), all in the same run.
@@ -42,7 +42,7 @@ export async function benchPrivateLoader(): Promise<string> {
     return [
       "## Start-up with a private loader and C library (bench/private-loader.ts)",
       "",
-      "The binaries rewritten by internal/hostcheck/elf-rewrite.ts to load " +
+      "The binaries rewritten by internal/agent/install/hostcheck/elf-rewrite.ts to load " +
         `${loader.files.join(", ")} from one folder (${folder.length} bytes); ${RUNS} runs each, interleaved.`,
       "",
       table(stats, built),

@@ -1,42 +1,42 @@
 // meshcni-installer: the process of the meshcni DaemonSet, the node agent. It wires the real
 // files, watches, clock, log, signals, sockets and API server to the installer
-// (internal/installer) and the agent's parts (internal/agent), and maps the outcome to an exit
+// (internal/agent/install) and the agent's parts (internal/agent), and maps the outcome to an exit
 // code: 0 done, 1 failed, 2 bad usage.
 import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
-import { createSocketHandler } from "../internal/agent/handler.ts";
-import { createAddPlanner } from "../internal/agent/plan-add.ts";
-import { countLookup, countReport, newCounters, renderMetrics } from "../internal/agent/metrics.ts";
-import { renderFallbackLog, renderReport } from "../internal/agent/report.ts";
-import { buildStatus } from "../internal/agent/status.ts";
+import { createSocketHandler } from "../internal/agent/socket/handler.ts";
+import { createAddPlanner } from "../internal/agent/socket/plan-add.ts";
+import { countLookup, countReport, newCounters, renderMetrics } from "../internal/agent/observe/metrics.ts";
+import { renderFallbackLog, renderReport } from "../internal/agent/observe/report.ts";
+import { buildStatus } from "../internal/agent/observe/status.ts";
 import { decideOnStop } from "../internal/agent/stop.ts";
 import type { CacheStatus, NodeView, PodLookup } from "../internal/agent/types.ts";
-import type { RepairConfig } from "../internal/agent/repair.ts";
+import type { RepairConfig } from "../internal/agent/repair/plan.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";
-import type { JsonObject } from "../internal/conflist/chain.ts";
+import type { JsonObject } from "../internal/agent/install/conflist/chain.ts";
 import { profileFor } from "../internal/mesh/index.ts";
-import { type RepairLoop, startRepair } from "../internal/io/agent-repair.ts";
-import { clientWriter } from "../internal/io/agent-write.ts";
-import { entryFromConfigText } from "../internal/installer/entry.ts";
-import { Installer } from "../internal/installer/installer.ts";
-import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/installer/options.ts";
-import { runInstaller } from "../internal/installer/run.ts";
-import type { Log } from "../internal/installer/deps.ts";
-import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "../internal/io/agent-api.ts";
-import { PluginTokenSource } from "../internal/io/plugin-token.ts";
-import { renderTime } from "../internal/kubeconfig/render.ts";
-import type { InstallStatus } from "../internal/agent/status.ts";
-import type { KubeClient } from "../internal/io/kube-client.ts";
-import { WatchCache } from "../internal/io/watch-cache.ts";
-import { type AgentSocket, serveAgentSocket } from "../internal/io/agent-socket.ts";
-import { removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/io/agent-state.ts";
-import { readNetnsProblem } from "../internal/io/agent-netns.ts";
-import { RecordIndex } from "../internal/io/record-index.ts";
-import { checkBinaryOnHost } from "../internal/io/host-root.ts";
-import { createHostFs } from "../internal/io/installer-fs.ts";
-import { serveHealth } from "../internal/io/installer-health.ts";
-import { createInstallerLog, printPluginLines } from "../internal/io/installer-log.ts";
-import { watchDir } from "../internal/io/installer-watch.ts";
+import { type RepairLoop, startRepair } from "../internal/agent/repair/loop.ts";
+import { clientWriter } from "../internal/agent/repair/api-write.ts";
+import { entryFromConfigText } from "../internal/agent/install/entry.ts";
+import { Installer } from "../internal/agent/install/installer.ts";
+import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/agent/options.ts";
+import { runInstaller } from "../internal/agent/install/run.ts";
+import type { Log } from "../internal/agent/install/deps.ts";
+import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "../internal/agent/api.ts";
+import { PluginTokenSource } from "../internal/agent/install/io/token.ts";
+import { renderTime } from "../internal/kube/kubeconfig-render.ts";
+import type { InstallStatus } from "../internal/agent/observe/status.ts";
+import type { KubeClient } from "../internal/kube/client.ts";
+import { WatchCache } from "../internal/agent/cache/watch-cache.ts";
+import { type AgentSocket, serveAgentSocket } from "../internal/agent/socket/serve.ts";
+import { removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "../internal/agent/state/files.ts";
+import { readNetnsProblem } from "../internal/agent/socket/netns.ts";
+import { RecordIndex } from "../internal/agent/state/record-index.ts";
+import { checkBinaryOnHost } from "../internal/agent/install/io/host-root.ts";
+import { createHostFs } from "../internal/agent/install/io/fs.ts";
+import { serveHealth } from "../internal/agent/observe/serve.ts";
+import { createInstallerLog, printPluginLines } from "../internal/agent/observe/log.ts";
+import { watchDir } from "../internal/agent/install/io/watch.ts";
 import { VERSION } from "../internal/version.ts";
 
 /** The agent's answers to the plugin: a pod lookup and, with a watch cache, its state and the node's view. */

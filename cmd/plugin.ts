@@ -4,9 +4,9 @@
 // and the rest of the plugin is imported only for the other commands and when the agent cannot
 // plan. Every command's outcome goes to the node agent after the result is on stdout.
 import { renderVersionInfo } from "../internal/cni/spec.ts";
-import { addThroughAgent, type PlannedAdd } from "../internal/io/agent-add.ts";
-import { lookupTarget, startEarlyLookup } from "../internal/io/early-lookup.ts";
-import { agentPaths, report, untouchedDel } from "../internal/plugin/report-io.ts";
+import { addThroughAgent, type PlannedAdd } from "../internal/plugin/agent/add.ts";
+import { lookupTarget, startEarlyLookup } from "../internal/plugin/io/early-lookup.ts";
+import { agentPaths, report, untouchedDel } from "../internal/plugin/io/report.ts";
 import { VERSION } from "../internal/version.ts";
 
 export async function main(): Promise<number> {
@@ -55,10 +55,10 @@ export async function main(): Promise<number> {
   const agentDown = planned?.kind === "unavailable" || (planned?.kind === "declined" && planned.lookupFailed) ? planned.why : undefined;
   const early = startEarlyLookup(target, agentDown, deadline);
   // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
-  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/io/libc.ts").then((m) => m.preload(), () => {});
+  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/plugin/io/libc.ts").then((m) => m.preload(), () => {});
   const [{ runPlugin }, { createPluginDeps }] = await Promise.all([
     import("../internal/plugin/run.ts"),
-    import("../internal/io/plugin-deps.ts"),
+    import("../internal/plugin/io/deps.ts"),
   ]);
   const deps = createPluginDeps(Bun.env, sink, early);
   if (!Bun.env.CNI_COMMAND) {

@@ -35,7 +35,7 @@ export async function describeVersion(): Promise<string> {
 export const IMAGE_DIGEST = /^sha256:[0-9a-f]{64}$/;
 
 /**
- * The image digest to compile into meshcnictl (internal/manifests/release-image.ts): the
+ * The image digest to compile into meshcnictl (internal/cli/manifests/release-image.ts): the
  * --image-digest=sha256:... argument, else MESHCNI_IMAGE_DIGEST, else none. The digest is the
  * published manifest list's (e.g. from `podman manifest push --digestfile`).
  */

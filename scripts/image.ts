@@ -5,7 +5,7 @@
 //    and its meshcni-installer link go to OUTDIR/<arch>/opt/meshcni/;
 // 2. Debian's libc6 for that architecture comes from the package registry (apt-get download,
 //    cached under .cache/debs) and is unpacked into a sysroot (.cache/sysroot/<arch>);
-// 3. internal/hostcheck, the same check the installer runs on a node, lists the loader and
+// 3. internal/agent/install/hostcheck, the same check the installer runs on a node, lists the loader and
 //    the libraries the binary loads in that sysroot, and exactly those files are copied into
 //    OUTDIR/<arch>/ at the paths the loader looks for them;
 // 4. `podman build --platform linux/<arch>` of the Containerfile (FROM scratch; COPY <arch>/ /)
@@ -16,7 +16,7 @@
 // that variant is over the 120 MB budget, so it is tagged TAG-musl and is not the default.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { checkBinaryOnHost } from "../internal/io/host-root.ts";
+import { checkBinaryOnHost } from "../internal/agent/install/io/host-root.ts";
 import { build, buildBinary, describeVersion } from "./build.ts";
 
 export const ARCHS = {

@@ -1,7 +1,7 @@
 // What the node agent's parts offer each other: the watch cache and pod lookup (fed by list+watch
 // of the node's pods and of namespaces) on one side, the socket server, /metrics and /status on
 // the other.
-import type { AgentError } from "./protocol.ts";
+import type { AgentError } from "../wire/protocol.ts";
 
 export type LookupResult =
   | { ok: true; pod: unknown; namespace: unknown; source: "cache" | "api" }

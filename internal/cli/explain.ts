@@ -7,7 +7,7 @@ import { parsePluginConf } from "../config/plugin-config.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { needsNamespace } from "../mesh/profile.ts";
-import { backendNamed, backendOfMode } from "../backends/index.ts";
+import { backendNamed, backendOfMode } from "../firewall/registry.ts";
 import { renderPayloads } from "../plugin/payloads.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { CliError } from "./errors.ts";

@@ -1,14 +1,14 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
-// values (internal/manifests/values.ts). Every refusal names the flag. Pure.
+// values (internal/cli/manifests/values.ts). Every refusal names the flag. Pure.
 import { entryFromOptions, MESHES, type Mesh, NAMES } from "../config/entry.ts";
 import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
 import { parse as parseYaml } from "yaml";
-import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "../manifests/overrides.ts";
-import { RELEASE_IMAGE_DIGEST } from "../manifests/release-image.ts";
+import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "./manifests/overrides.ts";
+import { RELEASE_IMAGE_DIGEST } from "./manifests/release-image.ts";
 import {
   DEFAULT_DIRS, LINKERD_ONLY, LOG_LEVELS, parseValues, PLATFORM_NAMES, PLATFORMS, PULL_POLICIES, REPAIR_VALUES, resolveImage,
   TAINT_KEY, type Values, ValuesError, type ValuesInput, entryOptions,
-} from "../manifests/values.ts";
+} from "./manifests/values.ts";
 import { CliError } from "./errors.ts";
 import { type Flags, list, type OptionSpec, str } from "./spec.ts";
 import { isDnsLabel } from "../kube/names.ts";

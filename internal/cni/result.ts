@@ -49,7 +49,7 @@ export function renderAddResult(prev: Json | undefined, to: CniVersion): string 
 
 /**
  * ADD's stdout from the request's config as parsed JSON, without the schema: what the plugin
- * prints for an ADD the node agent decided (internal/io/agent-add.ts), whatever the agent's
+ * prints for an ADD the node agent decided (internal/plugin/agent/add.ts), whatever the agent's
  * answer says. Throws the CniError the plugin's own run would answer for a version or a
  * prevResult it cannot convert.
  */

@@ -2,7 +2,7 @@
 // over on stdin). Unknown keys are kept and ignored, so a linkerd-cni or istio-cni entry with
 // its `type` changed to `meshcni` parses as it is.
 import * as v from "valibot";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../agent/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../wire/protocol.ts";
 import { CniError } from "../cni/errors.ts";
 import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
 

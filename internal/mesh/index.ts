@@ -1,6 +1,6 @@
 import type { PluginConf } from "../config/plugin-config.ts";
-import { istioProfile } from "./istio.ts";
-import { linkerdProfile } from "./linkerd.ts";
+import { istioProfile } from "./istio/profile.ts";
+import { linkerdProfile } from "./linkerd/profile.ts";
 import type { MeshProfile } from "./profile.ts";
 
 const PROFILES: Partial<Record<PluginConf["mesh"], MeshProfile>> = {

@@ -13,10 +13,10 @@ export async function loadProfile(mesh: PluginConf["mesh"]): Promise<MeshProfile
   let p: MeshProfile | undefined;
   switch (mesh) {
     case "linkerd":
-      p = (await import("./linkerd.ts")).linkerdProfile;
+      p = (await import("./linkerd/profile.ts")).linkerdProfile;
       break;
     case "istio":
-      p = (await import("./istio.ts")).istioProfile;
+      p = (await import("./istio/profile.ts")).istioProfile;
       break;
     default:
       return undefined;

@@ -1,6 +1,6 @@
 // The backend-neutral plan: what a mesh profile wants done to a pod's packets, per address
 // family, as ordered rules of typed matches and one action each. The mesh profiles build it;
-// a backend (internal/backends/) renders, applies, checks and removes it. Nothing here is the
+// a backend (internal/firewall/) renders, applies, checks and removes it. Nothing here is the
 // text of any tool: every value is a number, a parsed CIDR's text, a validated interface name
 // or a fixed word, so whatever a backend writes is built from values that already parsed.
 //

@@ -1,10 +1,10 @@
 // The boundary between the plugin's logic and the host: everything that touches the system is
-// behind these interfaces, implemented in internal/io and replaced by fakes in tests.
-import type { LookupSource, PodRecord } from "../agent/protocol.ts";
+// behind these interfaces, implemented in internal/plugin/io and replaced by fakes in tests.
+import type { LookupSource, PodRecord } from "../wire/protocol.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import type { FirewallSettings } from "../mesh/profile.ts";
-import type { Backend, ExecResult, Firewall as BackendFirewall } from "../backends/types.ts";
+import type { Backend, ExecResult, Firewall as BackendFirewall } from "../firewall/backend.ts";
 import type { Family } from "../plan/model.ts";
 import type { Logger } from "./log.ts";
 
@@ -13,7 +13,7 @@ export type { ExecResult };
 /**
  * Thrown by the node agent's PluginDeps when the agent cannot plan an ADD on its own (it needs
  * the pod's network namespace, a Service, or the pod is not answerable from the agent): the
- * plugin then runs the whole ADD itself, as without an agent (internal/agent/plan-add.ts).
+ * plugin then runs the whole ADD itself, as without an agent (internal/agent/socket/plan-add.ts).
  */
 export class NotPlannable extends Error {
   override name = "NotPlannable";

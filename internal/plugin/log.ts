@@ -3,7 +3,7 @@
 // is on every pod's critical path. Every line goes through escapeText (internal/text/escape.ts),
 // so text a pod controls can never add a line or drive a terminal, wherever it came from.
 import { escapeText } from "../text/escape.ts";
-import { LEVEL_RANK, type LogLevel } from "../config/log-levels.ts";
+import { LEVEL_RANK, type LogLevel } from "../log/levels.ts";
 
 export type Level = LogLevel;
 

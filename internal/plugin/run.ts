@@ -15,14 +15,14 @@ import { countRules } from "../plan/model.ts";
 import { checkUid } from "./pod-uid.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
 import { addRecord, delByRecord, gcRecords } from "./records.ts";
-import type { Summary } from "./summary.ts";
+import type { Summary } from "../wire/summary.ts";
 
 export interface Invocation {
   getenv: Getenv;
   readStdin(): Promise<string>;
   deps: PluginDeps;
   /**
-   * The node agent plans an ADD for the plugin (internal/agent/plan-add.ts): everything up to
+   * The node agent plans an ADD for the plugin (internal/agent/socket/plan-add.ts): everything up to
    * the rules, which it hands back in Outcome.planned instead of applying them. Its deps throw
    * NotPlannable where only the plugin can go on, and then so does runPlugin.
    */
@@ -31,7 +31,7 @@ export interface Invocation {
   deadline?: AbortSignal;
 }
 
-/** An ADD planned by the agent: the rules the plugin applies (internal/io/agent-add.ts). */
+/** An ADD planned by the agent: the rules the plugin applies (internal/plugin/agent/add.ts). */
 export interface PlannedApply {
   plan: Redirect;
   settings: FirewallSettings;
@@ -148,7 +148,7 @@ async function netnsOf(ctx: Ctx): Promise<string> {
  * that is not meshed, and every DEL decided by its record, never load it.
  */
 async function payloadsOf(redirect: Redirect, mode: string): Promise<string> {
-  const [{ backendOfMode }, { renderPayloads }] = await Promise.all([import("../backends/index.ts"), import("./payloads.ts")]);
+  const [{ backendOfMode }, { renderPayloads }] = await Promise.all([import("../firewall/registry.ts"), import("./payloads.ts")]);
   return renderPayloads(redirect, backendOfMode(mode));
 }
 
@@ -193,7 +193,7 @@ async function add(ctx: Ctx): Promise<string> {
     await addRecord(ctx, { decision: "meshed", reason: target.reason, families: redirect.families.map((r) => r.family) });
     return stdout;
   }
-  const applying = import("../backends/apply-plan.ts");
+  const applying = import("../firewall/apply.ts");
   const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
   if (fw.warning) log.warn(fw.warning);
   await (await applying).applyPlan(fw, redirect, log, ctx.signal);

@@ -1,4 +1,4 @@
-// The agent's watch cache (internal/io/watch-cache.ts on internal/agent/store.ts and lookup.ts)
+// The agent's watch cache (internal/agent/cache/watch-cache.ts on internal/agent/cache/store.ts and lookup.ts)
 // against the stand-in API server's list and watch (TLS, a bearer token, real chunked watch
 // streams): sync, pods created after sync, UIDs, one shared GET, 410 and relist, dropped
 // watches, an outage, bookmarks. Every API request is counted by the stand-in.
@@ -6,8 +6,8 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { backoffMs, type InformerTiming, WatchCache } from "../../internal/io/watch-cache.ts";
-import { serviceAccountClient } from "../../internal/io/kube-client.ts";
+import { backoffMs, type InformerTiming, WatchCache } from "../../internal/agent/cache/watch-cache.ts";
+import { serviceAccountClient } from "../../internal/kube/client.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 
 const TIMING: InformerTiming = { backoffBaseMs: 40, backoffCapMs: 300, watchSeconds: [300, 600], listTimeoutMs: 3000 };

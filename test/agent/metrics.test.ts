@@ -3,9 +3,9 @@
 // as the format allows, histogram buckets cumulative and ending at +Inf = count.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { countLookup, countReport, newCounters, renderMetrics } from "../../internal/agent/metrics.ts";
-import type { Report } from "../../internal/agent/protocol.ts";
-import { parseReport } from "../../internal/agent/report.ts";
+import { countLookup, countReport, newCounters, renderMetrics } from "../../internal/agent/observe/metrics.ts";
+import type { Report } from "../../internal/wire/protocol.ts";
+import { parseReport } from "../../internal/agent/observe/report.ts";
 import type { CacheStatus } from "../../internal/agent/types.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { checkExposition } from "../support/prometheus.ts";

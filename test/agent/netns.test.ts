@@ -1,4 +1,4 @@
-// Which CNI_NETNS the agent plans an ADD for (internal/io/agent-netns.ts): only a network
+// Which CNI_NETNS the agent plans an ADD for (internal/agent/socket/netns.ts): only a network
 // namespace it sees in the host's netns folder (--netns-dir), named as /var/run/netns/NAME or
 // /run/netns/NAME. A real namespace (made with `ip netns add`, bind-mounted into a scratch folder
 // as the runtime pins one) passes; a missing name, a plain file, a link to a real namespace, a
@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { netnsName, readNetnsProblem } from "../../internal/io/agent-netns.ts";
+import { netnsName, readNetnsProblem } from "../../internal/agent/socket/netns.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 
 let dir: string;

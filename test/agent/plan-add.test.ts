@@ -1,14 +1,14 @@
-// The agent plans the plugin's ADD (internal/agent/plan-add.ts) with the plugin's own run.ts: for
+// The agent plans the plugin's ADD (internal/agent/socket/plan-add.ts) with the plugin's own run.ts: for
 // every Linkerd and Istio rules case, what the agent answers (stdout, log lines, the plan, the
 // record) is what the plugin would have done itself, up to the rules; where the agent cannot
 // plan alone (a Service, the pod's own addresses, a pod it cannot look up) it declines, and a
 // plan that reaches the plugin always passes the model's check (plan/check.ts) unchanged.
 import { describe, expect, setSystemTime, test } from "bun:test";
-import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, reportsItself } from "../../internal/agent/plan-add.ts";
-import type { AddRequest, PodRecord } from "../../internal/agent/protocol.ts";
-import type { Backend } from "../../internal/backends/types.ts";
+import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, reportsItself } from "../../internal/agent/socket/plan-add.ts";
+import type { AddRequest, PodRecord } from "../../internal/wire/protocol.ts";
+import type { Backend } from "../../internal/firewall/backend.ts";
 import { Code } from "../../internal/cni/spec.ts";
-import { checkAddAnswer } from "../../internal/agent/answer.ts";
+import { checkAddAnswer } from "../../internal/wire/answer.ts";
 import { checkPlan } from "../../internal/plan/check.ts";
 import type { Plan } from "../../internal/plan/model.ts";
 import type { Firewall, KubeClient, PluginDeps } from "../../internal/plugin/deps.ts";

@@ -1,4 +1,4 @@
-// The agent's records in memory (internal/io/record-index.ts) over a real folder: read once at
+// The agent's records in memory (internal/agent/state/record-index.ts) over a real folder: read once at
 // start; kept current by the agent's own writes, by the reports that name a container, by an
 // inotify watch of the folder (the plugin's own writes and removals: temp file and rename, unlink)
 // and by a rescan that reads again only what changed; and the containers whose record went away,
@@ -7,9 +7,9 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PodRecord } from "../../internal/agent/protocol.ts";
-import { writeRecordFor } from "../../internal/io/agent-state.ts";
-import { REMOVED_KEPT_MS, RecordIndex } from "../../internal/io/record-index.ts";
+import type { PodRecord } from "../../internal/wire/protocol.ts";
+import { writeRecordFor } from "../../internal/agent/state/files.ts";
+import { REMOVED_KEPT_MS, RecordIndex } from "../../internal/agent/state/record-index.ts";
 
 let root: string;
 let index: RecordIndex | undefined;
@@ -31,7 +31,7 @@ function setup() {
   return { state: root, dir };
 }
 
-/** The plugin's own write: a temp file, then rename(2) over the name (internal/io/plugin-state.ts). */
+/** The plugin's own write: a temp file, then rename(2) over the name (internal/plugin/io/state.ts). */
 function pluginWrite(dir: string, r: PodRecord) {
   const tmp = join(dir, `.${r.containerId}.123.abcdef.tmp`);
   writeFileSync(tmp, JSON.stringify(r) + "\n");

@@ -1,10 +1,10 @@
-// Matching the plugin's records to a pod's current sandbox (internal/agent/record-match.ts): by
+// Matching the plugin's records to a pod's current sandbox (internal/agent/repair/record-match.ts): by
 // UID (or namespace and name when a side has no UID), and by the time of the ADD against the
 // sandbox's PodReadyToStartContainers transition, so a record of an earlier sandbox of the same
 // pod never covers the one running now.
 import { describe, expect, test } from "bun:test";
-import type { PodRecord } from "../../internal/agent/protocol.ts";
-import { ADD_BEFORE_READY_MAX_MS, matchRecord, recordOfPod, type SandboxRef } from "../../internal/agent/record-match.ts";
+import type { PodRecord } from "../../internal/wire/protocol.ts";
+import { ADD_BEFORE_READY_MAX_MS, matchRecord, recordOfPod, type SandboxRef } from "../../internal/agent/repair/record-match.ts";
 
 const READY = Date.parse("2026-11-24T10:00:05Z");
 const UID = "7d0c0001-1111-4222-8333-000000000001";

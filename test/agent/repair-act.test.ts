@@ -1,4 +1,4 @@
-// Repair's acts (internal/io/agent-repair.ts) through the agent's real Kubernetes client against
+// Repair's acts (internal/agent/repair/loop.ts) through the agent's real Kubernetes client against
 // the stand-in API server's Eviction API (test/support/apiserver-writes.ts): --repair evict posts
 // a policy/v1 Eviction with the pod's UID as a precondition, a Warning Event first; a
 // PodDisruptionBudget's refusal (429) is reported with the server's message and tried again after
@@ -8,12 +8,12 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { RepairConfig, RepairMode } from "../../internal/agent/repair.ts";
+import type { RepairConfig, RepairMode } from "../../internal/agent/repair/plan.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { type RepairLoop, startRepair } from "../../internal/io/agent-repair.ts";
-import { clientWriter } from "../../internal/io/agent-write.ts";
-import { serviceAccountClient } from "../../internal/io/kube-client.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { type RepairLoop, startRepair } from "../../internal/agent/repair/loop.ts";
+import { clientWriter } from "../../internal/agent/repair/api-write.ts";
+import { serviceAccountClient } from "../../internal/kube/client.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { addWriteRoutes, PDB_REFUSAL, type Writes } from "../support/apiserver-writes.ts";
 

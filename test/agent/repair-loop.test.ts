@@ -1,13 +1,13 @@
-// Repair's shell (internal/io/agent-repair.ts startRepair) on a fake node view, on real timers
+// Repair's shell (internal/agent/repair/loop.ts startRepair) on a fake node view, on real timers
 // with short periods: how often it plans while it waits out the grace period. Each round judges
 // every pod of the node and reads the plugin's records; while only the grace period is pending
 // nothing but the clock and the chain can change the plan (a change of the node's pods kicks a
 // round through the watch), so the timer looks at the chain alone until the grace period ends.
 import { afterEach, describe, expect, test } from "bun:test";
-import type { RepairConfig } from "../../internal/agent/repair.ts";
+import type { RepairConfig } from "../../internal/agent/repair/plan.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { type RepairLoop, startRepair } from "../../internal/io/agent-repair.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { type RepairLoop, startRepair } from "../../internal/agent/repair/loop.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 
 const conf = parsePluginConf(JSON.stringify({
   cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", mesh: "linkerd",

@@ -1,15 +1,15 @@
-// Repair's planner (internal/agent/repair.ts), table-driven over pods shaped as the API server
+// Repair's planner (internal/agent/repair/plan.ts), table-driven over pods shaped as the API server
 // sends them: it acts only on positive evidence (the mesh validator's latest run failed with its
 // "no redirect" code); a meshed pod with no record of the ADD of its sandbox is unverified,
 // reported and never acted on; every "never" case keeps the pod, whatever else is true of it (a
 // false repair removes a healthy pod); the agent waits for its cache, the chain and the grace
 // period; the rate limit holds; a refused eviction backs off; off only reports.
 import { describe, expect, test } from "bun:test";
-import { type ActResult, afterActs, confirmMs, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair.ts";
-import type { PodRecord } from "../../internal/agent/protocol.ts";
+import { type ActResult, afterActs, confirmMs, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair/plan.ts";
+import type { PodRecord } from "../../internal/wire/protocol.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { istioProfile } from "../../internal/mesh/istio.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { istioProfile } from "../../internal/mesh/istio/profile.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 
 const T0 = Date.parse("2026-11-24T10:00:00Z");
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -372,7 +372,7 @@ describe("when the agent acts", () => {
 
 describe("each cached pod is parsed once", () => {
   // The watch cache stores a new object for each change (test/agent/store.test.ts), so repair
-  // parses a pod once per object (internal/agent/parsed.ts), not once per round. The profile sees
+  // parses a pod once per object (internal/agent/cache/parsed.ts), not once per round. The profile sees
   // the parsed pod: the same Pod for an unchanged object, a new one for a changed pod.
   test("a second round hands the profile the same Pod for the pods that did not change, a new one for the one that did; the plan is the same", () => {
     const seen = new Map<string, unknown[]>();

@@ -3,7 +3,7 @@
 // pod-controlled text from forging lines or driving a terminal.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { escapeText, parseReport, quoteValue, renderFallbackLog, renderReport } from "../../internal/agent/report.ts";
+import { escapeText, parseReport, quoteValue, renderFallbackLog, renderReport } from "../../internal/agent/observe/report.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 
 const DIR = "testdata/agent/reports";

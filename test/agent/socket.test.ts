@@ -1,4 +1,4 @@
-// The agent's socket (internal/agent/handler.ts behind internal/io/agent-socket.ts), served for
+// The agent's socket (internal/agent/socket/handler.ts behind internal/agent/socket/serve.ts), served for
 // real on a Unix socket in a temp folder and asked the way the plugin asks (fetch with `unix`),
 // in front of the in-memory PodLookup of test/support: the folder's and the socket's modes, a
 // stale socket replaced, every answer of protocol.ts, and bad requests answered 400, never 404.
@@ -6,10 +6,10 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { chmodSync, existsSync, lstatSync, lutimesSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSocketHandler, type SocketDeps } from "../../internal/agent/handler.ts";
-import { ADD_PATH, type AddAnswer, podLookupPath, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
+import { createSocketHandler, type SocketDeps } from "../../internal/agent/socket/handler.ts";
+import { ADD_PATH, type AddAnswer, podLookupPath, REPORTS_PATH, type Report } from "../../internal/wire/protocol.ts";
 import type { LookupResult } from "../../internal/agent/types.ts";
-import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
+import { type AgentSocket, serveAgentSocket } from "../../internal/agent/socket/serve.ts";
 import { MemoryPodLookup } from "../support/pod-lookup.ts";
 
 let root: string;

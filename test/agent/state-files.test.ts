@@ -1,4 +1,4 @@
-// The agent's files in its state folder never follow a symbolic link (internal/io/safe-file.ts):
+// The agent's files in its state folder never follow a symbolic link (internal/agent/state/safe-file.ts):
 // its records are written through a temp file of a random name opened O_EXCL|O_NOFOLLOW and
 // renamed over the final name; what it reads (records, the plugin's fallback log) is opened
 // O_NOFOLLOW|O_NONBLOCK and only when it is a regular file. Each test plants links where the
@@ -10,9 +10,9 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PodRecord } from "../../internal/agent/protocol.ts";
-import { readRecords, takeFallbackLog, writeRecordFor } from "../../internal/io/agent-state.ts";
-import { readFileNoFollow, writeFileNoFollow } from "../../internal/io/safe-file.ts";
+import type { PodRecord } from "../../internal/wire/protocol.ts";
+import { readRecords, takeFallbackLog, writeRecordFor } from "../../internal/agent/state/files.ts";
+import { readFileNoFollow, writeFileNoFollow } from "../../internal/agent/state/safe-file.ts";
 
 let root: string;
 afterEach(() => rmSync(root, { recursive: true, force: true }));

@@ -1,8 +1,8 @@
-// The watch cache's pure store (internal/agent/store.ts): lists replace, events change one object,
+// The watch cache's pure store (internal/agent/cache/store.ts): lists replace, events change one object,
 // bookmarks move the resourceVersion, 410 is "expired", and objects are trimmed to what the
 // profiles and repair read.
 import { describe, expect, test } from "bun:test";
-import { keyOf, Store, trimNamespace, trimPod } from "../../internal/agent/store.ts";
+import { keyOf, Store, trimNamespace, trimPod } from "../../internal/agent/cache/store.ts";
 
 const pod = (name: string, rv: string, extra: Record<string, unknown> = {}) => ({ metadata: { name, namespace: "ns", uid: `u-${name}`, resourceVersion: rv }, spec: { containers: [{ name: "app" }] }, ...extra });
 
@@ -54,7 +54,7 @@ describe("Store", () => {
   });
 });
 
-test("a change stores a new object and leaves the old one as it was (internal/agent/parsed.ts keys each parse on the object)", () => {
+test("a change stores a new object and leaves the old one as it was (internal/agent/cache/parsed.ts keys each parse on the object)", () => {
   for (const trim of [trimPod, (o: unknown) => o]) {
     const s = new Store(trim);
     s.replace([pod("a", "5"), pod("b", "6")], "10");

@@ -1,6 +1,6 @@
-// The startup taint's patch (internal/agent/taint.ts).
+// The startup taint's patch (internal/agent/repair/taint.ts).
 import { describe, expect, test } from "bun:test";
-import { untaintPatch } from "../../internal/agent/taint.ts";
+import { untaintPatch } from "../../internal/agent/repair/taint.ts";
 
 const KEY = "meshcni.io/agent-not-ready";
 const node = (taints: unknown[] | undefined, rv: string | null = "812") => ({

@@ -1,8 +1,8 @@
-// The mesh validator's latest run as evidence (internal/agent/validator.ts): only the run that
+// The mesh validator's latest run as evidence (internal/agent/repair/validator.ts): only the run that
 // kubelet reports as the latest, only the exit code that means "no redirect", only in the current
 // sandbox.
 import { describe, expect, test } from "bun:test";
-import { describeValidatorFailure, latestRun, sandboxReadyAt, validatorFailure } from "../../internal/agent/validator.ts";
+import { describeValidatorFailure, latestRun, sandboxReadyAt, validatorFailure } from "../../internal/agent/repair/validator.ts";
 
 const failed = (exitCode: number, finishedAt = "2026-11-24T10:00:20Z") => ({ terminated: { exitCode, reason: "Error", finishedAt } });
 const status = (c: Record<string, unknown>, readyAt?: string) => ({

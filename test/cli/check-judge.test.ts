@@ -1,16 +1,16 @@
 // The pure parts of `meshcnictl check` beyond the anchors: reading agents' /status documents
-// (testdata/cli/check/status/, shaped as internal/agent/status.ts builds them, one from an
+// (testdata/cli/check/status/, shaped as internal/agent/observe/status.ts builds them, one from an
 // agent older than the watch cache and repair), judging each node, judging every pod the
 // profile redirects against its node's records (testdata/cli/check/cluster-pods.json), the
 // mesh's CNI mode in linkerd-config and istio-sidecar-injector, and the JSON rendering.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { type AgentAnswer, agentPods, fetchAgentStatuses, parseAgentStatus, PROXY_CONCURRENCY } from "../../internal/cli/check-agents.ts";
-import { judgeAgent } from "../../internal/cli/check-agents.ts";
-import { judgeInitContainers, judgeMeshConfig } from "../../internal/cli/check-mesh.ts";
-import { judgeMeshedPods, podStarted } from "../../internal/cli/check-pods.ts";
-import { type CheckResult, confFromConfigMap, passed, renderCheckJson, renderCheckReport } from "../../internal/cli/check.ts";
+import { type AgentAnswer, agentPods, fetchAgentStatuses, parseAgentStatus, PROXY_CONCURRENCY } from "../../internal/cli/check/agents.ts";
+import { judgeAgent } from "../../internal/cli/check/agents.ts";
+import { judgeInitContainers, judgeMeshConfig } from "../../internal/cli/check/mesh.ts";
+import { judgeMeshedPods, podStarted } from "../../internal/cli/check/pods.ts";
+import { type CheckResult, confFromConfigMap, passed, renderCheckJson, renderCheckReport } from "../../internal/cli/check/check.ts";
 import { repoPath } from "../support/golden.ts";
 
 type Obj = Record<string, any>;

@@ -11,8 +11,8 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { objectPath } from "../../internal/cli/check.ts";
-import { readWrittenToken } from "../../internal/kubeconfig/render.ts";
+import { objectPath } from "../../internal/cli/check/check.ts";
+import { readWrittenToken } from "../../internal/kube/kubeconfig-render.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { ensureCli, runCli } from "./support.ts";

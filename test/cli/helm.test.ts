@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { parse, parseAllDocuments } from "yaml";
 import pkg from "../../package.json" with { type: "json" };
-import { parseValues } from "../../internal/manifests/values.ts";
+import { parseValues } from "../../internal/cli/manifests/values.ts";
 import { repoPath } from "../support/golden.ts";
 import { validateObject } from "./k8s-schemas.ts";
 import { ensureCli, ensureHelm, runCli } from "./support.ts";

@@ -1,8 +1,8 @@
-// internal/manifests/overrides.ts: --set read as Helm reads it, values files merged and
+// internal/cli/manifests/overrides.ts: --set read as Helm reads it, values files merged and
 // coalesced over the chart's defaults as Helm does. test/cli/helm.test.ts holds the result to
 // `helm template` with the same arguments; these pin the parser's corners.
 import { describe, expect, test } from "bun:test";
-import { applySet, coalesce, mergeTrees, OverrideError, type Tree, typedValue } from "../../internal/manifests/overrides.ts";
+import { applySet, coalesce, mergeTrees, OverrideError, type Tree, typedValue } from "../../internal/cli/manifests/overrides.ts";
 
 const set = (...exprs: string[]): Tree => {
   const t: Tree = {};

@@ -18,10 +18,10 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
-import { NSFS_MAGIC } from "../../internal/io/agent-netns.ts";
-import { buildManifests } from "../../internal/manifests/objects.ts";
-import { parseValues } from "../../internal/manifests/values.ts";
+import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts";
+import { NSFS_MAGIC } from "../../internal/agent/socket/netns.ts";
+import { buildManifests } from "../../internal/cli/manifests/objects.ts";
+import { parseValues } from "../../internal/cli/manifests/values.ts";
 import { ensureBuilt, PLUGIN } from "../installer/harness.ts";
 import { hostPathOf, isWritable, type MountInfo, parseMountInfo, type TranslatedPod, translatePod } from "../support/daemonset-podman.ts";
 import { repoPath } from "../support/golden.ts";
@@ -233,7 +233,7 @@ describe.skipIf(!canRun)("the rendered DaemonSet in podman: the host check throu
         const st = fs.lstatSync(p); console.log(JSON.stringify({ file: st.isFile(), fsType: fs.statfsSync(p).type }));`;
       const seen = await podman(["exec", "--env", "HOME=/tmp", name, "/opt/probe/bun", "-e", look]);
       expect(seen.stderr).toBe("");
-      // An nsfs file, as the agent's check (internal/io/agent-netns.ts) requires.
+      // An nsfs file, as the agent's check (internal/agent/socket/netns.ts) requires.
       expect(JSON.parse(seen.stdout)).toEqual({ file: true, fsType: NSFS_MAGIC });
       expect(pod.mounts.find((m) => m.path === "/var/run/netns")).toMatchObject({ readOnly: true, hostPath: "/var/run/netns" });
     } finally {

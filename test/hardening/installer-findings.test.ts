@@ -3,9 +3,9 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { entryFromConfigText } from "../../internal/installer/entry.ts";
-import { Installer } from "../../internal/installer/installer.ts";
-import { createHostFs, syncDir } from "../../internal/io/installer-fs.ts";
+import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
+import { Installer } from "../../internal/agent/install/installer.ts";
+import { createHostFs, syncDir } from "../../internal/agent/install/io/fs.ts";
 import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
 
 let dirs: HostDirs;

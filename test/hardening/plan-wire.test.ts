@@ -8,12 +8,12 @@
 // another seed; FUZZ_CASES the count.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import { iptablesBackend } from "../../internal/backends/iptables/index.ts";
-import { nftablesBackend } from "../../internal/backends/nftables/index.ts";
+import { iptablesBackend } from "../../internal/firewall/iptables/index.ts";
+import { nftablesBackend } from "../../internal/firewall/nftables/index.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { parsePod } from "../../internal/kube/objects.ts";
-import { istioProfile } from "../../internal/mesh/istio.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { istioProfile } from "../../internal/mesh/istio/profile.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 import { checkPlan } from "../../internal/plan/check.ts";
 import type { Plan } from "../../internal/plan/model.ts";
 import * as istio from "../istio/cases.ts";

@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ADD_PATH } from "../../internal/agent/protocol.ts";
+import { ADD_PATH } from "../../internal/wire/protocol.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import {

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { RechainBackoff } from "../../internal/installer/backoff.ts";
+import { RechainBackoff } from "../../internal/agent/install/backoff.ts";
 
 const opts = { budget: 3, windowMs: 1000, baseMs: 100, maxMs: 800, quietMs: 5000 };
 

@@ -6,12 +6,12 @@
 // edited the chained file keeps the edit and drops only meshcni's entry.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, statSync } from "node:fs";
-import { countEntries, isChained, type JsonObject, renderConfig } from "../../internal/conflist/chain.ts";
-import { parseHostConfig } from "../../internal/conflist/parse.ts";
-import { selectPrimaryConfig } from "../../internal/conflist/select.ts";
-import { entryFromConfigText } from "../../internal/installer/entry.ts";
-import { planChain, planUndoRecord } from "../../internal/installer/plan.ts";
-import { EMPTY_STATE } from "../../internal/installer/undo-state.ts";
+import { countEntries, isChained, type JsonObject, renderConfig } from "../../internal/agent/install/conflist/chain.ts";
+import { parseHostConfig } from "../../internal/agent/install/conflist/parse.ts";
+import { selectPrimaryConfig } from "../../internal/agent/install/conflist/select.ts";
+import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
+import { planChain, planUndoRecord } from "../../internal/agent/install/plan.ts";
+import { EMPTY_STATE } from "../../internal/agent/install/undo-state.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { applySteps, cloneFolder, type Folder, loadFolder, observeIn, readIn, renderSelection, renderSteps, sameFolder, text } from "./folder.ts";
 

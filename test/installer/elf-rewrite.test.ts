@@ -1,5 +1,5 @@
 // The compiled node binary given a loader and C library of its own by the ELF rewrite
-// (internal/hostcheck/elf-rewrite.ts), as the installer will install it on any host:
+// (internal/agent/install/hostcheck/elf-rewrite.ts), as the installer will install it on any host:
 // - in a root that has no C library at all (only /proc and /dev bind-mounted, the loader and
 //   the libraries in their private folder), it answers VERSION, with a private folder path of
 //   over 200 bytes and with a short one; the binary as built does not even start there;
@@ -16,8 +16,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { buildElfRewrite, planElfRewrite } from "../../internal/hostcheck/elf-rewrite.ts";
-import { parseElf } from "../../internal/hostcheck/elf.ts";
+import { buildElfRewrite, planElfRewrite } from "../../internal/agent/install/hostcheck/elf-rewrite.ts";
+import { parseElf } from "../../internal/agent/install/hostcheck/elf.ts";
 import { buildBinary, describeVersion } from "../../scripts/build.ts";
 import { debianSysroot } from "../../scripts/image.ts";
 import { type ExecutableSpec, makeExecutable } from "../support/elf-builder.ts";

@@ -2,8 +2,8 @@
 // steps a plan returns, and render what a plan would do as a readable golden report.
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import type { Selection } from "../../internal/conflist/select.ts";
-import type { Observe, Step } from "../../internal/installer/plan.ts";
+import type { Selection } from "../../internal/agent/install/conflist/select.ts";
+import type { Observe, Step } from "../../internal/agent/install/plan.ts";
 
 export type Folder = Map<string, { bytes: Uint8Array; mode: number }>;
 

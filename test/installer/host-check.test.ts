@@ -11,8 +11,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { HOST_CHECK_PATHS } from "../../internal/hostcheck/check.ts";
-import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
+import { HOST_CHECK_PATHS } from "../../internal/agent/install/hostcheck/check.ts";
+import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts";
 import { makeElf } from "../support/elf-builder.ts";
 import { isRoot } from "../support/netns.ts";
 import { repoPath } from "../support/golden.ts";

@@ -12,8 +12,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HOST_CHECK_PATHS } from "../../internal/hostcheck/check.ts";
-import { parseElf } from "../../internal/hostcheck/elf.ts";
+import { HOST_CHECK_PATHS } from "../../internal/agent/install/hostcheck/check.ts";
+import { parseElf } from "../../internal/agent/install/hostcheck/elf.ts";
 import { type BuiltImage, buildImages, IMAGE_BUDGET_BYTES } from "../../scripts/image.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
@@ -26,7 +26,7 @@ const QEMU = Bun.which("qemu-aarch64-static");
 const canRun = isRoot() && Bun.which("podman") !== null;
 const ULIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096"];
 
-/** ELF facts read with binutils' readelf, independent of internal/hostcheck. */
+/** ELF facts read with binutils' readelf, independent of internal/agent/install/hostcheck. */
 function readelfNeeds(file: string): { interpreter: string; needed: string[] } {
   const out = Bun.spawnSync(["readelf", "-d", "-l", file], { stdout: "pipe" }).stdout.toString();
   return {

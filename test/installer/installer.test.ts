@@ -4,11 +4,11 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, readFileSync, readlinkSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { entryFromConfigText } from "../../internal/installer/entry.ts";
-import type { PluginTokens } from "../../internal/installer/deps.ts";
-import { Installer } from "../../internal/installer/installer.ts";
-import type { PluginToken } from "../../internal/kubeconfig/token.ts";
-import { createHostFs } from "../../internal/io/installer-fs.ts";
+import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
+import type { PluginTokens } from "../../internal/agent/install/deps.ts";
+import { Installer } from "../../internal/agent/install/installer.ts";
+import type { PluginToken } from "../../internal/agent/install/token.ts";
+import { createHostFs } from "../../internal/agent/install/io/fs.ts";
 import { repoPath } from "../support/golden.ts";
 import { HostDirs } from "./harness.ts";
 

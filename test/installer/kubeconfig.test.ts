@@ -1,11 +1,11 @@
 // The plugin's kubeconfig: goldens of what the installer writes, and proof that the plugin's
 // own reader (internal/kube/kubeconfig.ts) gets the server, token and CA back out of it; the
 // token's account and expiry read back from it (a restarted agent's view); and the pure side of
-// the plugin's token (internal/kubeconfig/token.ts): the TokenRequest, its answers, renewal.
+// the plugin's token (internal/agent/install/token.ts): the TokenRequest, its answers, renewal.
 import { describe, expect, test } from "bun:test";
 import { parseKubeconfig } from "../../internal/kube/kubeconfig.ts";
-import { KubeconfigInputError, readWrittenToken, renderKubeconfig, renderServerUrl } from "../../internal/kubeconfig/render.ts";
-import { buildTokenRequest, judgeTokenAnswer, renewalDelayMs, retryDelayMs, tokenRequestPath, validUntil } from "../../internal/kubeconfig/token.ts";
+import { KubeconfigInputError, readWrittenToken, renderKubeconfig, renderServerUrl } from "../../internal/kube/kubeconfig-render.ts";
+import { buildTokenRequest, judgeTokenAnswer, renewalDelayMs, retryDelayMs, tokenRequestPath, validUntil } from "../../internal/agent/install/token.ts";
 import { expectGolden } from "../support/golden.ts";
 
 const CA = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIUTEST\n-----END CERTIFICATE-----\n";

@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { entryFromConfigText } from "../../internal/installer/entry.ts";
-import { envName, parseInstallerOptions, renderUsage } from "../../internal/installer/options.ts";
-import { REPAIR_MODES } from "../../internal/agent/repair.ts";
-import { REPAIR_VALUES } from "../../internal/manifests/values.ts";
+import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
+import { envName, parseInstallerOptions, renderUsage } from "../../internal/agent/options.ts";
+import { REPAIR_MODES } from "../../internal/agent/repair/plan.ts";
+import { REPAIR_VALUES } from "../../internal/cli/manifests/values.ts";
 
 const DEFAULTS = { pluginBinary: "/opt/meshcni/meshcni" };
 

@@ -1,11 +1,11 @@
 // The undo record across the host's own changes: re-chaining after the host rewrote its config,
 // the host writing its `.conf` again, files that vanished, a switch to another file.
 import { describe, expect, test } from "bun:test";
-import { renderConfig } from "../../internal/conflist/chain.ts";
-import { selectPrimaryConfig } from "../../internal/conflist/select.ts";
-import { entryFromConfigText } from "../../internal/installer/entry.ts";
-import { type ChainPlan, planChain, planUndoRecord } from "../../internal/installer/plan.ts";
-import { EMPTY_STATE, fromBase64, parseUndoState, renderUndoState, type UndoState } from "../../internal/installer/undo-state.ts";
+import { renderConfig } from "../../internal/agent/install/conflist/chain.ts";
+import { selectPrimaryConfig } from "../../internal/agent/install/conflist/select.ts";
+import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
+import { type ChainPlan, planChain, planUndoRecord } from "../../internal/agent/install/plan.ts";
+import { EMPTY_STATE, fromBase64, parseUndoState, renderUndoState, type UndoState } from "../../internal/agent/install/undo-state.ts";
 import { applySteps, cloneFolder, type Folder, observeIn, readIn, sameFolder, text } from "./folder.ts";
 
 const ENTRY = entryFromConfigText(undefined, "/etc/cni/net.d");

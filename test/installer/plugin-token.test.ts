@@ -11,10 +11,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { objectPath } from "../../internal/cli/check.ts";
-import { readWrittenToken } from "../../internal/kubeconfig/render.ts";
-import { buildManifests, type K8sObject } from "../../internal/manifests/objects.ts";
-import { parseValues } from "../../internal/manifests/values.ts";
+import { objectPath } from "../../internal/cli/check/check.ts";
+import { readWrittenToken } from "../../internal/kube/kubeconfig-render.ts";
+import { buildManifests, type K8sObject } from "../../internal/cli/manifests/objects.ts";
+import { parseValues } from "../../internal/cli/manifests/values.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { addWriteRoutes } from "../support/apiserver-writes.ts";
 import { repoPath } from "../support/golden.ts";

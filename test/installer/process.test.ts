@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseHostConfig } from "../../internal/conflist/parse.ts";
+import { parseHostConfig } from "../../internal/agent/install/conflist/parse.ts";
 import { repoPath } from "../support/golden.ts";
 import { type Cluster, ensureBuilt, freePort, type HostDirs, INSTALLER, INSTALLER_ENV, type InstallerProcess, installerArgs, isChainedIn, PLUGIN, pluginTypes, readyz, startCluster, startInstaller, until } from "./harness.ts";
 

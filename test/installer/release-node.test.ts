@@ -6,8 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
-import { parseElf } from "../../internal/hostcheck/elf.ts";
+import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts";
+import { parseElf } from "../../internal/agent/install/hostcheck/elf.ts";
 import { debianSysroot } from "../../scripts/image.ts";
 import { NODE_PLATFORMS, release } from "../../scripts/release.ts";
 

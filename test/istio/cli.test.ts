@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { profileFor } from "../../internal/mesh/index.ts";
-import { istioProfile } from "../../internal/mesh/istio.ts";
+import { istioProfile } from "../../internal/mesh/istio/profile.ts";
 import { parsePod } from "../../internal/kube/objects.ts";
 import { renderPayloads } from "../../internal/plugin/payloads.ts";
 import { repoPath } from "../support/golden.ts";

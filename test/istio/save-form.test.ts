@@ -4,14 +4,14 @@
 // exactly our RuleSet (CHECK passes), ADD again reconciles to one copy, and DEL's cleanup leaves
 // the namespace as it found it. Needs root.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { istioProfile } from "../../internal/mesh/istio.ts";
-import { openFirewall } from "../../internal/io/firewall.ts";
-import { applyPlan } from "../../internal/backends/apply-plan.ts";
-import { ruleSetOf } from "../../internal/backends/iptables/from-plan.ts";
+import { istioProfile } from "../../internal/mesh/istio/profile.ts";
+import { openFirewall } from "../../internal/firewall/io/open.ts";
+import { applyPlan } from "../../internal/firewall/apply.ts";
+import { ruleSetOf } from "../../internal/firewall/iptables/from-plan.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
 import type { Family } from "../../internal/plan/model.ts";
-import { renderFresh } from "../../internal/backends/iptables/restore.ts";
-import { diffRuleSet, parseSave } from "../../internal/backends/iptables/save.ts";
+import { renderFresh } from "../../internal/firewall/iptables/restore.ts";
+import { diffRuleSet, parseSave } from "../../internal/firewall/iptables/save.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import { listCases, readCase } from "./cases.ts";
 

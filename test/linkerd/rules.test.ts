@@ -2,7 +2,7 @@
 // (the payloads MESHCNI_DRY_RUN_FILE would receive, or the CNI error for bad input).
 import { describe, expect, test } from "bun:test";
 import { CniError } from "../../internal/cni/errors.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 import type { PlanInput } from "../../internal/mesh/profile.ts";
 import { parseService } from "../../internal/kube/objects.ts";
 import { renderPayloads } from "../../internal/plugin/payloads.ts";

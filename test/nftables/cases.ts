@@ -2,8 +2,8 @@
 // a set of Linkerd configurations and pods (testdata/pods).
 import { readFileSync } from "node:fs";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { istioProfile } from "../../internal/mesh/istio.ts";
-import { linkerdProfile } from "../../internal/mesh/linkerd.ts";
+import { istioProfile } from "../../internal/mesh/istio/profile.ts";
+import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 import type { MeshProfile } from "../../internal/mesh/profile.ts";
 import type { Plan } from "../../internal/plan/model.ts";
 import { repoPath } from "../support/golden.ts";

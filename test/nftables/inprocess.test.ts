@@ -1,11 +1,11 @@
-// The in-process path of the nftables backend (internal/io/nft-inprocess.ts): the JavaScript
+// The in-process path of the nftables backend (internal/firewall/io/nft-inprocess.ts): the JavaScript
 // thread enters the pod's namespace, libnftables sends the batch, the thread comes back. Proven
 // here by the kernel's own view of every thread (/proc/self/task/*/ns/net) inside and after the
 // window, and by the namespace's ruleset after a failed batch. Needs root.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readlinkSync } from "node:fs";
-import { nftInProcess, nftLibraryAvailable } from "../../internal/io/nft-inprocess.ts";
-import { renderScript } from "../../internal/backends/nftables/render.ts";
+import { nftInProcess, nftLibraryAvailable } from "../../internal/firewall/io/nft-inprocess.ts";
+import { renderScript } from "../../internal/firewall/nftables/render.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import { allCases } from "./cases.ts";
 

@@ -3,9 +3,9 @@
 // plan (CHECK passes), ADD again leaves one copy, CHECK notices a change, a failing transaction
 // leaves nothing, and DEL removes meshcni's tables and nothing else. Needs root.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { applyPlan } from "../../internal/backends/apply-plan.ts";
-import { renderScript } from "../../internal/backends/nftables/render.ts";
-import { openFirewall } from "../../internal/io/firewall.ts";
+import { applyPlan } from "../../internal/firewall/apply.ts";
+import { renderScript } from "../../internal/firewall/nftables/render.ts";
+import { openFirewall } from "../../internal/firewall/io/open.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import { allCases } from "./cases.ts";

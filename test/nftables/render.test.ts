@@ -2,8 +2,8 @@
 // golden nft script (testdata/nftables/), each iptables rule has exactly one nft rule, and no
 // value can leave its place in the script.
 import { describe, expect, test } from "bun:test";
-import { nftablesBackend } from "../../internal/backends/nftables/index.ts";
-import { familyChains, portSet, renderScript, ruleText } from "../../internal/backends/nftables/render.ts";
+import { nftablesBackend } from "../../internal/firewall/nftables/index.ts";
+import { familyChains, portSet, renderScript, ruleText } from "../../internal/firewall/nftables/render.ts";
 import { M, A, orderedRules } from "../../internal/plan/model.ts";
 import { expectGolden } from "../support/golden.ts";
 import { allCases } from "./cases.ts";

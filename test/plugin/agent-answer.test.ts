@@ -1,4 +1,4 @@
-// What the plugin does with the agent's answer to POST /v1/add (internal/io/agent-add.ts), served
+// What the plugin does with the agent's answer to POST /v1/add (internal/plugin/agent/add.ts), served
 // for real on a Unix socket: log lines are escaped again before they reach stderr; what the
 // plugin prints is its own (the request's prevResult converted, or the agent's error rendered in
 // the request's version), and a skip is logged on the plugin's own line with the pod's UID and
@@ -10,7 +10,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { addThroughAgent } from "../../internal/io/agent-add.ts";
+import { addThroughAgent } from "../../internal/plugin/agent/add.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "meshcni-answer-"));
 const sock = join(dir, "agent.sock");

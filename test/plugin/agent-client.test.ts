@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { agentRequest, askAgent, sendReport, statusOf } from "../../internal/io/agent-client.ts";
+import { agentRequest, askAgent, sendReport, statusOf } from "../../internal/plugin/agent/client.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { CniError } from "../../internal/cni/errors.ts";
 

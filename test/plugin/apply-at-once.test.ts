@@ -4,11 +4,11 @@
 // The plan's `ip` commands (Istio's TPROXY rule and route, IPv6's ::6): all at once, after the
 // rules; when one fails, the rules go again. Real namespaces, real iptables and ip. Needs root.
 import { afterEach, describe, expect, test } from "bun:test";
-import { applyPlan } from "../../internal/backends/apply-plan.ts";
+import { applyPlan } from "../../internal/firewall/apply.ts";
 import { undoIpCommand as undoOf } from "../../internal/plan/model.ts";
-import { ISTIO_CLEANUP_IP_COMMANDS } from "../../internal/mesh/istio-rules.ts";
-import type { Firewall } from "../../internal/backends/types.ts";
-import { openFirewall } from "../../internal/io/firewall.ts";
+import { ISTIO_CLEANUP_IP_COMMANDS } from "../../internal/mesh/istio/rules.ts";
+import type { Firewall } from "../../internal/firewall/backend.ts";
+import { openFirewall } from "../../internal/firewall/io/open.ts";
 import { createLogger } from "../../internal/plugin/log.ts";
 import { allCases } from "../nftables/cases.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";

@@ -1,4 +1,4 @@
-// openFirewall (internal/io/firewall.ts) asks the host's iptables-restore its version and sets
+// openFirewall (internal/firewall/io/open.ts) asks the host's iptables-restore its version and sets
 // the lock up for it: XTABLES_LOCKFILE at the pod's namespace file from 1.8.6, a bounded --wait
 // below. Real processes, with stand-in nsenter and iptables-legacy-* first on PATH that record
 // what they were given.
@@ -6,9 +6,9 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { openFirewall } from "../../internal/io/firewall.ts";
-import { restore } from "../../internal/backends/iptables/apply.ts";
-import { XTABLES_WAIT_SECONDS } from "../../internal/backends/iptables/xtables-lock.ts";
+import { openFirewall } from "../../internal/firewall/io/open.ts";
+import { restore } from "../../internal/firewall/iptables/apply.ts";
+import { XTABLES_WAIT_SECONDS } from "../../internal/firewall/iptables/xtables-lock.ts";
 
 describe("xtables lock set-up by iptables version", () => {
   let dir: string;

@@ -1,17 +1,17 @@
 // A stand-in node agent for the plugin's tests: the agent's real socket server and handler
-// (internal/io/agent-socket.ts, internal/agent/handler.ts) on a socket in a temp folder, with a
+// (internal/agent/socket/serve.ts, internal/agent/socket/handler.ts) on a socket in a temp folder, with a
 // "watch cache" that reads the stand-in API server's objects directly (so it makes no API
 // request), and knobs for what the plugin must survive: a slow agent, a 503, a stopped agent.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSocketHandler } from "../../internal/agent/handler.ts";
-import { createAddPlanner } from "../../internal/agent/plan-add.ts";
-import { type AddAnswer, DEFAULT_NETNS_DIR, REPORTS_PATH, type Report } from "../../internal/agent/protocol.ts";
+import { createSocketHandler } from "../../internal/agent/socket/handler.ts";
+import { createAddPlanner } from "../../internal/agent/socket/plan-add.ts";
+import { type AddAnswer, DEFAULT_NETNS_DIR, REPORTS_PATH, type Report } from "../../internal/wire/protocol.ts";
 import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";
-import { type AgentSocket, serveAgentSocket } from "../../internal/io/agent-socket.ts";
-import { writeRecordFor } from "../../internal/io/agent-state.ts";
-import { readNetnsProblem } from "../../internal/io/agent-netns.ts";
+import { type AgentSocket, serveAgentSocket } from "../../internal/agent/socket/serve.ts";
+import { writeRecordFor } from "../../internal/agent/state/files.ts";
+import { readNetnsProblem } from "../../internal/agent/socket/netns.ts";
 import type { ApiServer } from "./apiserver.ts";
 
 export interface StandInAgent {

@@ -3,9 +3,9 @@
 // /, or Debian's arm64 libc6 unpacked) into one folder, and the binary rewritten to use them.
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { basename, join } from "node:path";
-import { buildElfRewrite, type ElfRewrite } from "../../internal/hostcheck/elf-rewrite.ts";
-import { parseElf } from "../../internal/hostcheck/elf.ts";
-import { checkBinaryOnHost } from "../../internal/io/host-root.ts";
+import { buildElfRewrite, type ElfRewrite } from "../../internal/agent/install/hostcheck/elf-rewrite.ts";
+import { parseElf } from "../../internal/agent/install/hostcheck/elf.ts";
+import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts";
 
 export interface PrivateLoader {
   /** The loader's path as the rewritten binary names it (PT_INTERP). */

@@ -1,6 +1,6 @@
 // `meshcnictl check [--pre | --pods]`: can this cluster take meshcni, is meshcni installed and
 // healthy node by node, and does every pod the mesh profile redirects run with its rules.
-import { checkApi, checkCanCreate, checkInstalled, checkMeshedPods, checkNoOtherMeshCni, type CheckResult, passed, renderCheckJson, renderCheckReport } from "../check.ts";
+import { checkApi, checkCanCreate, checkInstalled, checkMeshedPods, checkNoOtherMeshCni, type CheckResult, passed, renderCheckJson, renderCheckReport } from "../check/check.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS } from "../install-flags.ts";

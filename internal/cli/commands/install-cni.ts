@@ -1,6 +1,6 @@
 // `meshcnictl install-cni`: the Kubernetes objects that install meshcni, for kubectl apply.
-import { buildManifests } from "../../manifests/objects.ts";
-import { type OutputFormat, renderObjects } from "../../manifests/render.ts";
+import { buildManifests } from "../manifests/objects.ts";
+import { type OutputFormat, renderObjects } from "../manifests/render.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { buildValuesFromFlags, CONFIG_OPTIONS, DEPLOY_OPTIONS, type ValuesFile } from "../install-flags.ts";

@@ -1,5 +1,5 @@
 // `meshcnictl uninstall-cni`: the objects `kubectl delete -f -` removes.
-import { buildUninstallObjects, renderObjects } from "../../manifests/render.ts";
+import { buildUninstallObjects, renderObjects } from "../manifests/render.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS, ownsNamespace } from "../install-flags.ts";

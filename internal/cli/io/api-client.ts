@@ -1,8 +1,8 @@
 // HTTP to a Kubernetes API server with a kubeconfig's credentials (CA, client certificate,
 // bearer token or basic auth), through the Kubernetes client the agent uses too
-// (internal/io/kube-client.ts).
+// (internal/kube/client.ts).
 import { readFile } from "node:fs/promises";
-import { kubeClient } from "../../io/kube-client.ts";
+import { kubeClient } from "../../kube/client.ts";
 import type { ApiClient, HttpAnswer } from "../context.ts";
 import type { Material, ResolvedKubeconfig } from "../kubeconfig.ts";
 

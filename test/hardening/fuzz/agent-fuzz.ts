@@ -1,23 +1,23 @@
 // The agent-planned ADD, fuzzed: a fuzz case (generate.ts) sent as the plugin sends a warm ADD,
-// over a real Unix socket (internal/io/agent-socket.ts) to the node agent's socket handler
-// (internal/agent/handler.ts) and planner (internal/agent/plan-add.ts), with a lookup that holds
+// over a real Unix socket (internal/agent/socket/serve.ts) to the node agent's socket handler
+// (internal/agent/socket/handler.ts) and planner (internal/agent/socket/plan-add.ts), with a lookup that holds
 // the case's pod and namespace as the watch cache would, a real state folder, and the plugin's
-// own side of the wire (internal/io/agent-add.ts) taking the answer. Judged by the same oracle
+// own side of the wire (internal/plugin/agent/add.ts) taking the answer. Judged by the same oracle
 // as the plugin alone, and compared with the plugin alone's run of the same case.
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSocketHandler } from "../../../internal/agent/handler.ts";
-import { createAddPlanner, type PlannerDeps } from "../../../internal/agent/plan-add.ts";
-import { type AddAnswer, RECORDS_SUBDIR, type Report } from "../../../internal/agent/protocol.ts";
-import { MAX_REPORT_BYTES } from "../../../internal/agent/report.ts";
-import { keyOf, trimNamespace, trimPod, uidOf } from "../../../internal/agent/store.ts";
+import { createSocketHandler } from "../../../internal/agent/socket/handler.ts";
+import { createAddPlanner, type PlannerDeps } from "../../../internal/agent/socket/plan-add.ts";
+import { type AddAnswer, RECORDS_SUBDIR, type Report } from "../../../internal/wire/protocol.ts";
+import { MAX_REPORT_BYTES } from "../../../internal/agent/observe/report.ts";
+import { keyOf, trimNamespace, trimPod, uidOf } from "../../../internal/agent/cache/store.ts";
 import type { LookupResult, PodLookup } from "../../../internal/agent/types.ts";
-import { backendOfMode } from "../../../internal/backends/index.ts";
-import { addThroughAgent, type PlannedAdd } from "../../../internal/io/agent-add.ts";
-import { type AgentSocket, serveAgentSocket } from "../../../internal/io/agent-socket.ts";
-import { lookupTarget } from "../../../internal/io/early-lookup.ts";
-import { writeRecordFor } from "../../../internal/io/agent-state.ts";
+import { backendOfMode } from "../../../internal/firewall/registry.ts";
+import { addThroughAgent, type PlannedAdd } from "../../../internal/plugin/agent/add.ts";
+import { type AgentSocket, serveAgentSocket } from "../../../internal/agent/socket/serve.ts";
+import { lookupTarget } from "../../../internal/plugin/io/early-lookup.ts";
+import { writeRecordFor } from "../../../internal/agent/state/files.ts";
 import { checkPlan } from "../../../internal/plan/check.ts";
 import { VERSION } from "../../../internal/version.ts";
 import { withFirstKeys } from "../../support/dry-run.ts";

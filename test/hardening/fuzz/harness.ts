@@ -4,8 +4,8 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { lookupTarget, startEarlyLookup } from "../../../internal/io/early-lookup.ts";
-import { createPluginDeps } from "../../../internal/io/plugin-deps.ts";
+import { lookupTarget, startEarlyLookup } from "../../../internal/plugin/io/early-lookup.ts";
+import { createPluginDeps } from "../../../internal/plugin/io/deps.ts";
 import { runPlugin } from "../../../internal/plugin/run.ts";
 import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
 import { withDryRun } from "../../support/dry-run.ts";

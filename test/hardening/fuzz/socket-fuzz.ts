@@ -9,12 +9,12 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSocketHandler } from "../../../internal/agent/handler.ts";
-import { createAddPlanner } from "../../../internal/agent/plan-add.ts";
-import { RECORDS_SUBDIR } from "../../../internal/agent/protocol.ts";
-import { writeRecordFor } from "../../../internal/io/agent-state.ts";
-import { serviceAccountClient } from "../../../internal/io/kube-client.ts";
-import { WatchCache } from "../../../internal/io/watch-cache.ts";
+import { createSocketHandler } from "../../../internal/agent/socket/handler.ts";
+import { createAddPlanner } from "../../../internal/agent/socket/plan-add.ts";
+import { RECORDS_SUBDIR } from "../../../internal/wire/protocol.ts";
+import { writeRecordFor } from "../../../internal/agent/state/files.ts";
+import { serviceAccountClient } from "../../../internal/kube/client.ts";
+import { WatchCache } from "../../../internal/agent/cache/watch-cache.ts";
 import {
   type Cluster,
   ensureBuilt,

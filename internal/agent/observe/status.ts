@@ -1,0 +1,135 @@
+// /status on the health port: one JSON document saying what the agent knows about its node:
+// the chain, the plugin binary and its kubeconfig, the watch cache, the pods the plugin handled
+// (its records in STATE_DIR/containers), and the agent itself. Pure.
+import type { Counters } from "./metrics.ts";
+import type { PodRecord } from "../../wire/protocol.ts";
+import type { CacheStatus, RepairStatus } from "../types.ts";
+
+/** One part of the installation: where it is and, when it is not current, why. */
+export interface PartStatus {
+  path: string;
+  current: boolean;
+  problem?: string;
+}
+
+export interface InstallStatus {
+  /** The config the runtime reads first (the one meshcni chains into), when there is one. */
+  chain: PartStatus & { file?: string };
+  /** hostCheck: whether the host can run it, or why that check was skipped (internal/agent/install/hostcheck). */
+  binary: PartStatus & { hostCheck?: string };
+  /** With the plugin's token: its service account and expiry (never the token). */
+  kubeconfig: PartStatus & { token?: TokenView };
+}
+
+/** The plugin's token as /status shows it (internal/agent/install/io/token.ts); never the token itself. */
+export interface TokenView {
+  /** NAMESPACE/NAME of the plugin's service account. */
+  account: string;
+  /** As the API server said it; absent while there is none. */
+  expiresAt?: string;
+  expired?: boolean;
+  grantedSeconds?: number;
+  requestedSeconds?: number;
+  /** When the agent asks next (renewal, or a retry after a failure). */
+  nextRequestAt?: string;
+  /** The last request's failure, while requests fail. */
+  lastError?: string;
+  obtained?: number;
+  failures?: number;
+}
+
+export interface RecordsRead {
+  records: PodRecord[];
+  /** Files in the records folder that are not records (named, not read). */
+  unreadable: string[];
+}
+
+const isStr = (x: unknown): x is string => typeof x === "string";
+
+/** A record as the plugin writes it, or undefined for anything else. */
+export function parseRecord(text: string): PodRecord | undefined {
+  let r: Record<string, unknown>;
+  try {
+    r = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (typeof r !== "object" || r === null || Array.isArray(r)) return undefined;
+  if (r.v !== 1 || !isStr(r.containerId) || !isStr(r.namespace) || !isStr(r.name) || !isStr(r.reason) || !isStr(r.time)) return undefined;
+  if (r.decision !== "meshed" && r.decision !== "skipped") return undefined;
+  if (r.uid !== undefined && !isStr(r.uid)) return undefined;
+  return r as unknown as PodRecord;
+}
+
+export interface StatusInput {
+  version: string;
+  node?: string;
+  namespace?: string;
+  daemonSet: string;
+  install: InstallStatus;
+  cache?: CacheStatus;
+  records: RecordsRead;
+  counters: Counters;
+  /** Undefined when the agent runs no repair (no node name). */
+  repair?: RepairStatus;
+  agent: { socket: string; stateDir: string; startedAt: string; uptimeSeconds: number };
+}
+
+/**
+ * The `pods` member, built once per RecordsRead: the agent's record index hands out the same
+ * object until a record changes, so a /status of thousands of records does not map them all again.
+ */
+const podsBuilt = new WeakMap<RecordsRead, Record<string, unknown>>();
+
+function buildPods(records: RecordsRead): Record<string, unknown> {
+  const built = podsBuilt.get(records);
+  if (built) return built;
+  const count = (d: PodRecord["decision"]) => records.records.filter((r) => r.decision === d).length;
+  const pods = {
+    handled: records.records.length,
+    meshed: count("meshed"),
+    skipped: count("skipped"),
+    unreadableRecords: records.unreadable,
+    containers: records.records.map((r) => ({
+      namespace: r.namespace,
+      name: r.name,
+      ...(r.uid !== undefined ? { uid: r.uid } : {}),
+      containerId: r.containerId,
+      decision: r.decision,
+      reason: r.reason,
+      ...(r.backend !== undefined ? { backend: r.backend } : {}),
+      time: r.time,
+    })),
+  };
+  podsBuilt.set(records, pods);
+  return pods;
+}
+
+export function buildStatus(s: StatusInput): Record<string, unknown> {
+  const { install, records } = s;
+  const problems = [install.chain, install.binary, install.kubeconfig].flatMap((p) => (p.problem ? [p.problem] : []));
+  const reports = Object.values(s.counters.requests).reduce((a, b) => a + b, 0);
+  return {
+    version: s.version,
+    node: s.node ?? null,
+    namespace: s.namespace ?? null,
+    daemonSet: s.daemonSet,
+    ready: problems.length === 0,
+    problems,
+    chain: install.chain,
+    binary: install.binary,
+    kubeconfig: install.kubeconfig,
+    cache: s.cache ?? {
+      running: false,
+      note: "no watch cache (no node name): the agent answers no pod lookup; the plugin uses its kubeconfig",
+    },
+    pods: buildPods(records),
+    plugin: {
+      reports,
+      apiFallbacks: s.counters.pluginLookups.kubeconfig ?? 0,
+      badRequests: s.counters.badRequests,
+    },
+    repair: s.repair ?? null,
+    agent: s.agent,
+  };
+}

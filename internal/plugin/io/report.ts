@@ -1,0 +1,87 @@
+// After the result is on stdout: the command's report to the node agent, bounded at
+// REPORT_TIMEOUT_MS, or, when the agent does not take it, its lines appended to the fallback log
+// in the state folder (the agent prints and empties it when it starts). Never fails the command.
+// Also the DEL that needs nothing loaded: a container without a record, or whose record says its
+// pod got no rules, runs no process and loads none of the plugin's rule code.
+import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../../wire/protocol.ts";
+import { isSupportedVersion } from "../../cni/spec.ts";
+import { type FollowUp, sendReport } from "../agent/client.ts";
+import { readRecord, safeContainerId } from "./state.ts";
+import { escapeText } from "../../text/escape.ts";
+import { VERSION } from "../../version.ts";
+import { peekConf } from "../peek.ts";
+import { skippedReason } from "../records.ts";
+import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "../../wire/summary.ts";
+
+/** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
+export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
+  const conf = peekConf(stdin);
+  const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
+  const out: { socket: string; stateDir: string; conf?: Record<string, unknown> } = {
+    socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET), stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
+  };
+  if (conf) out.conf = conf;
+  return out;
+}
+
+export async function report(o: {
+  env: Record<string, string | undefined>; stdin: string; summary: Summary; lines: string[]; started: Date; t0: number;
+  /** The agent's connection of this command, kept open for the report (a planned ADD). */
+  via?: FollowUp | undefined;
+}): Promise<void> {
+  const command = o.env.CNI_COMMAND;
+  if (!command || !(COMMANDS as readonly string[]).includes(command) || o.env.MESHCNI_DRY_RUN_FILE) return;
+  const { socket, stateDir } = agentPaths(o.stdin);
+  const summary = completeSummary(o.summary, command, o.env.CNI_ARGS);
+  const r = buildReport({
+    command: command as Command, containerId: o.env.CNI_CONTAINERID, summary, lines: o.lines, started: o.started,
+    durationMs: performance.now() - o.t0, version: VERSION,
+  });
+  if (o.via?.("POST", REPORTS_PATH, JSON.stringify(r))) return;
+  if (await sendReport(socket, r)) return;
+  try {
+    const { appendFallbackLog } = await import("./state.ts");
+    await appendFallbackLog(stateDir, fallbackText(r));
+  } catch (e) {
+    // Nowhere to write (a link planted at the log's name among the reasons): the lines went to
+    // stderr already; this says why they are in no log the agent prints.
+    const why = escapeText((e as Error).message);
+    await Bun.write(Bun.stderr, `meshcni: warn ${command}: could not append to the fallback log in ${stateDir}: ${
+      why}\n`);
+  }
+}
+
+/**
+ * DEL of a container with no record, or with one saying its pod got no rules, decided before
+ * the rest of the plugin loads: it answers success and runs no process. Undefined when the full
+ * path must decide (a meshed or unreadable record, or input that is not a plain, valid DEL: the
+ * full path then answers its error).
+ */
+export async function untouchedDel(stdin: string, env: Record<string, string | undefined>): Promise<Summary | undefined> {
+  if (env.CNI_COMMAND !== "DEL" || env.MESHCNI_DRY_RUN_FILE || !env.CNI_IFNAME) return undefined;
+  const id = env.CNI_CONTAINERID;
+  const { stateDir, conf } = agentPaths(stdin);
+  if (!conf || !safeContainerId(id) || !isSupportedVersion(conf.cniVersion ?? "0.1.0") || typeof conf.name !== "string" || conf.name === "") return undefined;
+  for (const k of ["agent_socket", "state_dir"]) {
+    if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
+  }
+  // A record is never empty; a missing file's size is 0 (a synchronous stat).
+  if (Bun.file(recordPath(stateDir, id)).size > 0) return skippedDel(stateDir, id);
+  const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
+  const pod = podOfArgs(env.CNI_ARGS);
+  if (pod) s.pod = pod;
+  return s;
+}
+
+/**
+ * DEL of a container whose record says its pod got no rules: the record goes and nothing else
+ * runs, as records.ts's delByRecord does. Any other record (meshed, unreadable) is the full path's.
+ */
+async function skippedDel(stateDir: string, id: string): Promise<Summary | undefined> {
+  const r = await readRecord(stateDir, id);
+  if (typeof r !== "object" || r.decision !== "skipped") return undefined;
+  // unlink(2) by path, without loading the C library (plugin-state.ts's removeRecord): it removes
+  // a link at the name itself, and only what just read as this container's skipped record.
+  await Bun.file(recordPath(stateDir, id)).delete().catch(() => {});
+  return { outcome: "untouched", reason: skippedReason(r), pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) } };
+}

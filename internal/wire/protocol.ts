@@ -1,0 +1,241 @@
+// The wire between the plugin and the node agent (meshcni-installer), and the files they share
+// in the state folder. Pure and light: the plugin imports this on its hot path, so no schema
+// library here; each side checks what it reads.
+//
+// The agent serves HTTP/1.1 on a Unix socket (`agent_socket` in the plugin's conflist entry,
+// default /var/run/meshcni/agent.sock, mode 0000 in a 0700 folder: only a caller with
+// CAP_DAC_OVERRIDE connects, internal/agent/socket/serve.ts):
+//
+//   GET  /v1/pods/NAMESPACE/NAME[?uid=UID]
+//     200 PodAnswer                the pod of THIS node (and its namespace), from the watch cache
+//                                  or from one request by the agent (a list selecting the name and
+//                                  the node); when `uid` is given, only a pod with that UID
+//     404 AgentError (code 106)    the API server says the pod does not exist on this node (a pod
+//                                  of another node too), or it exists with another UID (deleted
+//                                  and recreated under the same name)
+//     503 AgentError               the agent cannot answer (cache not in sync and its own request
+//                                  failed, or no node name); the plugin falls back to its kubeconfig
+//   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines (a DEL's report
+//                                       is printed only for a container the agent held a record of)
+//   POST /v1/add  AddRequest          the agent plans an ADD (plan-add.ts): it checks the
+//     200 AddAnswer                   environment and config, looks the pod up, decides, writes
+//                                     the container's record and answers the plugin's stdout, log
+//                                     lines and, for a meshed pod, the plan the plugin applies
+//     409 AgentError                  the agent does not plan this one (a pod that needs its
+//                                     network namespace's addresses or a Service, a pod it cannot
+//                                     look up, a CNI_NETNS that is not a namespace in the host's
+//                                     /var/run/netns, the state folder at its bound of records):
+//                                     the plugin runs the whole ADD itself
+//
+// Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
+// the plugin fall back to its own kubeconfig GET, exactly as without an agent.
+
+/** Where the installer and the manifests put the socket and the records (host paths). */
+export const DEFAULT_STATE_DIR = "/var/run/meshcni";
+export const DEFAULT_AGENT_SOCKET = `${DEFAULT_STATE_DIR}/agent.sock`;
+
+/**
+ * How long the plugin waits for the agent's answer before it falls back to its own GET. The
+ * agent answers a cached pod at once; a pod it does not hold yet costs it a short wait for the
+ * watch and then one GET, both bounded below this (AGENT_WATCH_WAIT_MS + AGENT_GET_TIMEOUT_MS).
+ */
+export const AGENT_TIMEOUT_MS = 1500;
+export const AGENT_WATCH_WAIT_MS = 300;
+export const AGENT_GET_TIMEOUT_MS = 1000;
+
+/** Names are Kubernetes names (checked by parseK8sArgs); the UID is percent-encoded. */
+export function podLookupPath(namespace: string, name: string, uid?: string): string {
+  const base = `/v1/pods/${namespace}/${name}`;
+  return uid ? `${base}?uid=${encodeURIComponent(uid)}` : base;
+}
+export const REPORTS_PATH = "/v1/reports";
+export const ADD_PATH = "/v1/add";
+
+/** The CNI variables the plugin passes on in an AddRequest (PATH stays with the plugin: binaries are the host's). */
+export const ADD_ENV_KEYS = ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"] as const;
+
+/** POST /v1/add: the plugin's command as the runtime gave it. */
+export interface AddRequest {
+  v: 1;
+  /** The plugin's version, for the agent's logs. */
+  version: string;
+  env: Partial<Record<(typeof ADD_ENV_KEYS)[number], string>>;
+  stdin: string;
+  /**
+   * When the command started, in milliseconds since the epoch (the plugin's performance.timeOrigin
+   * plus its start: the node's wall clock, as the agent reads it, plan-add.ts's epochNow). With it, an answer without
+   * rules is reported by the agent itself (AddAnswer.reported), its duration counted to the
+   * answer. Without it (an older plugin), the plugin reports as for any command.
+   */
+  startedMs?: number;
+}
+
+/** The most the plugin reads of one answer (a plan and its log lines are a few KB). */
+export const MAX_ANSWER_BYTES = 4 << 20;
+
+/** 200 answer to POST /v1/add. */
+export interface AddAnswer {
+  v: 1;
+  /** What the plugin prints: the result, or a CNI error (exitCode 1). */
+  stdout: string;
+  exitCode: 0 | 1;
+  /** The log lines of the agent's part, "meshcni: ..." each, newline-terminated; the plugin writes them to stderr. */
+  lines: string[];
+  /** The conflist entry's log level and the lines' context ("ADD 0123456789ab"), for the plugin's own lines. */
+  level: "debug" | "info" | "warn" | "error";
+  context: string;
+  /** The request's cniVersion, for an error the plugin renders when its apply fails. */
+  cniVersion?: unknown;
+  /** What was decided, as far as the agent got (the plugin completes it for its report). */
+  summary: { outcome: Outcome; reason: string; code?: number; rules?: number; lookup?: LookupSource; pod?: { namespace: string; name: string; uid?: string } };
+  /** For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin checks and applies them. */
+  apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
+  /**
+   * The agent wrote the container's record (a meshed pod's, before this answer: the plugin removes
+   * it when its apply fails), or writes it just after this answer (a pod without rules).
+   */
+  record: boolean;
+  /**
+   * The agent has reported this ADD itself, as the plugin would have (an answer without rules that
+   * the plugin's check takes, to a plugin that said when it started and was still waiting): the
+   * plugin prints the answer and sends no report.
+   */
+  reported?: boolean;
+}
+
+/** 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields the profiles never read). */
+export interface PodAnswer {
+  pod: unknown;
+  namespace: unknown;
+  /** "cache": from the watch cache; "api": the agent's own GET. */
+  source: "cache" | "api";
+}
+
+/** Non-200 answers carry a CNI error the plugin can return as is (404) or log before falling back (503). */
+export interface AgentError {
+  code: number;
+  msg: string;
+  details?: string;
+}
+
+export type Command = "ADD" | "DEL" | "CHECK" | "STATUS" | "GC";
+
+/**
+ * What the plugin decided for a command:
+ * - meshed: rules applied (ADD) or verified (CHECK);
+ * - skipped: the pod gets no rules (the reason says why);
+ * - removed: DEL removed rules;
+ * - untouched: DEL of a container meshcni never touched (no process ran);
+ * - failed: the command answered a CNI error (`code`);
+ * - ok: STATUS/GC/anything else that succeeded.
+ */
+export type Outcome = "meshed" | "skipped" | "removed" | "untouched" | "failed" | "ok";
+
+/** Where the pod object came from for this command. */
+export type LookupSource = "agent-cache" | "agent-api" | "kubeconfig" | "none";
+
+// The values a Report may carry: agent/report.ts's schema checks reports with them, and the
+// plugin (which loads no schema library) checks the agent's answers with the same ones.
+export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
+export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
+export const LOOKUP_SOURCES = ["agent-cache", "agent-api", "kubeconfig", "none"] as const satisfies readonly LookupSource[];
+/** The longest text a report field may hold, and the largest numbers. */
+export const REPORT_LIMITS = { reason: 16_384, line: 16_384, lines: 2000, name: 253, uid: 128, code: 999, rules: 1_000_000 } as const;
+
+export interface Report {
+  v: 1;
+  command: Command;
+  containerId?: string;
+  pod?: { namespace: string; name: string; uid?: string };
+  outcome: Outcome;
+  /** The decision's reason, or the error's msg and details. */
+  reason: string;
+  /** CNI error code when outcome is "failed". */
+  code?: number;
+  /** Rules applied (ADD) or expected (CHECK). */
+  rules?: number;
+  /** e.g. "iptables-nft", "nftables". */
+  backend?: string;
+  lookup?: LookupSource;
+  durationMs: number;
+  /** The plugin's log lines of this command, each starting with "meshcni:", without newline. */
+  lines: string[];
+  /** ISO time the command started. */
+  time: string;
+  /** The plugin's version. */
+  version: string;
+}
+
+// Records: one small JSON file per container the plugin handled for a Kubernetes pod, written
+// atomically (temp file + rename) before ADD returns success, removed by DEL. They outlive agent
+// restarts, upgrades and reinstalls (only `--uninstall` and a reboot remove them); the agent
+// reads them to know which pods of its node went through the plugin.
+
+/** STATE_DIR/containers/CONTAINER_ID.json */
+export const RECORDS_SUBDIR = "containers";
+
+/**
+ * The longest container ID that names its record as it is: any earlier meshcni wrote records of
+ * IDs up to this long under CONTAINER_ID.json (its temp names were about 20 characters longer), so
+ * an upgrade finds every one of them.
+ */
+export const RECORD_ID_MAX = 235;
+
+/**
+ * The file name of a container's record in the records folder; every writer and reader names
+ * records with it. An ID of up to RECORD_ID_MAX characters names it as it is; a longer one (the
+ * CNI spec sets no bound, and NAME_MAX is 255 bytes) by its SHA-256: "_" and 64 hex digits, a
+ * name no ID makes (an ID starts with a letter or digit). The record inside holds the whole ID.
+ */
+export function recordName(containerId: string): string {
+  if (containerId.length <= RECORD_ID_MAX) return `${containerId}.json`;
+  // The one-shot Bun.SHA256.hash: lighter for the plugin's fresh process than a CryptoHasher.
+  return `_${Bun.SHA256.hash(containerId, "hex") as string}.json`;
+}
+export const recordPath = (stateDir: string, containerId: string) =>
+  `${stateDir}/${RECORDS_SUBDIR}/${recordName(containerId)}`;
+
+export interface PodRecord {
+  v: 1;
+  containerId: string;
+  namespace: string;
+  name: string;
+  /** From K8S_POD_UID, else from the pod object; absent when neither was known. */
+  uid?: string;
+  /** "meshed": rules applied (DEL must remove them); "skipped": no rules (DEL runs nothing). */
+  decision: "meshed" | "skipped";
+  reason: string;
+  backend?: string;
+  /** Address families ruled, for DEL. */
+  families?: number[];
+  /** ISO time of the ADD. */
+  time: string;
+}
+
+/**
+ * The most records the agent lets the state folder hold before it stops planning ADDs (each
+ * planned ADD writes one; past the bound the plugin runs its ADDs itself and writes its own). A
+ * record lives as long as its sandbox (DEL and GC remove it), so a node holds about as many as it
+ * runs pods: kubelet's default is 110, large nodes are set to 250 (AKS, GKE) and up to 737 (EKS
+ * with prefix delegation). 4096 is five times the largest of those, and keeps what a forged
+ * request can make the agent write to about 16 MB of tmpfs (a page per file).
+ */
+export const DEFAULT_MAX_RECORDS = 4096;
+
+/** Where the host's runtimes pin pod network namespaces (CNI_NETNS); the DaemonSet mounts it read-only. */
+export const DEFAULT_NETNS_DIR = "/var/run/netns";
+
+/**
+ * Notes earlier agents kept in STATE_DIR (when the records became complete, when the chain was put
+ * in place) for a repair that judged pods by a missing record; no longer read or written, removed
+ * by `--uninstall`.
+ */
+export const LEGACY_STATE_NOTES = ["records-since", "chained-since"] as const;
+
+/**
+ * When the agent is down the plugin appends its lines here instead (bounded: at
+ * FALLBACK_LOG_MAX_BYTES the file moves to `.1`, replacing the older one). The agent prints and
+ * empties both when it starts.
+ */
+export const FALLBACK_LOG = "plugin.log";
+export const FALLBACK_LOG_MAX_BYTES = 1 << 20;
