@@ -21,10 +21,10 @@ import { entryFromConfigText } from "../internal/agent/install/entry.ts";
 import { Installer } from "../internal/agent/install/installer.ts";
 import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/agent/options.ts";
 import { runInstaller } from "../internal/agent/install/run.ts";
-import type { Log } from "../internal/agent/install/deps.ts";
+import type { Logger } from "../internal/log/logger.ts";
 import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "../internal/agent/api.ts";
 import { PluginTokenSource } from "../internal/agent/install/io/token.ts";
-import { renderTime } from "../internal/kube/kubeconfig-render.ts";
+import { renderTime } from "../internal/agent/install/kubeconfig.ts";
 import type { InstallStatus } from "../internal/agent/observe/status.ts";
 import type { KubeClient } from "../internal/kube/client.ts";
 import { WatchCache } from "../internal/agent/cache/watch-cache.ts";
@@ -51,7 +51,7 @@ interface PodSource {
  * agent's own service account; without a node name there is nothing to watch and no node to
  * answer for: every lookup is 503, and the plugin reads the pod through its kubeconfig.
  */
-function podSource(api: KubeClient, nodeName: string | undefined, log: Log, signal: AbortSignal): PodSource {
+function podSource(api: KubeClient, nodeName: string | undefined, log: Logger, signal: AbortSignal): PodSource {
   if (!nodeName) {
     log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, "
       + "and the plugin reads each pod through its kubeconfig");
@@ -75,7 +75,7 @@ function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): 
 }
 
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
-function drainFallbackLog(stateDir: string, log: Log): number {
+function drainFallbackLog(stateDir: string, log: Logger): number {
   let printed = 0;
   try {
     for (const { file, content, problem } of takeFallbackLog(stateDir)) {
@@ -102,7 +102,7 @@ function installStatus(inst: Installer, tokens: PluginTokenSource): InstallStatu
  * `signal` aborts; each new one makes the installer write the kubeconfig (through `kick`). A
  * token of the same account in the kubeconfig a previous agent wrote stands until then.
  */
-function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Log, signal: AbortSignal): void {
+function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Logger, signal: AbortSignal): void {
   const written = inst.readWrittenToken();
   if (written && tokens.adopt(written)) {
     const who = `${written.account.namespace}/${written.account.name}`;
@@ -126,7 +126,7 @@ function pluginAccountNamespace(opts: InstallerOptions): string | undefined {
 }
 
 async function runAgent(
-  opts: InstallerOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Log,
+  opts: InstallerOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Logger,
   signal: AbortSignal,
 ): Promise<number> {
   const counters = newCounters();

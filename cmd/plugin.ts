@@ -4,7 +4,8 @@
 // and the rest of the plugin is imported only for the other commands and when the agent cannot
 // plan. Every command's outcome goes to the node agent after the result is on stdout.
 import { renderVersionInfo } from "../internal/cni/spec.ts";
-import { addThroughAgent, type PlannedAdd } from "../internal/plugin/agent/add.ts";
+import { addThroughAgent } from "../internal/plugin/agent/add.ts";
+import type { PlannedAdd } from "../internal/plugin/agent/planned.ts";
 import { lookupTarget, startEarlyLookup } from "../internal/plugin/io/early-lookup.ts";
 import { agentPaths, report, untouchedDel } from "../internal/plugin/io/report.ts";
 import { VERSION } from "../internal/version.ts";

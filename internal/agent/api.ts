@@ -7,7 +7,8 @@
 // lookup 503, and the plugin reads the pod through its own kubeconfig.
 import type { LookupResult, PodLookup } from "./types.ts";
 import { Code } from "../cni/spec.ts";
-import type { ApiAnswer, StopFacts } from "./stop.ts";
+import type { StopFacts } from "./stop.ts";
+import type { ApiAnswer } from "../kube/client.ts";
 import { type KubeClient, serviceAccountClient } from "../kube/client.ts";
 import { namespacePath } from "../plugin/io/kube-http.ts";
 

@@ -2,7 +2,8 @@
 // contract's default. Pure: argv and the environment are passed in.
 import { parseArgs } from "node:util";
 import * as v from "valibot";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_MAX_RECORDS, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../wire/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../wire/protocol.ts";
+import { DEFAULT_MAX_RECORDS, DEFAULT_NETNS_DIR } from "../wire/state.ts";
 import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "./repair/plan.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";

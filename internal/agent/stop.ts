@@ -19,11 +19,7 @@
 // times out, answers 5xx or 429 or garbage; the agent does not know its namespace. When in doubt
 // the node stays meshed; `--uninstall` always undoes.
 
-/** One GET's outcome. */
-export type ApiAnswer =
-  | { kind: "object"; object: unknown }
-  | { kind: "status"; status: number; message?: string }
-  | { kind: "unreachable"; reason: string };
+import type { ApiAnswer } from "../kube/client.ts";
 
 export interface StopFacts {
   /** POD_NAMESPACE and --daemonset-name; undefined namespace: the agent cannot look. */

@@ -1,11 +1,10 @@
 // What a meshcnictl command gets from the outside world. cmd/cli.ts builds the real one
 // (internal/cli/io/context.ts); tests may build their own.
+import type { Logger } from "../log/logger.ts";
 
-export interface Logger {
-  info(message: string): void;
+/** meshcnictl's log: the one Logger, and a success line. */
+export interface CliLogger extends Logger {
   success(message: string): void;
-  warn(message: string): void;
-  error(message: string): void;
 }
 
 export interface HttpAnswer {
@@ -24,7 +23,7 @@ export interface CliContext {
   /** Writes the command's product (YAML, JSON, payloads, the check list) to stdout. */
   out(text: string): void;
   /** Human messages, on stderr. */
-  log: Logger;
+  log: CliLogger;
   env: Readonly<Record<string, string | undefined>>;
   /** Reads a file; "-" reads standard input. */
   readFile(path: string): Promise<string>;

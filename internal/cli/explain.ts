@@ -1,14 +1,14 @@
 // `meshcnictl explain`: what the plugin would do for a pod, offline. It runs the plugin's own
-// steps (parsePluginConf, skipBeforeLookup, profileFor, decide, needsNamespace, plan,
-// renderPayloads) on a Pod, or on the pod template of a workload. Pure.
+// steps (parsePluginConf, skipBeforeLookup, profileFor, decide, needsNamespace, plan, the
+// backend's render) on a Pod, or on the pod template of a workload. Pure (the backend's code is
+// loaded; nothing is read or run).
 import { parseAllDocuments } from "yaml";
 import { CniError } from "../cni/errors.ts";
 import { parsePluginConf } from "../config/plugin-config.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../kube/objects.ts";
 import { profileFor } from "../mesh/index.ts";
 import { needsNamespace } from "../mesh/profile.ts";
-import { backendNamed, backendOfMode } from "../firewall/registry.ts";
-import { renderPayloads } from "../plugin/payloads.ts";
+import { BACKEND_NAMES, backendOfMode, kindNamed } from "../firewall/registry.ts";
 import { skipBeforeLookup } from "../plugin/pre-api.ts";
 import { CliError } from "./errors.ts";
 
@@ -120,16 +120,19 @@ export interface Explanation {
  * What the plugin would do for each pod under a conflist entry (as JSON text, the way the
  * runtime hands it over). `namespace` stands in for the API's answer about the pod's namespace.
  */
-export function explainPods(
+export async function explainPods(
   confText: string, cases: readonly PodCase[], namespace: Namespace | undefined, ignored: readonly string[] = [],
   backendName?: string,
-): Explanation {
+): Promise<Explanation> {
   const conf = parsePluginConf(confText);
   const profile = profileFor(conf);
   if (!profile) throw new CliError(`mesh ${conf.mesh} is not available in this build of meshcni`, 1);
   // --backend, else what the mode names (auto renders iptables: the host decides the rest).
-  const backend = backendName !== undefined ? backendNamed(backendName) : backendOfMode(profile.firewall(conf).mode);
-  if (!backend) throw new CliError(`--backend ${JSON.stringify(backendName)}: must be one of iptables, nftables`);
+  const kind = backendName !== undefined ? kindNamed(backendName) : undefined;
+  if (backendName !== undefined && !kind) {
+    throw new CliError(`--backend ${JSON.stringify(backendName)}: must be one of ${BACKEND_NAMES.join(", ")}`);
+  }
+  const backend = await (kind ? kind.load() : backendOfMode(profile.firewall(conf).mode));
   const parts: string[] = [];
   let failed = false;
   for (const c of cases) {
@@ -158,7 +161,7 @@ export function explainPods(
     try {
       const input = { conf, pod: c.pod, podAddresses: c.addresses };
       const redirect = profile.plan(ns ? { ...input, namespace: ns } : input);
-      parts.push(`${lines.join("\n")}\n${renderPayloads(redirect, backend)}`);
+      parts.push(`${lines.join("\n")}\n${backend.render(redirect)}`);
     } catch (e) {
       if (!(e instanceof CniError)) throw e;
       failed = true;

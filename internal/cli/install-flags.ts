@@ -1,7 +1,8 @@
 // The configuration flags `install-cni` and `explain` share, and their mapping onto the chart
 // values (internal/cli/manifests/values.ts). Every refusal names the flag. Pure.
 import { entryFromOptions, MESHES, type Mesh, NAMES } from "../config/entry.ts";
-import { IPTABLES_MODES, parsePluginConf } from "../config/plugin-config.ts";
+import { parsePluginConf } from "../config/plugin-config.ts";
+import { IPTABLES_MODES } from "../firewall/registry.ts";
 import { parse as parseYaml } from "yaml";
 import { applySet, coalesce, isTree, mergeTrees, OverrideError, type Tree } from "./manifests/overrides.ts";
 import { RELEASE_IMAGE_DIGEST } from "./manifests/release-image.ts";

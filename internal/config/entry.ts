@@ -1,6 +1,6 @@
 // The plugin's entry in a host conflist, as meshcni-installer writes it and `meshcnictl
 // install-cni` (or the Helm chart) renders it into the ConfigMap. Pure.
-import type { IptablesMode } from "./plugin-config.ts";
+import type { IptablesMode } from "../firewall/registry.ts";
 
 /** Names shared by the plugin, the installer and the manifests. */
 export const NAMES = {

@@ -5,6 +5,7 @@ import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../wire/protocol.ts";
 import { CniError } from "../cni/errors.ts";
 import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
+import { IPTABLES_MODES } from "../firewall/registry.ts";
 
 /** An absolute path without NUL; the installer writes host paths. */
 const AbsolutePath = v.pipe(v.string(), v.regex(/^\/[^\0]*$/, "must be an absolute path"), v.maxLength(4096));
@@ -42,8 +43,6 @@ function nestsDeeperThan(text: string, max: number): boolean {
 const Id = v.pipe(v.number(), v.integer(), v.minValue(-1), v.maxValue(4294967294));
 const PortItem = v.union([v.string(), Port]);
 
-export const IPTABLES_MODES = ["auto", "legacy", "nft", "plain", "nftables"] as const;
-export type IptablesMode = (typeof IPTABLES_MODES)[number];
 
 export const LinkerdSectionSchema = jsonObject({
   "incoming-proxy-port": v.optional(Port, 4143),

@@ -4,7 +4,7 @@
 // failed ADD leaves nothing.
 import { CniError } from "../cni/errors.ts";
 import { Code } from "../cni/spec.ts";
-import type { Logger } from "../plugin/log.ts";
+import type { Logger } from "../log/logger.ts";
 import { type IpCommand, type Plan, undoIpCommand } from "../plan/model.ts";
 import type { Backend, Firewall } from "./backend.ts";
 

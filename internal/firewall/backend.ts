@@ -4,7 +4,7 @@
 // plan as text (dry runs, simulate, `meshcnictl explain --backend`), says which host binaries it
 // needs, and applies (ADD), verifies (CHECK) and removes (DEL) through a Firewall, which runs
 // those binaries inside the pod's namespace (internal/firewall/io/open.ts).
-import type { Logger } from "../plugin/log.ts";
+import type { Logger } from "../log/logger.ts";
 import type { Family, Plan, Stage } from "../plan/model.ts";
 
 export interface ExecResult {
@@ -63,10 +63,9 @@ export interface Removal {
   ownsBuiltinRule?: (stage: Stage, chain: string, args: string) => boolean;
 }
 
-export type BackendName = "iptables" | "nftables";
-
 export interface Backend {
-  readonly name: BackendName;
+  /** Its name in the registry (registry.ts). */
+  readonly name: string;
   /** The binaries for `mode` and `families`, or the name of what is missing. Pure. */
   tools(mode: string, families: readonly Family[], host: HostView): Tools | { missing: string };
   /** Everything the plan would apply, as text (dry-run file, simulate, explain). Pure. */

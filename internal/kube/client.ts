@@ -11,8 +11,13 @@
 // A WATCH is one streaming GET: the body is read as it arrives and split into lines, each a JSON
 // event ({"type": ..., "object": ...}) handed to the caller as soon as its line is complete.
 import { readFileSync, statSync } from "node:fs";
-import type { ApiAnswer } from "../agent/stop.ts";
-import { renderServerUrl } from "./kubeconfig-render.ts";
+import { renderServerUrl } from "./server-url.ts";
+
+/** One GET's outcome. */
+export type ApiAnswer =
+  | { kind: "object"; object: unknown }
+  | { kind: "status"; status: number; message?: string }
+  | { kind: "unreachable"; reason: string };
 
 export interface WatchEvent {
   type: string;

@@ -2,6 +2,7 @@
 // plugin's ADD/CHECK/DEL and `meshcnictl explain` all go through these functions.
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
+import type { FirewallSettings } from "../firewall/registry.ts";
 import type { Family, IpCommand, Plan, Stage } from "../plan/model.ts";
 
 export type Decision = { redirect: false; reason: string } | { redirect: true; reason: string };
@@ -21,12 +22,6 @@ export interface PlanInput {
    * when it could not be read.
    */
   kubernetesService?: Service | null;
-}
-
-export interface FirewallSettings {
-  mode: "auto" | "legacy" | "nft" | "plain" | "nftables";
-  wait: boolean;
-  simulate: boolean;
 }
 
 export interface MeshProfile {

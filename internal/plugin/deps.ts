@@ -1,12 +1,12 @@
 // The boundary between the plugin's logic and the host: everything that touches the system is
 // behind these interfaces, implemented in internal/plugin/io and replaced by fakes in tests.
-import type { LookupSource, PodRecord } from "../wire/protocol.ts";
+import type { LookupSource } from "../wire/protocol.ts";
+import type { PodRecord } from "../wire/state.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
-import type { FirewallSettings } from "../mesh/profile.ts";
+import type { FirewallSettings } from "../firewall/registry.ts";
 import type { Backend, ExecResult, Firewall as BackendFirewall } from "../firewall/backend.ts";
 import type { Family } from "../plan/model.ts";
-import type { Logger } from "./log.ts";
 
 export type { ExecResult };
 

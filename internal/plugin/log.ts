@@ -4,18 +4,16 @@
 // so text a pod controls can never add a line or drive a terminal, wherever it came from.
 import { escapeText } from "../text/escape.ts";
 import { LEVEL_RANK, type LogLevel } from "../log/levels.ts";
+import type { Logger } from "../log/logger.ts";
 
 export type Level = LogLevel;
 
-export interface Logger {
-  debug(msg: string): void;
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
+/** The plugin's logger: the one Logger, and what only the plugin asks of it. */
+export interface PluginLogger extends Logger {
   /** Whether lines at this level are kept (to skip building a costly message). */
   enabled(level: Level): boolean;
   /** A logger whose lines carry extra context, e.g. the container and pod. */
-  with(context: string): Logger;
+  with(context: string): PluginLogger;
 }
 
 /** Reads `log_level` as linkerd-cni does: case-insensitive, unknown levels mean warn. */
@@ -53,7 +51,7 @@ export function renderLine(level: Level, l: Level, context: string, msg: string)
   return LEVEL_RANK[l] < LEVEL_RANK[level] ? "" : `${headOf(l, context)}${msg}\n`;
 }
 
-export function createLogger(level: Level, sink: (line: string) => void, context = ""): Logger {
+export function createLogger(level: Level, sink: (line: string) => void, context = ""): PluginLogger {
   const emit = (l: Level, msg: string) => {
     if (LEVEL_RANK[l] < LEVEL_RANK[level]) return;
     // Every line carries the prefix, multi-line messages (payloads) included.

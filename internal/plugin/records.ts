@@ -1,18 +1,18 @@
 // The plugin's records of the containers it handled (protocol.ts's PodRecord): written before an
 // ADD for a Kubernetes pod returns success, read and removed by DEL, pruned by GC. A DEL that finds
 // no record, or one saying the pod was skipped, runs no process at all.
-import type { PodRecord } from "../wire/protocol.ts";
+import type { PodRecord } from "../wire/state.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Family } from "../plan/model.ts";
 import { NotPlannable, type PluginDeps } from "./deps.ts";
-import type { Logger } from "./log.ts";
+import type { PluginLogger } from "./log.ts";
 import type { Summary } from "../wire/summary.ts";
 
 interface RecordCtx {
   args: { containerId?: string | undefined };
   conf: PluginConf;
   deps: PluginDeps;
-  log: Logger;
+  log: PluginLogger;
   summary: Summary;
 }
 

@@ -8,9 +8,10 @@ import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { loadProfile } from "../mesh/load.ts";
-import { type FirewallSettings, type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
+import { backendOfMode, type FirewallSettings, kindNamed } from "../firewall/registry.ts";
+import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "./deps.ts";
-import { createLogger, type Logger, logContext, parseLevel } from "./log.ts";
+import { createLogger, type PluginLogger, logContext, parseLevel } from "./log.ts";
 import { countRules } from "../plan/model.ts";
 import { checkUid } from "./pod-uid.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
@@ -55,7 +56,7 @@ interface Ctx {
   conf: PluginConf;
   profile: MeshProfile;
   deps: PluginDeps;
-  log: Logger;
+  log: PluginLogger;
   signal: AbortSignal;
   summary: Summary;
   planOnly?: boolean;
@@ -144,12 +145,12 @@ async function netnsOf(ctx: Ctx): Promise<string> {
 }
 
 /**
- * The backends' code (renderers, appliers), imported only once a pod gets rules: an ADD of a pod
- * that is not meshed, and every DEL decided by its record, never load it.
+ * Everything the plan would apply, as the mode's backend writes it: what MESHCNI_DRY_RUN_FILE
+ * receives and `simulate` logs. The backend's code loads only here, once a pod gets rules: an ADD
+ * of a pod that is not meshed, and every DEL decided by its record, never load it.
  */
 async function payloadsOf(redirect: Redirect, mode: string): Promise<string> {
-  const [{ backendOfMode }, { renderPayloads }] = await Promise.all([import("../firewall/registry.ts"), import("./payloads.ts")]);
-  return renderPayloads(redirect, backendOfMode(mode));
+  return (await backendOfMode(mode)).render(redirect);
 }
 
 async function add(ctx: Ctx): Promise<string> {
@@ -198,7 +199,7 @@ async function add(ctx: Ctx): Promise<string> {
   if (fw.warning) log.warn(fw.warning);
   await (await applying).applyPlan(fw, redirect, log, ctx.signal);
   log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
-  // Rendered again only when debug lines are kept (renderPayloads(plan, backend) is backend.render(plan)).
+  // Rendered again only when debug lines are kept.
   if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(redirect)}`);
   Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect), backend: fw.backend });
   await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.families.map((r) => r.family) });
@@ -238,12 +239,12 @@ async function del(ctx: Ctx): Promise<string> {
   const settings = profile.firewall(conf);
   if (settings.simulate) return "";
   // One family at a time, so a host without ip6tables still gets its IPv4 rules removed; a
-  // backend that owns whole tables (nftables) removes every family in one step.
+  // backend whose transaction covers every family removes them all in one step.
   const all = profile.families(conf);
   for (const family of all) {
     try {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
-      const whole = fw.driver.name === "nftables";
+      const whole = kindNamed(fw.driver.name)?.familiesAtOnce === true;
       const families = whole ? all : [family];
       const what = { families, ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
       if (await fw.driver.remove(fw, what, ctx.signal)) {
@@ -298,7 +299,7 @@ function peekVersion(stdin: string): unknown {
  * an ADD of a meshed pod fails (code 4, add()) once its payload is written, so no pod starts
  * unmeshed. `"dry_run": true` without the variable is a configuration error.
  */
-function dryRunGate(conf: PluginConf, deps: PluginDeps, log: Logger): PluginDeps {
+function dryRunGate(conf: PluginConf, deps: PluginDeps, log: PluginLogger): PluginDeps {
   const { dryRunFile, ...rest } = deps;
   if (!dryRunFile) {
     if (conf.dry_run) {

@@ -5,11 +5,11 @@
 // first-use compile.
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { LOG_LEVELS } from "../log/levels.ts";
-import { safeContainerId } from "../plugin/io/state.ts";
+import { safeContainerId } from "./state.ts";
 import { type AddAnswer, LOOKUP_SOURCES, type Outcome, REPORT_LIMITS as L } from "./protocol.ts";
+import { IPTABLES_MODES } from "../firewall/registry.ts";
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
-const MODES = ["auto", "legacy", "nft", "plain", "nftables"];
 /** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
 const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith("ADD ") && safeContainerId(c.slice(4)));
 
@@ -38,7 +38,7 @@ export function checkAddAnswer(a: unknown, cniArgs: string | undefined): AddAnsw
   if (a.apply !== undefined) {
     if (a.exitCode !== 0 || summary.outcome !== "meshed") return "the agent's answer has rules but is not a meshed success";
     const st = isObj(a.apply) ? a.apply.settings : undefined;
-    if (!isObj(st) || typeof st.mode !== "string" || !MODES.includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
+    if (!isObj(st) || typeof st.mode !== "string" || !(IPTABLES_MODES as readonly string[]).includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
       return "the agent's plan has no firewall settings";
     }
   } else if (a.exitCode === 0 && summary.outcome !== "skipped") {

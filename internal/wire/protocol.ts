@@ -1,5 +1,5 @@
-// The wire between the plugin and the node agent (meshcni-installer), and the files they share
-// in the state folder. Pure and light: the plugin imports this on its hot path, so no schema
+// The wire between the plugin and the node agent (meshcni-installer); the files they share in
+// the state folder are state.ts. Pure and light: the plugin imports this on its hot path, so no schema
 // library here; each side checks what it reads.
 //
 // The agent serves HTTP/1.1 on a Unix socket (`agent_socket` in the plugin's conflist entry,
@@ -165,77 +165,3 @@ export interface Report {
   /** The plugin's version. */
   version: string;
 }
-
-// Records: one small JSON file per container the plugin handled for a Kubernetes pod, written
-// atomically (temp file + rename) before ADD returns success, removed by DEL. They outlive agent
-// restarts, upgrades and reinstalls (only `--uninstall` and a reboot remove them); the agent
-// reads them to know which pods of its node went through the plugin.
-
-/** STATE_DIR/containers/CONTAINER_ID.json */
-export const RECORDS_SUBDIR = "containers";
-
-/**
- * The longest container ID that names its record as it is: any earlier meshcni wrote records of
- * IDs up to this long under CONTAINER_ID.json (its temp names were about 20 characters longer), so
- * an upgrade finds every one of them.
- */
-export const RECORD_ID_MAX = 235;
-
-/**
- * The file name of a container's record in the records folder; every writer and reader names
- * records with it. An ID of up to RECORD_ID_MAX characters names it as it is; a longer one (the
- * CNI spec sets no bound, and NAME_MAX is 255 bytes) by its SHA-256: "_" and 64 hex digits, a
- * name no ID makes (an ID starts with a letter or digit). The record inside holds the whole ID.
- */
-export function recordName(containerId: string): string {
-  if (containerId.length <= RECORD_ID_MAX) return `${containerId}.json`;
-  // The one-shot Bun.SHA256.hash: lighter for the plugin's fresh process than a CryptoHasher.
-  return `_${Bun.SHA256.hash(containerId, "hex") as string}.json`;
-}
-export const recordPath = (stateDir: string, containerId: string) =>
-  `${stateDir}/${RECORDS_SUBDIR}/${recordName(containerId)}`;
-
-export interface PodRecord {
-  v: 1;
-  containerId: string;
-  namespace: string;
-  name: string;
-  /** From K8S_POD_UID, else from the pod object; absent when neither was known. */
-  uid?: string;
-  /** "meshed": rules applied (DEL must remove them); "skipped": no rules (DEL runs nothing). */
-  decision: "meshed" | "skipped";
-  reason: string;
-  backend?: string;
-  /** Address families ruled, for DEL. */
-  families?: number[];
-  /** ISO time of the ADD. */
-  time: string;
-}
-
-/**
- * The most records the agent lets the state folder hold before it stops planning ADDs (each
- * planned ADD writes one; past the bound the plugin runs its ADDs itself and writes its own). A
- * record lives as long as its sandbox (DEL and GC remove it), so a node holds about as many as it
- * runs pods: kubelet's default is 110, large nodes are set to 250 (AKS, GKE) and up to 737 (EKS
- * with prefix delegation). 4096 is five times the largest of those, and keeps what a forged
- * request can make the agent write to about 16 MB of tmpfs (a page per file).
- */
-export const DEFAULT_MAX_RECORDS = 4096;
-
-/** Where the host's runtimes pin pod network namespaces (CNI_NETNS); the DaemonSet mounts it read-only. */
-export const DEFAULT_NETNS_DIR = "/var/run/netns";
-
-/**
- * Notes earlier agents kept in STATE_DIR (when the records became complete, when the chain was put
- * in place) for a repair that judged pods by a missing record; no longer read or written, removed
- * by `--uninstall`.
- */
-export const LEGACY_STATE_NOTES = ["records-since", "chained-since"] as const;
-
-/**
- * When the agent is down the plugin appends its lines here instead (bounded: at
- * FALLBACK_LOG_MAX_BYTES the file moves to `.1`, replacing the older one). The agent prints and
- * empties both when it starts.
- */
-export const FALLBACK_LOG = "plugin.log";
-export const FALLBACK_LOG_MAX_BYTES = 1 << 20;

@@ -5,7 +5,8 @@
 // plan that reaches the plugin always passes the model's check (plan/check.ts) unchanged.
 import { describe, expect, setSystemTime, test } from "bun:test";
 import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, reportsItself } from "../../internal/agent/socket/plan-add.ts";
-import type { AddRequest, PodRecord } from "../../internal/wire/protocol.ts";
+import type { AddRequest } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import type { Backend } from "../../internal/firewall/backend.ts";
 import { Code } from "../../internal/cni/spec.ts";
 import { checkAddAnswer } from "../../internal/wire/answer.ts";

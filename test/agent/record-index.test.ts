@@ -7,7 +7,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { writeRecordFor } from "../../internal/agent/state/files.ts";
 import { REMOVED_KEPT_MS, RecordIndex } from "../../internal/agent/state/record-index.ts";
 

@@ -3,7 +3,7 @@
 // sandbox's PodReadyToStartContainers transition, so a record of an earlier sandbox of the same
 // pod never covers the one running now.
 import { describe, expect, test } from "bun:test";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { ADD_BEFORE_READY_MAX_MS, matchRecord, recordOfPod, type SandboxRef } from "../../internal/agent/repair/record-match.ts";
 
 const READY = Date.parse("2026-11-24T10:00:05Z");

@@ -6,7 +6,7 @@
 // period; the rate limit holds; a refused eviction backs off; off only reports.
 import { describe, expect, test } from "bun:test";
 import { type ActResult, afterActs, confirmMs, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairInput, type RepairMemory, judgePod, repairStatus } from "../../internal/agent/repair/plan.ts";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { istioProfile } from "../../internal/mesh/istio/profile.ts";
 import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";

@@ -10,7 +10,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { readRecords, takeFallbackLog, writeRecordFor } from "../../internal/agent/state/files.ts";
 import { readFileNoFollow, writeFileNoFollow } from "../../internal/agent/state/safe-file.ts";
 

@@ -3,7 +3,8 @@
 // deleted, its account or RBAC deleted) or no longer runs on this node; keep everything when in
 // doubt.
 import { describe, expect, test } from "bun:test";
-import { type ApiAnswer, decideOnStop, type StopFacts, targetsNode } from "../../internal/agent/stop.ts";
+import type { ApiAnswer } from "../../internal/kube/client.ts";
+import { decideOnStop, type StopFacts, targetsNode } from "../../internal/agent/stop.ts";
 
 const ds = (spec: Record<string, unknown> = {}, meta: Record<string, unknown> = {}) => ({
   apiVersion: "apps/v1", kind: "DaemonSet", metadata: { name: "meshcni-node", namespace: "meshcni", ...meta },

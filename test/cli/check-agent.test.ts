@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { podProxyHandler } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../installer/harness.ts";

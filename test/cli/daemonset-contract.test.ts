@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { objectPath } from "../../internal/cli/check/check.ts";
-import { readWrittenToken } from "../../internal/kube/kubeconfig-render.ts";
+import { readWrittenToken } from "../../internal/agent/install/kubeconfig.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { ensureCli, runCli } from "./support.ts";

@@ -7,7 +7,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { PodRecord, Report } from "../../internal/wire/protocol.ts";
+import type { Report } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { repoPath } from "../support/golden.ts";
 import { checkExposition } from "../support/prometheus.ts";
 import { type Cluster, DAEMONSET_PATH, daemonSet, ensureBuilt, freePort, type HostDirs, INSTALLER, type InstallerProcess, installerArgs, isChainedIn, NODE_PATH, readyz, startCluster, startInstaller, until } from "./harness.ts";

@@ -4,7 +4,8 @@
 // the plugin's token (internal/agent/install/token.ts): the TokenRequest, its answers, renewal.
 import { describe, expect, test } from "bun:test";
 import { parseKubeconfig } from "../../internal/kube/kubeconfig.ts";
-import { KubeconfigInputError, readWrittenToken, renderKubeconfig, renderServerUrl } from "../../internal/kube/kubeconfig-render.ts";
+import { readWrittenToken, renderKubeconfig } from "../../internal/agent/install/kubeconfig.ts";
+import { KubeconfigInputError, renderServerUrl } from "../../internal/kube/server-url.ts";
 import { buildTokenRequest, judgeTokenAnswer, renewalDelayMs, retryDelayMs, tokenRequestPath, validUntil } from "../../internal/agent/install/token.ts";
 import { expectGolden } from "../support/golden.ts";
 

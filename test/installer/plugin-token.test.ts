@@ -12,7 +12,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { objectPath } from "../../internal/cli/check/check.ts";
-import { readWrittenToken } from "../../internal/kube/kubeconfig-render.ts";
+import { readWrittenToken } from "../../internal/agent/install/kubeconfig.ts";
 import { buildManifests, type K8sObject } from "../../internal/cli/manifests/objects.ts";
 import { parseValues } from "../../internal/cli/manifests/values.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";

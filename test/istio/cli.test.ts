@@ -10,7 +10,7 @@ import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { profileFor } from "../../internal/mesh/index.ts";
 import { istioProfile } from "../../internal/mesh/istio/profile.ts";
 import { parsePod } from "../../internal/kube/objects.ts";
-import { renderPayloads } from "../../internal/plugin/payloads.ts";
+import { iptablesBackend } from "../../internal/firewall/iptables/index.ts";
 import { repoPath } from "../support/golden.ts";
 import { buildCasePod, goldenPayload } from "./cases.ts";
 
@@ -88,7 +88,7 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
     const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", ...entry }));
     expect(profileFor(conf)).toBe(istioProfile);
     const pod = parsePod(buildCasePod({ pod: "sidecar.json" }))!;
-    expect(renderPayloads(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }))).toBe(goldenPayload("default"));
+    expect(iptablesBackend.render(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }))).toBe(goldenPayload("default"));
   });
 
   test("install-cni --mesh istio carries the port and id flags into the istio section", () => {
@@ -96,7 +96,7 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
     const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", ...entry }));
     expect(istioProfile.firewall(conf).mode).toBe("nft");
     const pod = parsePod(buildCasePod({ pod: "sidecar.json", proxySecurityContext: { runAsUser: null, runAsGroup: null } }))!;
-    const text = renderPayloads(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }));
+    const text = iptablesBackend.render(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }));
     expect(text).toContain("-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 16001");
     expect(text).toContain("-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 16006");
     expect(text).toContain("-A ISTIO_OUTPUT -m owner --uid-owner 2337 -j RETURN");

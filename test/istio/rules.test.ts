@@ -7,7 +7,7 @@ import { CniError } from "../../internal/cni/errors.ts";
 import { profileFor } from "../../internal/mesh/index.ts";
 import { decideIstio, istioProfile } from "../../internal/mesh/istio/profile.ts";
 import { parseInterfaceName } from "../../internal/mesh/istio/options.ts";
-import { renderPayloads } from "../../internal/plugin/payloads.ts";
+import { iptablesBackend } from "../../internal/firewall/iptables/index.ts";
 import { parsePod } from "../../internal/kube/objects.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { buildCasePod, confFor, listCases, readCase, RULES_DIR } from "./cases.ts";
@@ -19,7 +19,7 @@ function renderCase(name: string): string {
   if (!decision.redirect) return `${head}# no rules: ${decision.reason}\n`;
   try {
     const redirect = istioProfile.plan({ conf, pod, podAddresses: input.podAddresses });
-    return `${head}# ${decision.reason}\n${renderPayloads(redirect)}`;
+    return `${head}# ${decision.reason}\n${iptablesBackend.render(redirect)}`;
   } catch (e) {
     if (!(e instanceof CniError)) throw e;
     return `${head}# ADD fails, nothing applied\n${JSON.stringify({ code: e.code, msg: e.msg, details: e.details }, null, 2)}\n`;

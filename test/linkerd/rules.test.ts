@@ -5,7 +5,7 @@ import { CniError } from "../../internal/cni/errors.ts";
 import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 import type { PlanInput } from "../../internal/mesh/profile.ts";
 import { parseService } from "../../internal/kube/objects.ts";
-import { renderPayloads } from "../../internal/plugin/payloads.ts";
+import { iptablesBackend } from "../../internal/firewall/iptables/index.ts";
 import { expectGolden } from "../support/golden.ts";
 import { listCases, readCase, RULES_DIR } from "./cases.ts";
 
@@ -22,7 +22,7 @@ function renderCase(name: string): string {
   const head = `# ${name}${about ? `: ${about}` : ""}\n`;
   if (!decision.redirect) return `${head}# no rules: ${decision.reason}\n`;
   try {
-    return `${head}# ${decision.reason}\n${renderPayloads(linkerdProfile.plan(input))}`;
+    return `${head}# ${decision.reason}\n${iptablesBackend.render(linkerdProfile.plan(input))}`;
   } catch (e) {
     if (!(e instanceof CniError)) throw e;
     return `${head}# ADD fails, nothing applied\n${JSON.stringify({ code: e.code, msg: e.msg, details: e.details }, null, 2)}\n`;

@@ -10,7 +10,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { recordPath } from "../../internal/wire/protocol.ts";
+import { recordPath } from "../../internal/wire/state.ts";
 import { type Attachment, CniRuntime, type Conflist } from "../support/cni-runtime.ts";
 import { isRoot, Netns, sh, uniq } from "../support/netns.ts";
 import { REFERENCE_PLUGINS } from "../support/pod-lab.ts";

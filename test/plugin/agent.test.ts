@@ -7,7 +7,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:tes
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, recordPath } from "../../internal/wire/protocol.ts";
+import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, recordPath } from "../../internal/wire/state.ts";
 import { appendFallbackLog } from "../../internal/plugin/io/state.ts";
 import { type StandInAgent, startStandInAgent } from "../support/agent.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";

@@ -4,7 +4,7 @@
 // hands it a pod that was deleted and created again under the same name.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
-import type { PodRecord } from "../../internal/wire/protocol.ts";
+import type { PodRecord } from "../../internal/wire/state.ts";
 import { parseNamespace, parsePod } from "../../internal/kube/objects.ts";
 import type { KubeClient, PluginDeps } from "../../internal/plugin/deps.ts";
 import { runPlugin } from "../../internal/plugin/run.ts";

@@ -17,7 +17,7 @@
 // The cache and the API client come in as interfaces; internal/agent/cache/watch-cache.ts wires them.
 import { Code } from "../../cni/spec.ts";
 import { AGENT_GET_TIMEOUT_MS, AGENT_WATCH_WAIT_MS } from "../../wire/protocol.ts";
-import type { ApiAnswer } from "../stop.ts";
+import type { ApiAnswer } from "../../kube/client.ts";
 import { keyOf, uidOf } from "./store.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
 

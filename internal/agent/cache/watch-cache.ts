@@ -15,6 +15,7 @@ import { CachePodLookup, type CachedResource } from "./lookup.ts";
 import { Store, trimNamespace, trimPod } from "./store.ts";
 import type { CacheStatus, NodeView, WatchStatus } from "../types.ts";
 import type { KubeClient } from "../../kube/client.ts";
+import type { Logger } from "../../log/logger.ts";
 
 export interface InformerTiming {
   /** First back-off after a failure (ms); doubles per failure in a row, jittered to 50-100 %. */
@@ -44,7 +45,7 @@ const abortableSleep = (ms: number, signal: AbortSignal) => new Promise<void>((r
   signal.addEventListener("abort", done, { once: true });
 });
 
-type Log = { info(m: string): void; warn(m: string): void };
+type Log = Pick<Logger, "info" | "warn">;
 
 export class Informer implements CachedResource {
   readonly store: Store;

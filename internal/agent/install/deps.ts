@@ -3,6 +3,7 @@
 import type { HostVerdict } from "./hostcheck/check.ts";
 import type { PluginAccount, PluginToken } from "./token.ts";
 import type { Observed } from "./plan.ts";
+import type { Logger } from "../../log/logger.ts";
 
 export interface FileStat {
   size: number;
@@ -43,13 +44,6 @@ export interface HostFs {
   recoverInterruptedWrites(dir: string): string[];
 }
 
-export interface Log {
-  debug(msg: string): void;
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-}
-
 export interface Watch {
   close(): void;
 }
@@ -70,7 +64,7 @@ export interface PluginTokens {
 
 export interface InstallerDeps {
   fs: HostFs;
-  log: Log;
+  log: Logger;
   /** Milliseconds, monotonic enough for back-off. */
   now(): number;
   /** Without it (or without config.hostRoot), the plugin is installed unchecked. */

@@ -6,9 +6,8 @@ import { isChained, type JsonObject } from "./conflist/chain.ts";
 import { isConfigFileName, parseHostConfig } from "./conflist/parse.ts";
 import { type ReadFile, type Selection, selectNamedConfig, selectPrimaryConfig } from "./conflist/select.ts";
 import { kubeconfigPath } from "../../config/entry.ts";
-import {
-  KubeconfigInputError, readWrittenToken, renderKubeconfig, renderServerUrl, renderTime, type WrittenToken,
-} from "../../kube/kubeconfig-render.ts";
+import { KubeconfigInputError, renderServerUrl } from "../../kube/server-url.ts";
+import { readWrittenToken, renderKubeconfig, renderTime, type WrittenToken } from "./kubeconfig.ts";
 import { accountName, validUntil } from "./token.ts";
 import type { InstallStatus } from "../observe/status.ts";
 import { HOST_CHECK_PATHS } from "./hostcheck/check.ts";

@@ -4,12 +4,13 @@
 // too, so one missed event cannot leave a stale kubeconfig or a lost chain behind. When told to
 // stop it asks whether to undo (the agent's answer: internal/agent/stop.ts) and undoes only then.
 import type { StopDecision } from "../stop.ts";
-import type { Log, Watch, WatchDir } from "./deps.ts";
+import type { Watch, WatchDir } from "./deps.ts";
+import type { Logger } from "../../log/logger.ts";
 import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
 
 export interface RunDeps {
   watch: WatchDir;
-  log: Log;
+  log: Logger;
   /** Reconcile this often besides the watches (run mode); DEFAULT_RESYNC_MS when absent. */
   resyncMs?: number;
   /** Called at each periodic resync with what was not current before it (empty: nothing). */

@@ -1,7 +1,7 @@
 // The installer's log: consola, one line per event with a timestamp and the level, info on
 // stdout and warnings and errors on stderr (a DaemonSet's log keeps both).
 import { createConsola, type LogObject } from "consola";
-import type { Log } from "../install/deps.ts";
+import type { Logger } from "../../log/logger.ts";
 import type { LogLevel } from "../options.ts";
 
 const LEVELS: Record<LogLevel, number> = { error: 0, warn: 1, info: 3, debug: 4 };
@@ -11,7 +11,7 @@ export function renderLogLine(obj: Pick<LogObject, "date" | "type" | "args">): s
   return `${obj.date.toISOString()} ${obj.type.padEnd(5)} ${text}\n`;
 }
 
-export function createInstallerLog(level: LogLevel): Log {
+export function createInstallerLog(level: LogLevel): Logger {
   const consola = createConsola({
     level: LEVELS[level],
     reporters: [{

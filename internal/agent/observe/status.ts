@@ -2,7 +2,7 @@
 // the chain, the plugin binary and its kubeconfig, the watch cache, the pods the plugin handled
 // (its records in STATE_DIR/containers), and the agent itself. Pure.
 import type { Counters } from "./metrics.ts";
-import type { PodRecord } from "../../wire/protocol.ts";
+import type { PodRecord, RecordsRead } from "../../wire/state.ts";
 import type { CacheStatus, RepairStatus } from "../types.ts";
 
 /** One part of the installation: where it is and, when it is not current, why. */
@@ -36,29 +36,6 @@ export interface TokenView {
   lastError?: string;
   obtained?: number;
   failures?: number;
-}
-
-export interface RecordsRead {
-  records: PodRecord[];
-  /** Files in the records folder that are not records (named, not read). */
-  unreadable: string[];
-}
-
-const isStr = (x: unknown): x is string => typeof x === "string";
-
-/** A record as the plugin writes it, or undefined for anything else. */
-export function parseRecord(text: string): PodRecord | undefined {
-  let r: Record<string, unknown>;
-  try {
-    r = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  if (typeof r !== "object" || r === null || Array.isArray(r)) return undefined;
-  if (r.v !== 1 || !isStr(r.containerId) || !isStr(r.namespace) || !isStr(r.name) || !isStr(r.reason) || !isStr(r.time)) return undefined;
-  if (r.decision !== "meshed" && r.decision !== "skipped") return undefined;
-  if (r.uid !== undefined && !isStr(r.uid)) return undefined;
-  return r as unknown as PodRecord;
 }
 
 export interface StatusInput {

@@ -3,14 +3,14 @@
 // a Warning Event on it first), logs each action, and keeps the memory for /status and /metrics.
 // It also takes the startup taint off the node once the chain, the binary and the view of the
 // node's pods are ready (internal/agent/repair/taint.ts).
-import type { PodRecord } from "../../wire/protocol.ts";
+import type { PodRecord } from "../../wire/state.ts";
 import {
   type ActResult, afterActs, eventMessage, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairMemory,
   type RepairPlan, repairStatus,
 } from "./plan.ts";
 import { untaintPatch } from "./taint.ts";
 import type { NodeView, RepairStatus } from "../types.ts";
-import type { Log } from "../install/deps.ts";
+import type { Logger } from "../../log/logger.ts";
 import { type AgentApi, nodePath } from "../api.ts";
 import type { AgentWriter } from "./api-write.ts";
 import { podPath } from "../../plugin/io/kube-http.ts";
@@ -26,7 +26,7 @@ export interface RepairDeps {
   view: NodeView;
   api: AgentApi;
   writer: AgentWriter;
-  log: Log;
+  log: Logger;
   /** The plugin's records of the node's sandboxes (read at each round; one function, so an index can serve them). */
   records(): readonly PodRecord[];
   /**

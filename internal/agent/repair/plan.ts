@@ -17,7 +17,7 @@ import type { Pod } from "../../kube/objects.ts";
 import type { MeshProfile } from "../../mesh/profile.ts";
 import { skipBeforeLookup } from "../../plugin/pre-api.ts";
 import { cachedPod } from "../cache/parsed.ts";
-import type { PodRecord } from "../../wire/protocol.ts";
+import type { PodRecord } from "../../wire/state.ts";
 import { matchRecord } from "./record-match.ts";
 import type { BypassingPod, RepairStatus, UnverifiedPod } from "../types.ts";
 import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "./validator.ts";

@@ -7,7 +7,7 @@
 // sandbox comes just before that condition's lastTransitionTime, and the ADD of an earlier sandbox
 // of the same pod came before that sandbox was ready, went and was made again. Without the
 // condition (older kubelets), the UID alone decides. Pure.
-import type { PodRecord } from "../../wire/protocol.ts";
+import type { PodRecord } from "../../wire/state.ts";
 
 /**
  * How long before the sandbox's PodReadyToStartContainers transition its ADD may have been: the

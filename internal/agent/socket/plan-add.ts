@@ -13,12 +13,13 @@ import { Code } from "../../cni/spec.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "../../plugin/deps.ts";
 import { logContext, parseLevel } from "../../plugin/log.ts";
 import { peekConf } from "../../plugin/peek.ts";
-import { safeContainerId } from "../../plugin/io/state.ts";
+import { safeContainerId } from "../../wire/state.ts";
 import { checkUid } from "../../plugin/pod-uid.ts";
 import { runPlugin } from "../../plugin/run.ts";
 import { buildReport, completeSummary, type Summary } from "../../wire/summary.ts";
 import { cachedNamespace, cachedPod } from "../cache/parsed.ts";
-import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type PodRecord, type Report } from "../../wire/protocol.ts";
+import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type Report } from "../../wire/protocol.ts";
+import { type PodRecord } from "../../wire/state.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
 
 export interface PlannerDeps {

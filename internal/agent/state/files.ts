@@ -6,11 +6,9 @@
 import { randomBytes } from "node:crypto";
 import { lstatSync, mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import {
-  FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath,
-} from "../../wire/protocol.ts";
-import { parseRecord, type RecordsRead } from "../observe/status.ts";
-import { safeContainerId } from "../../plugin/io/state.ts";
+import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../../wire/state.ts";
+import { parseRecord, type RecordsRead } from "../../wire/state.ts";
+import { safeContainerId } from "../../wire/state.ts";
 import { readFileNoFollow, writeFileNoFollow } from "./safe-file.ts";
 
 /** A record is a few hundred bytes; anything much larger in the folder is not one. */

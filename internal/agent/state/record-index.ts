@@ -13,10 +13,10 @@
 // held a record of.
 import { type FSWatcher, lstatSync, mkdirSync, readdirSync, watch } from "node:fs";
 import { basename } from "node:path";
-import { type PodRecord, RECORDS_SUBDIR, recordPath } from "../../wire/protocol.ts";
-import type { RecordsRead } from "../observe/status.ts";
+import { type PodRecord, RECORDS_SUBDIR, recordPath } from "../../wire/state.ts";
+import type { RecordsRead } from "../../wire/state.ts";
 import { isRecordName, readRecordFile } from "./files.ts";
-import { safeContainerId } from "../../plugin/io/state.ts";
+import { safeContainerId } from "../../wire/state.ts";
 
 /** How long a removed record's container is still known (its DEL's report follows at once). */
 export const REMOVED_KEPT_MS = 10 * 60_000;

@@ -2,7 +2,7 @@
 // buildStatus), fetched through the API server's pod proxy, read defensively (agents older
 // than the watch cache or repair lack those members), and judged. Reading and judging are
 // pure; fetchAgentStatuses asks through the injected ApiClient.
-import type { CheckResult } from "./check.ts";
+import type { CheckResult } from "./result.ts";
 import type { ApiClient, HttpAnswer } from "../context.ts";
 
 type Json = Record<string, unknown>;

@@ -5,7 +5,7 @@
 import { parse as parseYaml } from "yaml";
 import type { PluginConf } from "../../config/plugin-config.ts";
 import { MESH_INIT } from "./pods.ts";
-import type { CheckResult } from "./check.ts";
+import type { CheckResult } from "./result.ts";
 import type { HttpAnswer } from "../context.ts";
 
 type Json = Record<string, unknown>;

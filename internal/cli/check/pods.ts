@@ -5,7 +5,7 @@
 // redirect (internal/agent/repair/validator.ts). A pod with no record of the ADD of its current sandbox
 // in its node's /status (internal/agent/repair/record-match.ts) is unverified: a warning, since the
 // records can be lost (a reinstall of an older meshcni, a wiped state folder). Pure.
-import type { PodRecord } from "../../wire/protocol.ts";
+import type { PodRecord } from "../../wire/state.ts";
 import { matchRecord, recordOfPod, type SandboxRef } from "../../agent/repair/record-match.ts";
 import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "../../agent/repair/validator.ts";
 import type { PluginConf } from "../../config/plugin-config.ts";
@@ -15,7 +15,7 @@ import { ISTIO_INIT } from "../../mesh/istio/options.ts";
 import { LINKERD_INIT } from "../../mesh/linkerd/profile.ts";
 import { skipBeforeLookup } from "../../plugin/pre-api.ts";
 import type { AgentAnswer, AgentView, HandledPod } from "./agents.ts";
-import type { CheckResult } from "./check.ts";
+import type { CheckResult } from "./result.ts";
 
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);

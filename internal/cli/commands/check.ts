@@ -1,6 +1,7 @@
 // `meshcnictl check [--pre | --pods]`: can this cluster take meshcni, is meshcni installed and
 // healthy node by node, and does every pod the mesh profile redirects run with its rules.
-import { checkApi, checkCanCreate, checkInstalled, checkMeshedPods, checkNoOtherMeshCni, type CheckResult, passed, renderCheckJson, renderCheckReport } from "../check/check.ts";
+import { checkApi, checkCanCreate, checkInstalled, checkMeshedPods, checkNoOtherMeshCni, passed, renderCheckJson, renderCheckReport } from "../check/check.ts";
+import { type CheckResult } from "../check/result.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS } from "../install-flags.ts";

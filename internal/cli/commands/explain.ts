@@ -1,4 +1,5 @@
 // `meshcnictl explain -f POD.yaml`: what the plugin would do for a pod, offline.
+import { BACKEND_NAMES } from "../../firewall/registry.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { explainPods, extractPods, parseDocuments, parseNamespaceDoc } from "../explain.ts";
@@ -8,7 +9,7 @@ import { type CommandSpec, type Flags, str } from "../spec.ts";
 export const spec: CommandSpec = {
   name: "explain",
   summary: "show what the plugin would do for a pod: the skip and why, or the exact iptables-restore payloads or nft script",
-  usage: "-f FILE [--namespace-file NS.yaml] [--backend iptables|nftables] [config flags]",
+  usage: `-f FILE [--namespace-file NS.yaml] [--backend ${BACKEND_NAMES.join("|")}] [config flags]`,
   description: [
     "Reads a Pod, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob (its pod",
     "template), as YAML or JSON, and runs the plugin's own decision and rule builder on it with",
@@ -20,7 +21,7 @@ export const spec: CommandSpec = {
   options: {
     filename: { type: "string", short: "f", arg: "FILE", file: true, help: "the pod or workload, - for standard input" },
     "namespace-file": { type: "string", arg: "FILE", file: true, help: "the pod's Namespace, for annotations set there" },
-    backend: { type: "string", arg: "NAME", choices: ["iptables", "nftables"], help: "render with this backend (default: from --iptables-mode)" },
+    backend: { type: "string", arg: "NAME", choices: BACKEND_NAMES, help: "render with this backend (default: from --iptables-mode)" },
     ...CONFIG_OPTIONS,
   },
   examples: [
@@ -46,7 +47,7 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   const namespace = nsFile ? parseNamespaceDoc(await read(nsFile, "namespace-file"), `--namespace-file ${nsFile}`) : undefined;
   const what = `--filename ${file}`;
   const { cases, ignored } = extractPods(parseDocuments(await read(file, "filename"), what), what, namespace?.metadata.name);
-  const result = explainPods(buildPluginConfText(values), cases, namespace, ignored, str(flags, "backend"));
+  const result = await explainPods(buildPluginConfText(values), cases, namespace, ignored, str(flags, "backend"));
   ctx.out(result.text);
   if (result.failed) ctx.log.error("the plugin would fail ADD for at least one pod (see above); fix the annotation and recreate the pod");
   return result.failed ? 1 : 0;

@@ -2,10 +2,10 @@
 // input and HTTPS to the API server.
 import { readFile } from "node:fs/promises";
 import { createConsola } from "consola";
-import type { CliContext, Logger } from "../context.ts";
+import type { CliContext, CliLogger } from "../context.ts";
 import { openApiClient } from "./api-client.ts";
 
-export function createCliLogger(): Logger {
+export function createCliLogger(): CliLogger {
   // Human output goes to stderr, so stdout carries nothing but the command's product. On a
   // terminal consola draws its badges; otherwise one plain line each, for logs and tests.
   const plain = {
@@ -20,6 +20,7 @@ export function createCliLogger(): Logger {
     ...(process.stderr.isTTY ? {} : { reporters: [plain] }),
   });
   return {
+    debug: (m) => consola.debug(m),
     info: (m) => consola.info(m),
     success: (m) => consola.success(m),
     warn: (m) => consola.warn(m),

@@ -1,7 +1,8 @@
 // The Kubernetes objects that install meshcni, built from chart values. manifests/templates/
 // renders the same objects with Helm; test/cli/helm.test.ts holds the two to equality. Pure.
 import { createHash } from "node:crypto";
-import { DEFAULT_AGENT_SOCKET, DEFAULT_NETNS_DIR, DEFAULT_STATE_DIR } from "../../wire/protocol.ts";
+import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../../wire/protocol.ts";
+import { DEFAULT_NETNS_DIR } from "../../wire/state.ts";
 import { entryFromOptions, NAMES, renderEntryJson } from "../../config/entry.ts";
 import { HOST_CHECK_PATHS } from "../../agent/install/hostcheck/check.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";

@@ -7,7 +7,7 @@
 import * as v from "valibot";
 import pkg from "../../../package.json" with { type: "json" };
 import { type EntryOptions, MESHES } from "../../config/entry.ts";
-import { IPTABLES_MODES } from "../../config/plugin-config.ts";
+import { IPTABLES_MODES } from "../../firewall/registry.ts";
 import { DNS_LABEL } from "../../kube/names.ts";
 import { LOG_LEVELS } from "../../log/levels.ts";
 

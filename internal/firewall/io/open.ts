@@ -1,9 +1,8 @@
 // A backend's binaries (and ip) inside a pod's network namespace, through nsenter.
-import { backendFor } from "../registry.ts";
+import { backendFor, type FirewallSettings } from "../registry.ts";
 import type { Backend, Firewall, HostView, Tools } from "../backend.ts";
 import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
-import type { FirewallSettings } from "../../mesh/profile.ts";
 import type { Family } from "../../plan/model.ts";
 import { type LockPlan, planXtablesLock } from "../iptables/xtables-lock.ts";
 import { run, timedOut } from "./exec.ts";
@@ -37,12 +36,12 @@ export async function resolveFirewallBinaries(settings: FirewallSettings, famili
   const has = (bin: string) => which(bin, envPath) !== undefined;
   const host: HostView = { has, hostIptables: settings.mode === "auto" ? await hostIptables(envPath) : undefined };
   const nsenter = which("nsenter", envPath);
-  let backend = backendFor(settings.mode, families, host);
+  let backend = await backendFor(settings.mode, families, host);
   // libnftables is loaded only where nftables is (or may become) the backend.
   const mayUseNft = backend.name === "nftables" || (settings.mode === "auto" && "missing" in backend.tools("auto", families, host));
   if (mayUseNft && inProcessAllowed() && (await nftLibraryAvailable())) {
     host.nftLibrary = true;
-    backend = backendFor(settings.mode, families, host);
+    backend = await backendFor(settings.mode, families, host);
   }
   const chosen = backend.tools(settings.mode, families, host);
   return { nsenter, backend, chosen, inProcess: backend.name === "nftables" && host.nftLibrary === true };

@@ -3,11 +3,12 @@
 // our chains, the jumps into them and the rules the profile claims.
 import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
-import type { Logger } from "../../plugin/log.ts";
+import type { Logger } from "../../log/logger.ts";
 import type { ExecResult, Firewall } from "../backend.ts";
 import { BUILTIN_CHAINS, type Family, type RuleSet, type Table } from "./model.ts";
 import { renderCleanup, renderFresh, renderReconcile } from "./restore.ts";
-import { diffRuleSet, hasOwnedChains, parseSave, type SavedState } from "./save.ts";
+import type { SavedState } from "./model.ts";
+import { diffRuleSet, hasOwnedChains, parseSave } from "./save.ts";
 
 const tool = (f: Family, what: "restore" | "save") => `${f === 6 ? "ip6tables" : "iptables"}-${what}`;
 

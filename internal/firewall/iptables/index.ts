@@ -3,7 +3,7 @@
 import type { Plan } from "../../plan/model.ts";
 import type { Backend } from "../backend.ts";
 import { applyRuleSets, removeChains, verifyRuleSets } from "./apply.ts";
-import { type Backend as Variant, chooseBinaries } from "./binaries.ts";
+import { chooseBinaries, type Variant } from "./binaries.ts";
 import { ruleSetOf } from "./from-plan.ts";
 import type { RuleSet } from "./model.ts";
 import { renderFresh } from "./restore.ts";
@@ -26,9 +26,9 @@ export const iptablesBackend: Backend = {
       bins[`save${f}`] = chosen.save[f];
     }
     const warning = chosen.fallback
-      ? `iptables-mode ${chosen.fallback.from}: ${chosen.fallback.missing} not found on the host; using the ${chosen.backend} binaries instead (set iptables-mode to the backend the node has)`
+      ? `iptables-mode ${chosen.fallback.from}: ${chosen.fallback.missing} not found on the host; using the ${chosen.variant} binaries instead (set iptables-mode to the backend the node has)`
       : undefined;
-    return { label: chosen.backend, bins, lockAtNetns: chosen.backend !== "nft", ...(warning ? { warning } : {}) };
+    return { label: chosen.variant, bins, lockAtNetns: chosen.variant !== "nft", ...(warning ? { warning } : {}) };
   },
   render(plan) {
     const parts: string[] = [];

@@ -103,22 +103,22 @@ describe("CHECK's comparison", () => {
 describe("iptables binaries", () => {
   const all = () => true;
   test("auto follows the host's iptables, then nft, legacy, plain", () => {
-    expect((chooseBinaries("auto", [4], all, "legacy") as { backend: string }).backend).toBe("legacy");
-    expect((chooseBinaries("auto", [4], all, undefined) as { backend: string }).backend).toBe("nft");
-    expect((chooseBinaries("auto", [4], (b) => !b.includes("nft"), "nft") as { backend: string }).backend).toBe("legacy");
-    expect((chooseBinaries("auto", [4], (b) => !b.includes("-nft") && !b.includes("-legacy"), undefined) as { backend: string }).backend).toBe("plain");
+    expect((chooseBinaries("auto", [4], all, "legacy") as { variant: string }).variant).toBe("legacy");
+    expect((chooseBinaries("auto", [4], all, undefined) as { variant: string }).variant).toBe("nft");
+    expect((chooseBinaries("auto", [4], (b) => !b.includes("nft"), "nft") as { variant: string }).variant).toBe("legacy");
+    expect((chooseBinaries("auto", [4], (b) => !b.includes("-nft") && !b.includes("-legacy"), undefined) as { variant: string }).variant).toBe("plain");
     expect(chooseBinaries("auto", [4, 6], (b) => b.startsWith("iptables"), undefined)).toHaveProperty("missing");
   });
   test("an explicit mode whose binaries the node lacks falls back to nft, plain, legacy, saying from what", () => {
     // Bottlerocket: no iptables-nft, plain iptables is legacy.
     const bottlerocket = (b: string) => !b.includes("-nft");
     expect(chooseBinaries("nft", [4], bottlerocket, undefined)).toEqual({
-      backend: "plain", restore: { 4: "iptables-restore", 6: "ip6tables-restore" }, save: { 4: "iptables-save", 6: "ip6tables-save" },
+      variant: "plain", restore: { 4: "iptables-restore", 6: "ip6tables-restore" }, save: { 4: "iptables-save", 6: "ip6tables-save" },
       fallback: { from: "nft", missing: "iptables-nft-restore" },
     });
     const onlyLegacy = (b: string) => b.includes("-legacy");
-    expect(chooseBinaries("plain", [4, 6], onlyLegacy, undefined)).toMatchObject({ backend: "legacy", fallback: { from: "plain", missing: "iptables-restore" } });
-    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toMatchObject({ backend: "nft", fallback: { from: "legacy", missing: "iptables-legacy-save" } });
+    expect(chooseBinaries("plain", [4, 6], onlyLegacy, undefined)).toMatchObject({ variant: "legacy", fallback: { from: "plain", missing: "iptables-restore" } });
+    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toMatchObject({ variant: "nft", fallback: { from: "legacy", missing: "iptables-legacy-save" } });
     // A mode the node has is used as it is, with no fallback.
     expect(chooseBinaries("legacy", [4], all, "nft")).not.toHaveProperty("fallback");
   });

@@ -58,3 +58,14 @@ export class RuleSetBuilder {
     return { family: this.family, chains: [...this.chains], rules: [...this.rules] };
   }
 }
+
+// What iptables-save shows of a namespace (save.ts parses it).
+export interface SavedTable {
+  chains: Set<string>;
+  /** Rules in file order; `args` is the text after `-A CHAIN `. */
+  rules: { chain: string; args: string }[];
+}
+
+export interface SavedState {
+  tables: Map<Table, SavedTable>;
+}

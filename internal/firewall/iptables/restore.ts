@@ -1,7 +1,6 @@
 // Rendering RuleSets as iptables-restore payloads (applied with --noflush), and the line format
 // shared with iptables-save.
-import { type Rule, type RuleSet, TABLE_ORDER, type Table } from "./model.ts";
-import type { SavedState } from "./save.ts";
+import { type Rule, type RuleSet, type SavedState, TABLE_ORDER, type Table } from "./model.ts";
 
 /** A token iptables-save prints bare: letters, digits and `_.,:/!+=@%^-` only. */
 export const PLAIN_TOKEN = /^[A-Za-z0-9_.,:/!+=@%^-]+$/;

@@ -1,16 +1,6 @@
 // Reading iptables-save output, and comparing it with the rules a pod should have (CHECK).
-import type { RuleSet, Table } from "./model.ts";
+import type { RuleSet, SavedState, SavedTable, Table } from "./model.ts";
 import { renderArgs } from "./restore.ts";
-
-export interface SavedTable {
-  chains: Set<string>;
-  /** Rules in file order; `args` is the text after `-A CHAIN `. */
-  rules: { chain: string; args: string }[];
-}
-
-export interface SavedState {
-  tables: Map<Table, SavedTable>;
-}
 
 /** Parses iptables-save text. Comment lines and counters are ignored. */
 export function parseSave(text: string): SavedState {

@@ -9,7 +9,7 @@
 // what the plugin prints is its own conversion of the request's prevResult, or the agent's error
 // rendered by the plugin in the request's version; a skip must name the pod and its UID, and the
 // plugin logs it on a line of its own; a plan is checked against the model (plan/check.ts) before
-// any backend renders it, and the binaries are the host's, found by the plugin (agent-apply.ts,
+// any backend renders it, and the binaries are the host's, found by the plugin (apply.ts,
 // imported only when there are rules). When the agent is not there, does not answer in time, or
 // declines (409), the caller runs the whole ADD itself, exactly as without an agent.
 import { checkAddAnswer } from "../../wire/answer.ts";
@@ -21,22 +21,8 @@ import { createLogger, logContext, parseLevel, renderLine } from "../log.ts";
 import { peekConf } from "../peek.ts";
 import { escapeText } from "../../text/escape.ts";
 import type { Summary } from "../../wire/summary.ts";
-import { agentRequest, type FollowUp } from "./client.ts";
-
-export type PlannedAdd =
-  /**
-   * The command is answered: print `stdout`, exit with `exitCode`, report `summary` (through
-   * `followUp`, the agent's connection kept open for it, when there is one).
-   */
-  | { kind: "done"; stdout: string; exitCode: 0 | 1; summary: Summary; followUp?: FollowUp; reported?: true }
-  /**
-   * The agent does not plan this ADD (409), or sent an answer or a plan the plugin cannot use:
-   * the plugin runs it, and may still ask the agent for the pod, unless the agent's own lookup
-   * of the pod is what failed (`lookupFailed`): then it goes to its kubeconfig at once.
-   */
-  | { kind: "declined"; why: string; lookupFailed?: boolean }
-  /** No agent, no answer in time, or one the plugin cannot use: the plugin runs the ADD through its kubeconfig. */
-  | { kind: "unavailable"; why: string };
+import { agentRequest } from "./client.ts";
+import { agentLines, type PlannedAdd } from "./planned.ts";
 
 /** The answer in `body`, or why the plugin cannot use it (agent/answer.ts). */
 function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | string {
@@ -49,20 +35,6 @@ function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | str
   return checkAddAnswer(a, cniArgs);
 }
 
-/**
- * The agent's log lines as the plugin writes them: each one "meshcni: ..." on one line, escaped
- * again (escapeText leaves an already escaped line as it is), so an answer can neither add a line
- * nor drive the terminal of whoever reads the runtime's journal.
- */
-export function agentLines(lines: readonly string[]): string[] {
-  const out: string[] = [];
-  for (const l of lines) {
-    let text = "";
-    for (const p of l.split("\n")) if (p !== "") text += `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`;
-    out.push(text);
-  }
-  return out;
-}
 
 /** The request as the agent reads it: the CNI variables and stdin, and when the command started (`t0`: its performance.now() then). */
 export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string, t0: number): string {

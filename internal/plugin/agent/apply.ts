@@ -1,17 +1,17 @@
-// The second half of a planned ADD (agent-add.ts), imported only when the agent's answer has
+// The second half of a planned ADD (add.ts), imported only when the agent's answer has
 // rules: the plan is checked against the model (plan/check.ts) and applied with the host's
 // binaries in the pod's network namespace, as the plugin applies its own plans. A plan that does
 // not check is never applied; a failed apply fails ADD and takes the agent's record back.
 import type { AddAnswer } from "../../wire/protocol.ts";
 import { CniError, renderError, toCniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
-import type { FirewallSettings } from "../../mesh/profile.ts";
+import type { FirewallSettings } from "../../firewall/registry.ts";
 import { checkPlan } from "../../plan/check.ts";
 import { countRules, type Family, type Plan } from "../../plan/model.ts";
 import { createLogger } from "../log.ts";
 import type { Summary } from "../../wire/summary.ts";
 import type { FollowUp } from "./client.ts";
-import { agentLines, type PlannedAdd } from "./add.ts";
+import { agentLines, type PlannedAdd } from "./planned.ts";
 import { openFirewall } from "../../firewall/io/open.ts";
 import { applyPlan } from "../../firewall/apply.ts";
 import { pathExists } from "../../firewall/io/which.ts";
@@ -19,7 +19,7 @@ import { pathExists } from "../../firewall/io/which.ts";
 export async function applyPlanned(o: {
   answer: AddAnswer; apply: NonNullable<AddAnswer["apply"]>; env: Record<string, string | undefined>; sink(line: string): void;
   signal: AbortSignal; via: { followUp?: FollowUp }; unusable(why: string): PlannedAdd; dropRecord(): Promise<void>;
-  /** The plugin's own result (agent-add.ts), printed once the rules are in; the request's cniVersion for an error. */
+  /** The plugin's own result (add.ts), printed once the rules are in; the request's cniVersion for an error. */
   stdout: string; cniVersion: unknown;
 }): Promise<PlannedAdd> {
   const { answer: a, via } = o;

@@ -3,10 +3,12 @@
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
 // Also the DEL that needs nothing loaded: a container without a record, or whose record says its
 // pod got no rules, runs no process and loads none of the plugin's rule code.
-import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, recordPath, REPORTS_PATH } from "../../wire/protocol.ts";
+import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, REPORTS_PATH } from "../../wire/protocol.ts";
+import { recordPath } from "../../wire/state.ts";
 import { isSupportedVersion } from "../../cni/spec.ts";
 import { type FollowUp, sendReport } from "../agent/client.ts";
-import { readRecord, safeContainerId } from "./state.ts";
+import { readRecord } from "./state.ts";
+import { safeContainerId } from "../../wire/state.ts";
 import { escapeText } from "../../text/escape.ts";
 import { VERSION } from "../../version.ts";
 import { peekConf } from "../peek.ts";

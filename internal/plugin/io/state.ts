@@ -4,26 +4,7 @@
 // through internal/plugin/io/libc.ts, loaded only when they are needed, and never through a symbolic
 // link: the state folder is the configured one, but a link planted inside it (at a record's or
 // the log's name, or as the records folder) is never written, appended or removed through.
-import {
-  FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordName, recordPath,
-} from "../../wire/protocol.ts";
-
-/**
- * A container ID that is safe in a file name: the CNI spec's form (parseCmdArgs checks it too),
- * at most 256 characters. What CONTAINER_ID matches, checked with a loop (no RegExp to compile on
- * the plugin's hot path); plugin-state.test.ts holds the two together.
- */
-export const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
-
-export function safeContainerId(id: string | undefined): id is string {
-  if (id === undefined || id.length === 0 || id.length > 256) return false;
-  for (let i = 0; i < id.length; i++) {
-    const c = id.charCodeAt(i);
-    const alnum = (c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57);
-    if (!alnum && (i === 0 || (c !== 95 && c !== 46 && c !== 45))) return false;
-  }
-  return true;
-}
+import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordName, recordPath, safeContainerId } from "../../wire/state.ts";
 
 const isStr = (x: unknown): x is string => typeof x === "string";
 

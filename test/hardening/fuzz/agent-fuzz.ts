@@ -9,12 +9,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../../internal/agent/socket/handler.ts";
 import { createAddPlanner, type PlannerDeps } from "../../../internal/agent/socket/plan-add.ts";
-import { type AddAnswer, RECORDS_SUBDIR, type Report } from "../../../internal/wire/protocol.ts";
+import { type AddAnswer, type Report } from "../../../internal/wire/protocol.ts";
+import { RECORDS_SUBDIR } from "../../../internal/wire/state.ts";
 import { MAX_REPORT_BYTES } from "../../../internal/agent/observe/report.ts";
 import { keyOf, trimNamespace, trimPod, uidOf } from "../../../internal/agent/cache/store.ts";
 import type { LookupResult, PodLookup } from "../../../internal/agent/types.ts";
 import { backendOfMode } from "../../../internal/firewall/registry.ts";
-import { addThroughAgent, type PlannedAdd } from "../../../internal/plugin/agent/add.ts";
+import { addThroughAgent } from "../../../internal/plugin/agent/add.ts";
+import type { PlannedAdd } from "../../../internal/plugin/agent/planned.ts";
 import { type AgentSocket, serveAgentSocket } from "../../../internal/agent/socket/serve.ts";
 import { lookupTarget } from "../../../internal/plugin/io/early-lookup.ts";
 import { writeRecordFor } from "../../../internal/agent/state/files.ts";
@@ -307,7 +309,7 @@ export function startAgentFuzz(
       // failed and took the agent's record back.
       let payload: string;
       try {
-        payload = backendOfMode(a.apply.settings.mode).render(checkPlan(a.apply.plan));
+        payload = (await backendOfMode(a.apply.settings.mode)).render(checkPlan(a.apply.plan));
       } catch (e) {
         problems.push(`the plugin took a plan that does not check: ${(e as Error).message}`);
         return out;

@@ -14,7 +14,7 @@
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { RECORDS_SUBDIR } from "../../../internal/wire/protocol.ts";
+import { RECORDS_SUBDIR } from "../../../internal/wire/state.ts";
 import { type ApiServer, startApiServer } from "../../support/apiserver.ts";
 import { type StandInAgent, startStandInAgent } from "../../support/agent.ts";
 import { Netns, uniq } from "../../support/netns.ts";

@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../../internal/agent/socket/handler.ts";
 import { createAddPlanner } from "../../../internal/agent/socket/plan-add.ts";
-import { RECORDS_SUBDIR } from "../../../internal/wire/protocol.ts";
+import { RECORDS_SUBDIR } from "../../../internal/wire/state.ts";
 import { writeRecordFor } from "../../../internal/agent/state/files.ts";
 import { serviceAccountClient } from "../../../internal/kube/client.ts";
 import { WatchCache } from "../../../internal/agent/cache/watch-cache.ts";

@@ -3,12 +3,13 @@
 // at 80 % of the lifetime the server granted, and tries again with back-off while a request
 // fails, saying so in the log. The installer writes whatever token is current into the plugin's
 // kubeconfig (internal/agent/install/installer.ts); what the answers mean is internal/agent/install/token.ts.
-import type { Log, PluginTokens } from "../deps.ts";
+import type { PluginTokens } from "../deps.ts";
+import type { Logger } from "../../../log/logger.ts";
 import {
   accountName, buildTokenRequest, judgeTokenAnswer, type PluginAccount, type PluginToken, renewalDelayMs,
   retryDelayMs, tokenRequestPath, validUntil,
 } from "../token.ts";
-import { renderTime } from "../../../kube/kubeconfig-render.ts";
+import { renderTime } from "../kubeconfig.ts";
 import type { KubeClient } from "../../../kube/client.ts";
 
 const REQUEST_TIMEOUT_MS = 10_000;
@@ -18,7 +19,7 @@ export interface PluginTokenOptions {
   account: PluginAccount;
   /** expirationSeconds to ask for. */
   seconds: number;
-  log: Log;
+  log: Logger;
   /** Called after each new token, so that the kubeconfig is written with it (also settable later). */
   onToken?: (t: PluginToken) => void;
   /** Epoch milliseconds (Date.now). */

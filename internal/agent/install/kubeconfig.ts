@@ -3,8 +3,9 @@
 // service account (internal/agent/install/token.ts), with a comment line naming that account and
 // the token's expiry, which a restarted agent reads back (readWrittenToken). Pure. The output
 // stays inside the YAML subset the plugin reads (internal/kube/mini-yaml.ts).
-import { KubeconfigError, parseKubeconfig } from "./kubeconfig.ts";
-import { type PluginAccount, accountName } from "../agent/install/token.ts";
+import { KubeconfigError, parseKubeconfig } from "../../kube/kubeconfig.ts";
+import { KubeconfigInputError, renderServerUrl } from "../../kube/server-url.ts";
+import { type PluginAccount, accountName } from "./token.ts";
 
 export interface KubeconfigInput {
   /** KUBERNETES_SERVICE_HOST: a DNS name, an IPv4 address or an IPv6 address (bare or bracketed). */
@@ -19,25 +20,6 @@ export interface KubeconfigInput {
   account: PluginAccount;
   /** When it expires, as the API server said (epoch milliseconds). */
   expiresAt: number;
-}
-
-export class KubeconfigInputError extends Error {}
-
-/** `https://HOST:PORT`, with an IPv6 address in brackets (and only then). */
-export function renderServerUrl(host: string, port: string): string {
-  const h = host.trim();
-  const p = port.trim();
-  if (h === "") throw new KubeconfigInputError("KUBERNETES_SERVICE_HOST is empty");
-  if (!/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535) {
-    throw new KubeconfigInputError(`KUBERNETES_SERVICE_PORT ${JSON.stringify(port)} is not a port number (1-65535)`);
-  }
-  if (/^\[[0-9a-fA-F:.%\w-]+\]$/.test(h)) return `https://${h}:${p}`;
-  if (h.includes(":")) {
-    if (!/^[0-9a-fA-F:.]+(%[\w.-]+)?$/.test(h)) throw new KubeconfigInputError(`KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`);
-    return `https://[${h}]:${p}`;
-  }
-  if (!/^[A-Za-z0-9.-]+$/.test(h)) throw new KubeconfigInputError(`KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`);
-  return `https://${h}:${p}`;
 }
 
 /** The comment line that says whose token the file holds and until when. */

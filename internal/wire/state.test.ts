@@ -1,7 +1,7 @@
 import { expect, test } from "bun:test";
 import { createHash } from "node:crypto";
-import { everyString } from "../../../test/support/regexp-agreement.ts";
-import { RECORD_ID_MAX, recordName } from "../../wire/protocol.ts";
+import { everyString } from "../../test/support/regexp-agreement.ts";
+import { RECORD_ID_MAX, recordName } from "./state.ts";
 import { CONTAINER_ID, safeContainerId } from "./state.ts";
 
 test("safeContainerId's loop agrees with CONTAINER_ID on every short string over a small alphabet, and at the length bound", () => {
