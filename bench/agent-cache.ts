@@ -7,7 +7,7 @@
 //   node_modules/.bin/bun bench/agent-cache.ts [idle-seconds]
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../test/installer/harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../test/agent/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { procSampler } from "./lib.ts";
 

@@ -7,7 +7,7 @@
 //   node_modules/.bin/bun bench/agent-status.ts [records] [calls]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, freePort, isChainedIn, startCluster, startInstaller, until } from "../test/installer/harness.ts";
+import { ensureBuilt, freePort, isChainedIn, startCluster, startInstaller, until } from "../test/agent/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { procSampler } from "./lib.ts";
 

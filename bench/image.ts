@@ -40,7 +40,7 @@ export async function benchImage(): Promise<string> {
     return [
       "## Image size",
       "",
-      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, the node binary (the plugin and the agent in one Bun executable, the installer a link) and exactly the loader and libraries it loads, from Debian's libc6 for each architecture. Uncompressed is podman's image size; compressed is the gzip (level 6) of the image's one layer, what a node pulls.`,
+      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, the node binary (the plugin and the agent in one Bun executable, the agent a link) and exactly the loader and libraries it loads, from Debian's libc6 for each architecture. Uncompressed is podman's image size; compressed is the gzip (level 6) of the image's one layer, what a node pulls.`,
       "",
       "| image | uncompressed | compressed layer | node binary | loader + libraries | target |",
       "|---|---|---|---|---|---|",

@@ -1,4 +1,4 @@
-// The installer (the node agent) at rest: CPU time and wake-ups over a quiet minute, and resident
+// The agent (the node agent) at rest: CPU time and wake-ups over a quiet minute, and resident
 // memory, once the chain is in place and the agent answers on its socket (a stand-in API server
 // holds its DaemonSet). Floor, measured side by side: a compiled Bun program that only watches a
 // folder (what any inotify-driven Bun daemon costs).
@@ -6,7 +6,7 @@
 //   node_modules/.bin/bun bench/installer-idle.ts [seconds]
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/installer/harness.ts";
+import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/agent/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { type ProcSample, procSampler } from "./lib.ts";
 

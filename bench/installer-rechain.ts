@@ -1,12 +1,12 @@
 // Re-chain latency: how long after the primary CNI rewrites its config the file holds meshcni's
 // entry again, seen from outside through inotify. Floor, measured in the same run and
 // interleaved: a minimal Bun watcher that answers every rewrite with the same kind of atomic
-// write (no debounce, no parsing), so the difference is the installer's own cost.
+// write (no debounce, no parsing), so the difference is the agent's own cost.
 //
 //   node_modules/.bin/bun bench/installer-rechain.ts [rewrites]
 import { type FSWatcher, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller } from "../test/installer/harness.ts";
+import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller } from "../test/agent/harness.ts";
 import { DEBOUNCE_MS } from "../internal/agent/install/run.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, summarize } from "./lib.ts";
@@ -114,7 +114,7 @@ export async function benchRechain(rewrites = 200): Promise<string> {
       "|---|---|---|---|---|",
       ...[s, f].map((x) => `| ${x.name} | ${ms(x.median)} | ${ms(x.p90)} | ${ms(x.p99)} | ${ms(Math.max(...(x === s ? ours : base)))} |`),
       "",
-      `Target: p99 at most 100 ms: ${s.p99 <= 100 ? "met" : "NOT met"}. The installer waits ${DEBOUNCE_MS} ms after an event for the rest of the burst, then selects, parses, plans and writes atomically (fsync) the config and its undo record.` +
+      `Target: p99 at most 100 ms: ${s.p99 <= 100 ? "met" : "NOT met"}. The agent waits ${DEBOUNCE_MS} ms after an event for the rest of the burst, then selects, parses, plans and writes atomically (fsync) the config and its undo record.` +
         `${warned ? " (It logged a back-off warning: the rewrites came too fast.)" : ""}`,
       "",
     ].join("\n");

@@ -79,7 +79,7 @@ export async function benchPlugin(): Promise<string> {
     const redirect = linkerdProfile.plan({ conf: pconf, pod, namespace: nsObj, podAddresses: [] });
     const ruleset = ruleSetOf(redirect.families[0]!);
     const payload = renderFresh(ruleset);
-    // The same entry with the node agent: the installer writes agent_socket and state_dir.
+    // The same entry with the node agent: the agent writes agent_socket and state_dir.
     const agentConf = JSON.stringify({ ...conf, agent_socket: info.agentSocket, state_dir: info.stateDir });
     const delEnv = { ...addEnv("web-5b8b6f7c9d-x2x7q"), CNI_COMMAND: "DEL", CNI_CONTAINERID: "never-added" };
     const reset = () => {

@@ -1,5 +1,5 @@
 // meshcni-installer: the process of the meshcni DaemonSet, the node agent. It wires the real
-// files, watches, clock, log, signals, sockets and API server to the installer
+// files, watches, clock, log, signals, sockets and API server to the agent
 // (internal/agent/install) and the agent's parts (internal/agent), and maps the outcome to an exit
 // code: 0 done, 1 failed, 2 bad usage.
 import { existsSync, readFileSync } from "node:fs";
@@ -19,8 +19,8 @@ import { type RepairLoop, startRepair } from "../internal/agent/repair/loop.ts";
 import { clientWriter } from "../internal/agent/repair/api-write.ts";
 import { entryFromConfigText } from "../internal/agent/install/entry.ts";
 import { Installer } from "../internal/agent/install/installer.ts";
-import { type InstallerOptions, OptionsError, parseInstallerOptions, renderUsage } from "../internal/agent/options.ts";
-import { runInstaller } from "../internal/agent/install/run.ts";
+import { type AgentOptions, OptionsError, parseAgentOptions, renderUsage } from "../internal/agent/options.ts";
+import { runInstall } from "../internal/agent/install/run.ts";
 import type { Logger } from "../internal/log/logger.ts";
 import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "../internal/agent/api.ts";
 import { PluginTokenSource } from "../internal/agent/install/io/token.ts";
@@ -35,7 +35,7 @@ import { RecordIndex } from "../internal/agent/state/record-index.ts";
 import { checkBinaryOnHost } from "../internal/agent/install/io/host-root.ts";
 import { createHostFs } from "../internal/agent/install/io/fs.ts";
 import { serveHealth } from "../internal/agent/observe/serve.ts";
-import { createInstallerLog, printPluginLines } from "../internal/agent/observe/log.ts";
+import { createAgentLog, printPluginLines } from "../internal/agent/observe/log.ts";
 import { watchDir } from "../internal/agent/install/io/watch.ts";
 import { VERSION } from "../internal/version.ts";
 
@@ -64,7 +64,7 @@ function podSource(api: KubeClient, nodeName: string | undefined, log: Logger, s
 }
 
 /** Repair's settings from the flags and the plugin's own entry (its exclusions, its mesh). */
-function repairConfig(opts: InstallerOptions, entry: JsonObject, node: string): RepairConfig | string {
+function repairConfig(opts: AgentOptions, entry: JsonObject, node: string): RepairConfig | string {
   const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
   const profile = profileFor(conf);
   if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
@@ -90,7 +90,7 @@ function drainFallbackLog(stateDir: string, log: Logger): number {
   return printed;
 }
 
-/** The installer's status, the kubeconfig's with what the token source knows of the plugin's token. */
+/** The agent's status, the kubeconfig's with what the token source knows of the plugin's token. */
 function installStatus(inst: Installer, tokens: PluginTokenSource): InstallStatus {
   const s = inst.status();
   s.kubeconfig.token = { ...tokens.status(), ...s.kubeconfig.token };
@@ -99,7 +99,7 @@ function installStatus(inst: Installer, tokens: PluginTokenSource): InstallStatu
 
 /**
  * The plugin's token: requested at once with the agent's credentials, renewed and retried until
- * `signal` aborts; each new one makes the installer write the kubeconfig (through `kick`). A
+ * `signal` aborts; each new one makes the agent write the kubeconfig (through `kick`). A
  * token of the same account in the kubeconfig a previous agent wrote stands until then.
  */
 function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Logger, signal: AbortSignal): void {
@@ -116,7 +116,7 @@ function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Logg
 }
 
 /** Where the plugin's service account is: the agent's namespace (POD_NAMESPACE, else the service account folder's). */
-function pluginAccountNamespace(opts: InstallerOptions): string | undefined {
+function pluginAccountNamespace(opts: AgentOptions): string | undefined {
   if (opts.podNamespace) return opts.podNamespace;
   try {
     return readFileSync(`${opts.serviceAccountDir}/namespace`, "utf8").trim() || undefined;
@@ -126,7 +126,7 @@ function pluginAccountNamespace(opts: InstallerOptions): string | undefined {
 }
 
 async function runAgent(
-  opts: InstallerOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Logger,
+  opts: AgentOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Logger,
   signal: AbortSignal,
 ): Promise<number> {
   const counters = newCounters();
@@ -266,7 +266,7 @@ async function runAgent(
   tokens.onToken = () => kick();
   startPluginTokens(inst, tokens, log, AbortSignal.any([signal, tokenStop.signal]));
   try {
-    const ok = await runInstaller(inst, "run", {
+    const ok = await runInstall(inst, "run", {
       watch: watchDir,
       log,
       reconcileOn: (k) => (kick = k),
@@ -309,7 +309,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
-    opts = parseInstallerOptions(argv, Bun.env, { pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(",") });
+    opts = parseAgentOptions(argv, Bun.env, { pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(",") });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
     process.stderr.write(`meshcni-installer: ${e.message}\n`);
@@ -319,7 +319,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     process.stdout.write(renderUsage());
     return 0;
   }
-  const log = createInstallerLog(opts.logLevel);
+  const log = createAgentLog(opts.logLevel);
   let entry;
   try {
     const text = opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8");
@@ -360,7 +360,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
       startPluginTokens(inst, tokens, log, AbortSignal.any([stop.signal, tokenStop.signal]));
       try {
         const deps = { watch: watchDir, log, reconcileOn: (k: () => void) => (kick = k) };
-        const installed = await runInstaller(inst, "once", deps, stop.signal);
+        const installed = await runInstall(inst, "once", deps, stop.signal);
         return installed ? 0 : 1;
       } finally {
         tokenStop.abort();

@@ -9,7 +9,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { consola } from "consola";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../test/installer/harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../test/agent/harness.ts";
 import { type Conflist, CniRuntime } from "../test/support/cni-runtime.ts";
 import { type Listener, listen, Netns, probe, sh, uniq } from "../test/support/netns.ts";
 import { PodLab, REFERENCE_PLUGINS, readFixture, withAnnotations } from "../test/support/pod-lab.ts";

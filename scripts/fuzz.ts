@@ -7,7 +7,7 @@
 // alone. `--case K` replays one case of a seed: its inputs, all three runs, and the verdict.
 // Then the agent's socket under 20,000 hostile requests (fuzz/socket-fuzz.ts: raw bytes to the
 // compiled agent, and to its handler), 200 sequences of ADD/CHECK/DEL/GC through dist/meshcni
-// with and without the agent, checking the records (fuzz/records-fuzz.ts), and the installer
+// with and without the agent, checking the records (fuzz/records-fuzz.ts), and the agent
 // chaos run (test/hardening/chaos/): 1,000 operations of a simulated primary CNI against
 // dist/meshcni-installer, with SIGTERM and kill -9 at random moments. `--only socket --case K`
 // replays request K, `--only records --case K` sequence K.

@@ -5,14 +5,14 @@
 //    and its meshcni-installer link go to OUTDIR/<arch>/opt/meshcni/;
 // 2. Debian's libc6 for that architecture comes from the package registry (apt-get download,
 //    cached under .cache/debs) and is unpacked into a sysroot (.cache/sysroot/<arch>);
-// 3. internal/agent/install/hostcheck, the same check the installer runs on a node, lists the loader and
+// 3. internal/agent/install/hostcheck, the same check the agent runs on a node, lists the loader and
 //    the libraries the binary loads in that sysroot, and exactly those files are copied into
 //    OUTDIR/<arch>/ at the paths the loader looks for them;
 // 4. `podman build --platform linux/<arch>` of the Containerfile (FROM scratch; COPY <arch>/ /)
 //    tags TAG-<arch> and adds it to the manifest list TAG.
 //
 // --musl also puts the musl build of the node binary in the image as /opt/meshcni/meshcni-musl
-// (the installer installs it on hosts without glibc). It is a second Bun runtime, ~100 MB:
+// (the agent installs it on hosts without glibc). It is a second Bun runtime, ~100 MB:
 // that variant is over the 120 MB budget, so it is tagged TAG-musl and is not the default.
 import { copyFileSync, existsSync, mkdirSync, readdirSync, rmSync, statSync } from "node:fs";
 import { dirname, join } from "node:path";

@@ -2,7 +2,7 @@
 # Installs what `npm test`, `npm run demo` and `bun run bench` need and this machine lacks:
 # bun (from npm, into node_modules) and, as root on Debian, the packages for real network
 # namespaces, iptables (legacy and nft), the reference CNI plugins, podman, containerd, openssl,
-# curl, wget and zsh, and for the arm64 image (bun run image, test/installer/image.test.ts) the
+# curl, wget and zsh, and for the arm64 image (bun run image, test/agent/image.test.ts) the
 # arm64 architecture in dpkg (Debian's arm64 libc6 goes into the image) and qemu-user-static
 # (runs the arm64 binaries). Packages already present are left alone. Safe to run again.
 set -eu

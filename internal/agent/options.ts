@@ -13,7 +13,7 @@ import { LOG_LEVELS, type LogLevel } from "../log/levels.ts";
 export { LOG_LEVELS, type LogLevel };
 export type Mode = "run" | "once" | "uninstall";
 
-export interface InstallerOptions {
+export interface AgentOptions {
   hostNetDir: string;
   hostBinDir: string;
   destNetDir: string;
@@ -146,11 +146,11 @@ function truthy(name: string, raw: string): boolean {
 }
 
 /** Flags win over MESHCNI_* variables, which win over the defaults. */
-export function parseInstallerOptions(
+export function parseAgentOptions(
   argv: readonly string[],
   env: Readonly<Record<string, string | undefined>>,
   defaults: { pluginBinary: string },
-): InstallerOptions {
+): AgentOptions {
   let values: Record<string, string | boolean | undefined>;
   try {
     ({ values } = parseArgs({
@@ -231,7 +231,7 @@ export function parseInstallerOptions(
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
     throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
   }
-  const opts: InstallerOptions = {
+  const opts: AgentOptions = {
     hostNetDir: dir("host-net-dir"),
     hostBinDir: dir("host-bin-dir"),
     destNetDir: dir("dest-net-dir"),

@@ -70,7 +70,7 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   image: { type: "string", arg: "REF", default: resolveImage(parseValues({ digest: RELEASE_IMAGE_DIGEST })), help: "the meshcni image (installer and plugin)" },
   "image-pull-policy": { type: "string", arg: "POLICY", default: "IfNotPresent", choices: PULL_POLICIES, help: "the image's pull policy" },
   "priority-class-name": { type: "string", arg: "NAME", default: "system-node-critical", help: "the DaemonSet pods' priority class (empty for none)" },
-  "health-port": { type: "string", arg: "PORT", default: "9813", help: "the installer's /healthz and /readyz port" },
+  "health-port": { type: "string", arg: "PORT", default: "9813", help: "the agent's /healthz and /readyz port" },
   "pod-annotation": { type: "string", arg: "KEY=VALUE", multiple: true, repeatOnly: true, default: "none", help: "an extra annotation on the DaemonSet's pods" },
   repair: { type: "string", arg: "MODE", default: "evict", choices: REPAIR_VALUES, help: "pods whose mesh validator's latest run found no redirect: the agent evicts them (PodDisruptionBudgets respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), each with an Event, or only reports them (off); pods with no record of an ADD are only reported" },
   "startup-taint": { type: "string", arg: "KEY", default: "none", help: "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)" },

@@ -2,7 +2,7 @@
 // install-cni` (or the Helm chart) renders it into the ConfigMap. Pure.
 import type { IptablesMode } from "../firewall/registry.ts";
 
-/** Names shared by the plugin, the installer and the manifests. */
+/** Names shared by the plugin, the agent and the manifests. */
 export const NAMES = {
   namespace: "meshcni",
   daemonSet: "meshcni-node",
@@ -69,7 +69,7 @@ export interface EntryOptions {
 
 /**
  * The plugin's kubeconfig in a CNI config folder, the one definition: the path written into the
- * entry (the folder as the host sees it) and the file the installer writes (the same folder as
+ * entry (the folder as the host sees it) and the file the agent writes (the same folder as
  * mounted in its container).
  */
 export function kubeconfigPath(destNetDir = "/etc/cni/net.d"): string {

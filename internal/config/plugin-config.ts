@@ -7,7 +7,7 @@ import { CniError } from "../cni/errors.ts";
 import { Code, type CniVersion, isSupportedVersion, SUPPORTED_VERSIONS } from "../cni/spec.ts";
 import { IPTABLES_MODES } from "../firewall/registry.ts";
 
-/** An absolute path without NUL; the installer writes host paths. */
+/** An absolute path without NUL; the agent writes host paths. */
 const AbsolutePath = v.pipe(v.string(), v.regex(/^\/[^\0]*$/, "must be an absolute path"), v.maxLength(4096));
 
 const Port = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535));
@@ -82,7 +82,7 @@ export type IstioSection = v.InferOutput<typeof IstioSectionSchema>;
 export const KubernetesSectionSchema = jsonObject({
   kubeconfig: v.optional(v.string()),
   exclude_namespaces: v.optional(v.array(v.string()), []),
-  /** The namespace of meshcni's own DaemonSet (the installer writes it): its pods pass through. */
+  /** The namespace of meshcni's own DaemonSet (the agent writes it): its pods pass through. */
   pod_namespace: v.optional(v.string()),
   /**
    * A kubeconfig whose server is plain http:// is refused unless this says so: the token would
@@ -111,7 +111,7 @@ export const PluginConfSchema = v.looseObject({
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),
   prevResult: PrevResultSchema,
-  /** The node agent's Unix socket (the installer writes it; protocol.ts). */
+  /** The node agent's Unix socket (the agent writes it; protocol.ts). */
   agent_socket: v.optional(AbsolutePath, DEFAULT_AGENT_SOCKET),
   /** Where the plugin keeps its records and, while the agent is down, its log. */
   state_dir: v.optional(AbsolutePath, DEFAULT_STATE_DIR),

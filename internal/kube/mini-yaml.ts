@@ -1,5 +1,5 @@
 // A small reader for the block-style YAML subset kubeconfig files use (what `kubectl config
-// view` and meshcni's installer write), plus JSON. It keeps the yaml library off the plugin's
+// view` and meshcni's agent write), plus JSON. It keeps the yaml library off the plugin's
 // start-up path. Anything outside the subset is refused with a line number, never guessed.
 
 export type YamlValue = string | boolean | null | YamlValue[] | { [k: string]: YamlValue };

@@ -1,4 +1,4 @@
-// The log levels, the one definition: the plugin's `log_level`, the installer's --log-level,
+// The log levels, the one definition: the plugin's `log_level`, the agent's --log-level,
 // install-cni's --cni-log-level and the chart's logLevel, and the levels of the agent's lines.
 // Pure, and small enough for the plugin.
 

@@ -30,7 +30,7 @@
 // Anything else (no socket, refused, no answer within AGENT_TIMEOUT_MS, another status) makes
 // the plugin fall back to its own kubeconfig GET, exactly as without an agent.
 
-/** Where the installer and the manifests put the socket and the records (host paths). */
+/** Where the agent and the manifests put the socket and the records (host paths). */
 export const DEFAULT_STATE_DIR = "/var/run/meshcni";
 export const DEFAULT_AGENT_SOCKET = `${DEFAULT_STATE_DIR}/agent.sock`;
 

@@ -1,5 +1,5 @@
 // `meshcnictl check` against a real agent: the compiled dist/meshcni-installer runs against
-// temporary host folders (test/installer/harness.ts), and the stand-in API server's pod proxy
+// temporary host folders (test/agent/harness.ts), and the stand-in API server's pod proxy
 // forwards to its health port, so the CLI reads the /status the agent itself builds.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -8,7 +8,7 @@ import { parseAllDocuments } from "yaml";
 import type { PodRecord } from "../../internal/wire/state.ts";
 import { podProxyHandler } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../installer/harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../agent/harness.ts";
 import { ensureCli, runCli, runCliAsync } from "./support.ts";
 
 type Obj = Record<string, any>;

@@ -135,7 +135,7 @@ test("the rendered DaemonSet's installer command installs with the agent's paths
   expect(ours.agent_socket).toBe(join(node.stateDir, "agent.sock"));
   expect(ours.state_dir).toBe(node.stateDir);
   expect(node.leftovers().length).toBe(2);
-  // The installer checked the plugin against the mounted host root before installing it.
+  // The agent checked the plugin against the mounted host root before installing it.
   expect(install.stdout.toString() + install.stderr.toString()).toContain(`this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`);
 });
 

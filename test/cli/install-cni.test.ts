@@ -76,7 +76,7 @@ describe("install-cni objects", () => {
     expect(entryOf(istio)).toEqual(defaultPluginEntry("istio"));
   });
 
-  test("the DaemonSet runs the installer unprivileged on every Linux node", () => {
+  test("the DaemonSet runs the agent unprivileged on every Linux node", () => {
     const objs = parseStream(runCli(["install-cni"]).stdout);
     const ds = daemonSet(objs);
     const pod = ds.spec.template.spec;

@@ -22,7 +22,7 @@ import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts"
 import { NSFS_MAGIC } from "../../internal/agent/socket/netns.ts";
 import { buildManifests } from "../../internal/cli/manifests/objects.ts";
 import { parseValues } from "../../internal/cli/manifests/values.ts";
-import { ensureBuilt, PLUGIN } from "../installer/harness.ts";
+import { ensureBuilt, PLUGIN } from "../agent/harness.ts";
 import { hostPathOf, isWritable, type MountInfo, parseMountInfo, type TranslatedPod, translatePod } from "../support/daemonset-podman.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";

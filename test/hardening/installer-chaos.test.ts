@@ -1,4 +1,4 @@
-// The quick variant of the installer chaos run (the full one, 1,000+ operations, is in
+// The quick variant of the agent chaos run (the full one, 1,000+ operations, is in
 // `bun run fuzz`): a simulated primary CNI rewriting, replacing, deleting and corrupting its
 // configs while dist/meshcni-installer runs, is stopped with SIGTERM and killed with kill -9 at
 // random moments and restarted; an observer process checks every instant. CHAOS_SEED=N replays.

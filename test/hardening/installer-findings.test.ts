@@ -1,4 +1,4 @@
-// Regression tests for what the installer chaos run found, against the compiled installer.
+// Regression tests for what the agent chaos run found, against the compiled installer.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
 import { Installer } from "../../internal/agent/install/installer.ts";
 import { createHostFs, syncDir } from "../../internal/agent/install/io/fs.ts";
-import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../installer/harness.ts";
+import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../agent/harness.ts";
 
 let dirs: HostDirs;
 let running: InstallerProcess | undefined;
@@ -76,8 +76,8 @@ describe("a list made from a single-plugin file is out of date once the host wri
   });
 });
 
-describe("the installer's file operations never replace or remove what the host wrote after meshcni read it", () => {
-  // The chaos run found the host's rewrite lost when it landed between the installer reading a
+describe("the agent's file operations never replace or remove what the host wrote after meshcni read it", () => {
+  // The chaos run found the host's rewrite lost when it landed between the agent reading a
   // config and renaming its chained version over it. These are the primitives that close that.
   const fs = createHostFs();
   let dir: string;
@@ -171,7 +171,7 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
 });
 
 describe("a host config that is a symbolic link is followed as the host follows it", () => {
-  // The host's /etc/cni/net.d is mounted at another path in the installer's container: an
+  // The host's /etc/cni/net.d is mounted at another path in the agent's container: an
   // absolute link the host wrote names a host path, which in the container is another file or
   // none. HOST stands for the host's view of the folder (a path that is nothing here).
   const HOST = "/nonexistent-host/etc/cni/net.d";

@@ -14,7 +14,7 @@ import { recordPath } from "../../internal/wire/state.ts";
 import { type Attachment, CniRuntime, type Conflist } from "../support/cni-runtime.ts";
 import { isRoot, Netns, sh, uniq } from "../support/netns.ts";
 import { REFERENCE_PLUGINS } from "../support/pod-lab.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../installer/harness.ts";
+import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../agent/harness.ts";
 
 const PRIMARY = "10-bridge.conflist";
 const NS = "emojivoto";

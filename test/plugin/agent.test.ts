@@ -519,7 +519,7 @@ describe("no symbolic link in the state folder is followed", () => {
 describe("a rollout: the agent stops, a gap, a new agent", () => {
   test("every ADD either applied its rules or failed closed (retryable); none succeeded without rules", async () => {
     // During the gap the API server rejects the kubeconfig's token (401): the worst case of a
-    // rollout, an agent gone for longer than the plugin's token lives (test/installer/
+    // rollout, an agent gone for longer than the plugin's token lives (test/agent/
     // plugin-token.test.ts has a token outliving the agent that wrote it, and one expiring).
     const results: { phase: string; code: number; err?: number; ruled: boolean }[] = [];
     const one = async (phase: string) => {

@@ -1,7 +1,7 @@
 // The CNI protocol, end to end through the compiled plugin: for every command and every spec
 // version, environment + stdin -> stdout + exit code, compared with testdata/cni/<case>.golden
 // (each golden shows its input), and whether it wrote a payload (MESHCNI_DRY_RUN_FILE) for which
-// families. The payloads themselves are rule goldens: testdata/rules/linkerd/<case>.golden for
+// families. The payloads themselves are rule goldens: testdata/linkerd/rules/pods/<case>.golden for
 // the pods/ cases, and every other meshed ADD must write exactly the default pod's, so one rule
 // change rewrites the rule goldens, not these.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -107,7 +107,7 @@ function cases(): Case[] {
 /** What the protocol golden says of a payload: which families, and where its rules are kept. */
 function payloadSummary(c: Case, payload: string): string {
   const parts = [...payload.matchAll(/^# (.*)$/gm)].map((m) => m[1]);
-  const where = c.name.startsWith("pods/") ? `testdata/rules/linkerd/${c.name.slice(5)}.golden` : "the same as pods/namespace-annotation's";
+  const where = c.name.startsWith("pods/") ? `testdata/linkerd/rules/pods/${c.name.slice(5)}.golden` : "the same as pods/namespace-annotation's";
   return `(written: ${parts.join("; ")}; the rules: ${where})`;
 }
 
@@ -163,7 +163,7 @@ describe("CNI protocol goldens (dist/meshcni)", () => {
       // A failed invocation never leaves a payload behind.
       if (r.code !== 0) expect(r.payload).toBeUndefined();
       if (r.payload) {
-        if (c.name.startsWith("pods/")) expectGolden(`testdata/rules/linkerd/${c.name.slice(5)}.golden`, r.payload);
+        if (c.name.startsWith("pods/")) expectGolden(`testdata/linkerd/rules/pods/${c.name.slice(5)}.golden`, r.payload);
         else payloads.set(c.name, r.payload);
       }
     });
@@ -171,7 +171,7 @@ describe("CNI protocol goldens (dist/meshcni)", () => {
 
   test("every meshed ADD outside pods/ (each spec version, each prevResult) writes the default pod's payload", () => {
     expect(payloads.size).toBe(VERSIONS.length + 14);
-    const reference = require("node:fs").readFileSync(repoPath("testdata/rules/linkerd/namespace-annotation.golden"), "utf8");
+    const reference = require("node:fs").readFileSync(repoPath("testdata/linkerd/rules/pods/namespace-annotation.golden"), "utf8");
     for (const [name, payload] of payloads) expect({ name, payload }).toEqual({ name, payload: reference });
   });
 });

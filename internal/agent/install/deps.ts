@@ -1,4 +1,4 @@
-// What the installer needs from the system, as interfaces; internal/agent/install/io/
+// What the agent needs from the system, as interfaces; internal/agent/install/io/
 // implements them with real files, watches and clocks.
 import type { HostVerdict } from "./hostcheck/check.ts";
 import type { PluginAccount, PluginToken } from "./token.ts";

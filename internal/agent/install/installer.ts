@@ -1,4 +1,4 @@
-// The installer's work on one node: put the plugin binary and its kubeconfig in place, chain the
+// The agent's work on one node: put the plugin binary and its kubeconfig in place, chain the
 // entry into the runtime's config, say whether all of it is current, and undo it. Every step is
 // idempotent, so a reconcile after any event (or a restart) simply does what is missing. Files
 // are touched only through deps.fs; decisions come from the pure planners.

@@ -65,7 +65,7 @@ export function renderKubeconfig(input: KubeconfigInput): string {
   ].join("\n");
 }
 
-/** What a kubeconfig this installer wrote says of its token; undefined for any other file. */
+/** What a kubeconfig this agent wrote says of its token; undefined for any other file. */
 export interface WrittenToken {
   token: string;
   account: PluginAccount;

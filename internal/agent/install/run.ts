@@ -1,4 +1,4 @@
-// The installer's life: install, then sleep on inotify until the host's config folder, the
+// The agent's life: install, then sleep on inotify until the host's config folder, the
 // plugin binary or the service account folder (the CA) changes, or a new token for the plugin
 // arrives, and reconcile shortly after. A periodic resync (once a minute by default) reconciles
 // too, so one missed event cannot leave a stale kubeconfig or a lost chain behind. When told to
@@ -17,7 +17,7 @@ export interface RunDeps {
   onResync?(problemsBefore: string[], fixed: boolean): void;
   /** Run mode, once stopped: undo everything, or leave it all in place? */
   decideOnStop?(): Promise<StopDecision>;
-  /** Hands over the function that makes the installer reconcile soon (called when a new token arrives). */
+  /** Hands over the function that makes the agent reconcile soon (called when a new token arrives). */
   reconcileOn?(kick: () => void): void;
 }
 
@@ -40,7 +40,7 @@ const RETRY_MAX_MS = 30_000;
  * Watches and reconciles until `signal` aborts (run) or the chain and the plugin's kubeconfig are
  * in place (once). Returns false when --once was stopped before that.
  */
-export async function runInstaller(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<boolean> {
+export async function runInstall(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<boolean> {
   const { log } = deps;
   const { hostNetDir, hostBinDir, serviceAccountDir } = inst.config;
   inst.prepare();

@@ -1,4 +1,4 @@
-// The installer's log: consola, one line per event with a timestamp and the level, info on
+// The agent's log: consola, one line per event with a timestamp and the level, info on
 // stdout and warnings and errors on stderr (a DaemonSet's log keeps both).
 import { createConsola, type LogObject } from "consola";
 import type { Logger } from "../../log/logger.ts";
@@ -11,7 +11,7 @@ export function renderLogLine(obj: Pick<LogObject, "date" | "type" | "args">): s
   return `${obj.date.toISOString()} ${obj.type.padEnd(5)} ${text}\n`;
 }
 
-export function createInstallerLog(level: LogLevel): Logger {
+export function createAgentLog(level: LogLevel): Logger {
   const consola = createConsola({
     level: LEVELS[level],
     reporters: [{

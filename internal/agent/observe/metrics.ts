@@ -1,6 +1,6 @@
 // The agent's counters and their Prometheus text rendering (/metrics on the health port). The
 // counters change as reports and lookups arrive; rendering is a pure function of a snapshot of
-// them and of the installer's and the cache's state.
+// them and of the agent's and the cache's state.
 import type { Report } from "../../wire/protocol.ts";
 import { LOOKUP_SOURCES } from "./report.ts";
 import type { CacheStatus, LookupResult } from "../types.ts";

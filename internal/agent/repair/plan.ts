@@ -56,7 +56,7 @@ export interface RepairConfig {
   mode: RepairMode;
   /** This node: pods of any other node are never touched. */
   node: string;
-  /** The plugin's conflist entry, as the installer writes it (exclude_namespaces, pod_namespace). */
+  /** The plugin's conflist entry, as the agent writes it (exclude_namespaces, pod_namespace). */
   conf: PluginConf;
   profile: MeshProfile;
   /** The agent's own DaemonSet (in conf.kubernetes.pod_namespace). */

@@ -198,7 +198,7 @@ export async function checkObjectsExist(api: ApiClient, namespace: string): Prom
 
 /**
  * The plugin's configuration from the ConfigMap's entry, parsed by the plugin's own parser, with
- * meshcni's namespace as the installer adds it (the plugin passes its own pods over).
+ * meshcni's namespace as the agent adds it (the plugin passes its own pods over).
  */
 export function confFromConfigMap(cm: Json | undefined, namespace: string): { conf: PluginConf } | { error: string } {
   const data = isObj(cm?.data) ? cm.data : {};
@@ -265,7 +265,7 @@ export function judgePods(list: Json | undefined): CheckResult {
   if (items.length === 0) return { ...base, ok: false, detail: "no meshcni-node pods", hint: "check the DaemonSet's events: kubectl -n <ns> describe ds meshcni-node" };
   const problems = items.map(podProblem).filter((p): p is string => p !== undefined);
   if (problems.length === 0) return { ...base, ok: true, detail: `${items.length} pods` };
-  return { ...base, ok: false, detail: problems.join("\n"), hint: "kubectl -n <ns> logs <pod> shows the installer's reasons" };
+  return { ...base, ok: false, detail: problems.join("\n"), hint: "kubectl -n <ns> logs <pod> shows the agent's reasons" };
 }
 
 export const POD_SELECTOR = Object.entries(SELECTOR).map(([k, v]) => `${k}=${v}`).join(",");

@@ -11,13 +11,13 @@ export type K8sObject = { apiVersion: string; kind: string; metadata: { name: st
 
 /** Where things live inside the meshcni image and the DaemonSet's container. */
 export const CONTAINER = {
-  installer: "/opt/meshcni/meshcni-installer",
+  agent: "/opt/meshcni/meshcni-installer",
   plugin: "/opt/meshcni/meshcni",
-  /** In the -musl image only; the installer installs the first of the two the host can run. */
+  /** In the -musl image only; the agent installs the first of the two the host can run. */
   pluginMusl: "/opt/meshcni/meshcni-musl",
   /**
    * Where the host paths the host check reads (HOST_CHECK_PATHS) are mounted, read-only, each at
-   * its own path under it (the installer's --host-root default). Never the host's whole /.
+   * its own path under it (the agent's --host-root default). Never the host's whole /.
    */
   hostRoot: "/host/root",
   hostNetDir: "/host/etc/cni/net.d",
@@ -183,8 +183,8 @@ export function buildConfigMap(values: Values): K8sObject {
   };
 }
 
-/** The installer's folder switches (see CONTRACT.md). */
-function installerDirArgs(values: Values): string[] {
+/** The agent's folder switches (see CONTRACT.md). */
+function agentDirArgs(values: Values): string[] {
   const args = [
     "--host-net-dir", CONTAINER.hostNetDir,
     "--host-bin-dir", CONTAINER.hostBinDir,
@@ -260,9 +260,9 @@ export function buildDaemonSet(values: Values): K8sObject {
       name: "install-cni",
       image: resolveImage(values),
       imagePullPolicy: values.pullPolicy,
-      command: [CONTAINER.installer],
+      command: [CONTAINER.agent],
       args: [
-        ...installerDirArgs(values),
+        ...agentDirArgs(values),
         "--plugin-binary", `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
         "--plugin-config", `${CONTAINER.configDir}/${CONTAINER.configKey}`,
         "--agent-socket", CONTAINER.agentSocket,

@@ -14,7 +14,7 @@ import { type Attachment, bridgeConflist, CniRuntime, type PluginRun } from "../
 import { repoPath } from "../../support/golden.ts";
 import { sh, uniq } from "../../support/netns.ts";
 import { DIST, REFERENCE_PLUGINS } from "../../support/pod-lab.ts";
-import { ensureBuilt, freePort, HostDirs, type InstallerProcess, startInstaller, until } from "../../installer/harness.ts";
+import { ensureBuilt, freePort, HostDirs, type InstallerProcess, startInstaller, until } from "../../agent/harness.ts";
 
 /** kubelet's default --max-pods. */
 export const KUBELET_MAX_PODS = 110;

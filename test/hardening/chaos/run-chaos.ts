@@ -4,15 +4,15 @@
 // folder on every inotify event and in a tight loop, so that "at every instant" is checked:
 // - every config file ever seen is valid JSON or exactly (or, for the CNI's own in-place writes, a
 //   prefix of) what the simulated CNI wrote;
-// - every list the installer wrote holds exactly one meshcni entry, at its end, and otherwise
+// - every list the agent wrote holds exactly one meshcni entry, at its end, and otherwise
 //   exactly the plugins the CNI wrote (no plugin of the primary CNI is ever lost);
-// - whenever the installer has settled, the runtime's config is chained and no other file is;
+// - whenever the agent has settled, the runtime's config is chained and no other file is;
 // - after every SIGTERM, and at the end, each file equals what the CNI last wrote, byte for byte.
 // The stand-in API server holds no DaemonSet for the agent, so each SIGTERM undoes, as when
 // meshcni is removed from the cluster.
 import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, type InstallerProcess, startCluster, startInstaller } from "../../installer/harness.ts";
+import { ensureBuilt, type InstallerProcess, startCluster, startInstaller } from "../../agent/harness.ts";
 import { repoPath } from "../../support/golden.ts";
 import { jsonEqual } from "../fuzz/expect.ts";
 import { createRng, type Rng } from "../fuzz/prng.ts";
@@ -40,7 +40,7 @@ const CONFIG = /\.(conf|conflist|json)$/;
 /** The simulated CNI's file names (byte order: 05-cilium < 10-calico < 10-flannel < 20-extra). */
 const NAMES = ["05-cilium.conflist", "10-calico.conflist", "10-flannel.conf", "20-extra.conflist"];
 const MESHCNI = "meshcni";
-/** The installer backs off after 40 re-chains of one file in 5 s; the CNI stays below that. */
+/** The agent backs off after 40 re-chains of one file in 5 s; the CNI stays below that. */
 const MAX_REWRITES_PER_5S = 30;
 
 function parse(text: string): Json | undefined {
@@ -193,7 +193,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     count("start");
   };
 
-  /** What must hold once the installer has caught up. */
+  /** What must hold once the agent has caught up. */
   const settledProblems = (): string[] => {
     const p: string[] = [];
     const choice = cni.choice();
@@ -293,7 +293,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       } else if (r < 0.9) {
         count("SIGTERM");
         await Bun.sleep(rng.int(30));
-        // Only once the installer is up: a signal before its handlers exist is the runtime's default.
+        // Only once the agent is up: a signal before its handlers exist is the runtime's default.
         await installer!.waitForLog(/meshcni-installer .*:/, 5000).catch(() => undefined);
         const code = await installer!.stop("SIGTERM");
         if (code !== 0) violations.push(`SIGTERM at op ${i}: exit code ${code}\n${installer!.log().slice(-2000)}`);

@@ -23,7 +23,7 @@ import {
   startCluster,
   startInstaller,
   until,
-} from "../../installer/harness.ts";
+} from "../../agent/harness.ts";
 import { repoPath } from "../../support/golden.ts";
 import { Netns, uniq } from "../../support/netns.ts";
 import {

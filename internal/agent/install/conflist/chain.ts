@@ -1,6 +1,6 @@
 // Putting meshcni's entry into a host network config, and taking it out again. Pure.
 //
-// Output format (the installer's own; goldens pin it): the host's keys in the host's order
+// Output format (the agent's own; goldens pin it): the host's keys in the host's order
 // (except that JavaScript puts integer-like keys first; CNI configs have none), numbers as
 // JavaScript writes them, two-space indent, a trailing newline. Undo gives the host's own bytes
 // back whenever the host has not rewritten the file since. A single-plugin `.conf`/`.json` becomes a list

@@ -1,7 +1,7 @@
 // The ELF rewrite on small executables laid out as a linker lays them out (test/support/
 // elf-builder.ts): what the loader and the kernel read afterwards, what stays byte for byte,
 // the same output for the same input, a rewritten file rewritten again, and what it refuses.
-// The compiled node binary, run with a private loader, is test/installer/elf-rewrite.test.ts.
+// The compiled node binary, run with a private loader, is test/agent/elf-rewrite.test.ts.
 import { describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";

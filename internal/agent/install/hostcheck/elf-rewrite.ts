@@ -5,7 +5,7 @@
 //
 // planElfRewrite reads only the few ranges it needs through `read` (the headers, the interpreter,
 // .dynamic, .dynstr, the section headers) and answers what to write: keep the input's first
-// `keep` bytes, write a handful of ranges, end at `size`. So the installer can copy a 100 MB
+// `keep` bytes, write a handful of ranges, end at `size`. So the agent can copy a 100 MB
 // binary and patch the copy without holding it in memory; buildElfRewrite applies the plan to
 // bytes in memory.
 //

@@ -1,6 +1,6 @@
 // The host check on in-memory host roots: the layouts real distributions have (merged /usr with
 // an absolute loader link, Debian multiarch folders, libraries only in ld.so.cache, musl), and
-// each way a host can fail to run the plugin, with the message the installer shows.
+// each way a host can fail to run the plugin, with the message the agent shows.
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { makeElf, makeLdCache, memoryRoot } from "../../../../test/support/elf-builder.ts";

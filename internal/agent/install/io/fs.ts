@@ -1,4 +1,4 @@
-// The installer's files: atomic writes and copies (temp file in the same folder, fsync, rename),
+// The agent's files: atomic writes and copies (temp file in the same folder, fsync, rename),
 // so that a runtime, or a restart after kill -9, never sees a torn file.
 import { dlopen, FFIType } from "bun:ffi";
 import { randomBytes } from "node:crypto";
@@ -42,7 +42,7 @@ const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
 function hint(e: unknown): string {
   switch (code(e)) {
     case "EROFS": return " (a read-only file system: mount the host folder writable)";
-    case "EACCES": case "EPERM": return " (permission denied: the installer runs as root with the host folders mounted)";
+    case "EACCES": case "EPERM": return " (permission denied: the agent runs as root with the host folders mounted)";
     case "ENOSPC": return " (the disk is full)";
     default: return "";
   }
@@ -52,7 +52,7 @@ function wrap(what: string, path: string, e: unknown): Error {
   return new Error(`cannot ${what} ${path}: ${(e as Error).message}${hint(e)}`, { cause: e });
 }
 
-/** A host folder mounted into the installer's container: `host` as the host sees it, `container` here. */
+/** A host folder mounted into the agent's container: `host` as the host sees it, `container` here. */
 export interface HostFolder {
   host: string;
   container: string;

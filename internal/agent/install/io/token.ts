@@ -1,7 +1,7 @@
 // The plugin's token, kept current: the agent asks the TokenRequest API for a token of the
 // plugin's own service account with its own credentials (internal/kube/client.ts), renews it
 // at 80 % of the lifetime the server granted, and tries again with back-off while a request
-// fails, saying so in the log. The installer writes whatever token is current into the plugin's
+// fails, saying so in the log. The agent writes whatever token is current into the plugin's
 // kubeconfig (internal/agent/install/installer.ts); what the answers mean is internal/agent/install/token.ts.
 import type { PluginTokens } from "../deps.ts";
 import type { Logger } from "../../../log/logger.ts";

@@ -1,4 +1,4 @@
-// Watching folders with inotify (node:fs watch): the installer sleeps until something changes.
+// Watching folders with inotify (node:fs watch): the agent sleeps until something changes.
 import { type FSWatcher, watch } from "node:fs";
 import type { Watch, WatchDir } from "../deps.ts";
 

@@ -1,14 +1,14 @@
 import { describe, expect, test } from "bun:test";
 import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
-import { envName, parseInstallerOptions, renderUsage } from "../../internal/agent/options.ts";
+import { envName, parseAgentOptions, renderUsage } from "../../internal/agent/options.ts";
 import { REPAIR_MODES } from "../../internal/agent/repair/plan.ts";
 import { REPAIR_VALUES } from "../../internal/cli/manifests/values.ts";
 
 const DEFAULTS = { pluginBinary: "/opt/meshcni/meshcni" };
 
-describe("parseInstallerOptions", () => {
+describe("parseAgentOptions", () => {
   test("the contract's defaults", () => {
-    expect(parseInstallerOptions([], {}, DEFAULTS)).toEqual({
+    expect(parseAgentOptions([], {}, DEFAULTS)).toEqual({
       hostNetDir: "/host/etc/cni/net.d",
       hostBinDir: "/host/opt/cni/bin",
       destNetDir: "/etc/cni/net.d",
@@ -34,35 +34,35 @@ describe("parseInstallerOptions", () => {
   });
 
   test("repair and the startup taint: --repair evict|delete|off, grace and rate, --startup-taint KEY (each also MESHCNI_*)", () => {
-    const o = parseInstallerOptions(["--repair", "off", "--startup-taint", "meshcni.io/not-ready"], { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" }, DEFAULTS);
+    const o = parseAgentOptions(["--repair", "off", "--startup-taint", "meshcni.io/not-ready"], { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" }, DEFAULTS);
     expect([o.repair, o.repairGraceSeconds, o.repairRate, o.startupTaint]).toEqual(["off", 5, 2, "meshcni.io/not-ready"]);
-    expect(parseInstallerOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe("node.example.com/cni");
-    expect(parseInstallerOptions(["--repair", "delete"], {}, DEFAULTS).repair).toBe("delete");
-    expect(parseInstallerOptions([], { MESHCNI_REPAIR: "evict" }, DEFAULTS).repair).toBe("evict");
-    expect(() => parseInstallerOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected evict, delete or off');
+    expect(parseAgentOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe("node.example.com/cni");
+    expect(parseAgentOptions(["--repair", "delete"], {}, DEFAULTS).repair).toBe("delete");
+    expect(parseAgentOptions([], { MESHCNI_REPAIR: "evict" }, DEFAULTS).repair).toBe("evict");
+    expect(() => parseAgentOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected evict, delete or off');
     // The contract's in-place needs the agent to write rules itself: refused, saying why.
-    expect(() => parseInstallerOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(/^--repair in-place: not in this release: .*use evict, delete or off$/);
+    expect(() => parseAgentOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(/^--repair in-place: not in this release: .*use evict, delete or off$/);
     // The manifests render exactly the modes the agent takes.
     expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
-    expect(() => parseInstallerOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
-    expect(() => parseInstallerOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
+    expect(() => parseAgentOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
+    expect(() => parseAgentOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });
 
   test("the plugin's identity: --plugin-service-account NAME and --plugin-token-seconds N (each also MESHCNI_*)", () => {
-    const o = parseInstallerOptions(["--plugin-service-account", "cni-reader"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS);
+    const o = parseAgentOptions(["--plugin-service-account", "cni-reader"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS);
     expect([o.pluginServiceAccount, o.pluginTokenSeconds]).toEqual(["cni-reader", 3600]);
-    expect(parseInstallerOptions(["--plugin-token-seconds", "600"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS).pluginTokenSeconds).toBe(600);
+    expect(parseAgentOptions(["--plugin-token-seconds", "600"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS).pluginTokenSeconds).toBe(600);
     // The API server refuses a TokenRequest under 10 minutes.
-    expect(() => parseInstallerOptions(["--plugin-token-seconds", "599"], {}, DEFAULTS)).toThrow('--plugin-token-seconds "599": expected a whole number of seconds, 600');
-    expect(() => parseInstallerOptions(["--plugin-token-seconds", "1d"], {}, DEFAULTS)).toThrow("--plugin-token-seconds");
-    expect(() => parseInstallerOptions([], { MESHCNI_PLUGIN_SERVICE_ACCOUNT: "Not_A_Name" }, DEFAULTS)).toThrow('--plugin-service-account "Not_A_Name": not a Kubernetes object name');
+    expect(() => parseAgentOptions(["--plugin-token-seconds", "599"], {}, DEFAULTS)).toThrow('--plugin-token-seconds "599": expected a whole number of seconds, 600');
+    expect(() => parseAgentOptions(["--plugin-token-seconds", "1d"], {}, DEFAULTS)).toThrow("--plugin-token-seconds");
+    expect(() => parseAgentOptions([], { MESHCNI_PLUGIN_SERVICE_ACCOUNT: "Not_A_Name" }, DEFAULTS)).toThrow('--plugin-service-account "Not_A_Name": not a Kubernetes object name');
   });
 
   test("the agent's flags: node name from NODE_NAME unless given, each flag also MESHCNI_<FLAG>", () => {
-    expect(parseInstallerOptions([], { NODE_NAME: "node-a" }, DEFAULTS).nodeName).toBe("node-a");
-    expect(parseInstallerOptions([], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-b");
-    expect(parseInstallerOptions(["--node-name", "node-c"], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-c");
-    const o = parseInstallerOptions(["--agent-socket", "/run/m/a.sock", "--state-dir", "/run/m/"], {
+    expect(parseAgentOptions([], { NODE_NAME: "node-a" }, DEFAULTS).nodeName).toBe("node-a");
+    expect(parseAgentOptions([], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-b");
+    expect(parseAgentOptions(["--node-name", "node-c"], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-c");
+    const o = parseAgentOptions(["--agent-socket", "/run/m/a.sock", "--state-dir", "/run/m/"], {
       MESHCNI_DAEMONSET_NAME: "mesh-node", MESHCNI_RESYNC_SECONDS: "5",
     }, DEFAULTS);
     expect([o.agentSocket, o.stateDir, o.daemonSetName, o.resyncSeconds]).toEqual(["/run/m/a.sock", "/run/m", "mesh-node", 5]);
@@ -74,7 +74,7 @@ describe("parseInstallerOptions", () => {
       MESHCNI_HEALTH_PORT: "8000", MESHCNI_ONCE: "true", KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443",
       POD_NAMESPACE: "meshcni",
     };
-    const o = parseInstallerOptions(["--host-net-dir", "/flag/net/", "--plugin-config=/p.json"], env, DEFAULTS);
+    const o = parseAgentOptions(["--host-net-dir", "/flag/net/", "--plugin-config=/p.json"], env, DEFAULTS);
     expect(o.hostNetDir).toBe("/flag/net");
     expect(o.hostBinDir).toBe("/env/bin");
     expect(o.confName).toBe("10-x.conflist");
@@ -82,9 +82,9 @@ describe("parseInstallerOptions", () => {
     expect(o.mode).toBe("once");
     expect(o.pluginConfig).toBe("/p.json");
     expect([o.serviceHost, o.servicePort, o.podNamespace]).toEqual(["10.96.0.1", "443", "meshcni"]);
-    expect(parseInstallerOptions(["--uninstall"], {}, DEFAULTS).mode).toBe("uninstall");
-    expect(parseInstallerOptions([], { MESHCNI_UNINSTALL: "1" }, DEFAULTS).mode).toBe("uninstall");
-    expect(parseInstallerOptions([], { MESHCNI_ONCE: "false" }, DEFAULTS).mode).toBe("run");
+    expect(parseAgentOptions(["--uninstall"], {}, DEFAULTS).mode).toBe("uninstall");
+    expect(parseAgentOptions([], { MESHCNI_UNINSTALL: "1" }, DEFAULTS).mode).toBe("uninstall");
+    expect(parseAgentOptions([], { MESHCNI_ONCE: "false" }, DEFAULTS).mode).toBe("run");
   });
 
   test("every flag has its variable", () => {
@@ -115,7 +115,7 @@ describe("parseInstallerOptions", () => {
       [[], { NODE_NAME: "node a" }, /--node-name "node a": not a Kubernetes node name/],
       [["--resync-seconds", "0"], {}, /--resync-seconds "0": expected a whole number of seconds/],
     ];
-    for (const [argv, env, message] of bad) expect(() => parseInstallerOptions(argv, env, DEFAULTS)).toThrow(message);
+    for (const [argv, env, message] of bad) expect(() => parseAgentOptions(argv, env, DEFAULTS)).toThrow(message);
   });
 });
 
@@ -123,7 +123,7 @@ describe("entryFromConfigText", () => {
   test("the agent's socket and state folder, as the host sees them, go into the entry", () => {
     const e = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni", { socket: "/var/run/meshcni/agent.sock", stateDir: "/var/run/meshcni" });
     expect([e.agent_socket, e.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
-    // A --plugin-config's own values are replaced: the installer serves the socket it names.
+    // A --plugin-config's own values are replaced: the agent serves the socket it names.
     const given = entryFromConfigText('{"type":"meshcni","agent_socket":"/elsewhere.sock"}', "/etc/cni/net.d", undefined, { socket: "/run/a.sock", stateDir: "/run" });
     expect(given.agent_socket).toBe("/run/a.sock");
   });

@@ -13,7 +13,7 @@ export const INSTALLER = repoPath("dist/meshcni-installer");
 export const PLUGIN = repoPath("dist/meshcni");
 const BUN = repoPath("node_modules/.bin/bun");
 
-/** Builds dist/meshcni and dist/meshcni-installer when missing or older than the installer's sources. */
+/** Builds dist/meshcni and dist/meshcni-installer when missing or older than the agent's sources. */
 export function ensureBuilt(): void {
   const newest = (dir: string): number => readdirSync(repoPath(dir), { recursive: true, withFileTypes: true })
     .filter((e) => e.isFile() && e.name.endsWith(".ts"))
@@ -35,7 +35,7 @@ export class HostDirs {
   readonly socket: string;
   private generation = 0;
 
-  /** `caPem` defaults to a fixed test CA (the installer only embeds it). */
+  /** `caPem` defaults to a fixed test CA (the agent only embeds it). */
   constructor(token = "token-one", private readonly caPem = readFileSync(repoPath("testdata/installer/ca.crt"), "utf8")) {
     this.root = mkdtempSync(join(tmpdir(), "meshcni-inst-"));
     this.net = join(this.root, "net.d");

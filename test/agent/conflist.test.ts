@@ -58,7 +58,7 @@ function exercise(folder: Folder): string {
   expect(sameFolder(undone, original)).toBe(true);
 
   // The host edits the chained list (keeping meshcni's entry) with a tool of its own: undo keeps
-  // the edit, drops meshcni's entry, and writes in the installer's format.
+  // the edit, drops meshcni's entry, and writes in the agent's format.
   const edited = structuredClone(chained);
   (edited.plugins[0] as JsonObject).hostEdit = "kept";
   folder.set(plan.target, { bytes: new TextEncoder().encode(JSON.stringify(edited, null, 4)), mode: 0o640 });

@@ -2,7 +2,7 @@
 // CNI rewriting its config, another file becoming the first, token rotation, SIGTERM/SIGINT
 // undo, kill -9 in the middle of many writes, waiting for a config, a component that fights.
 // The stand-in cluster holds no DaemonSet, as when meshcni is being removed: SIGTERM undoes
-// (test/installer/agent.test.ts has the restarts that keep everything).
+// (test/agent/agent.test.ts has the restarts that keep everything).
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -45,7 +45,7 @@ function setup(files: Record<string, string> = {}): HostDirs {
   return dirs;
 }
 
-/** No config file in the folder is torn: each parses, or is a file the installer does not own. */
+/** No config file in the folder is torn: each parses, or is a file the agent does not own. */
 function assertNothingTorn(): void {
   for (const name of readdirSync(dirs.net)) {
     if (!/\.(conflist|conf|json)$/.test(name)) continue;
@@ -61,7 +61,7 @@ describe("meshcni-installer process", () => {
     const p = startInstaller(dirs, ["--health-port", String(port)], cluster.env);
     running.push(p);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
-    // The default --plugin-binary is the meshcni next to the installer: dist/meshcni.
+    // The default --plugin-binary is the meshcni next to the agent: dist/meshcni.
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(PLUGIN))).toBe(0);
     expect(statSync(join(dirs.bin, "meshcni")).mode & 0o777).toBe(0o755);
     const kubeconfig = join(dirs.net, "ZZZ-meshcni-kubeconfig");
@@ -125,7 +125,7 @@ describe("meshcni-installer process", () => {
       await until(() => isChainedIn(dirs, "10-calico.conflist") && JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 1400 + i, 5000, `re-chain ${i}`);
       latencies.push(performance.now() - t0);
     }
-    // And a burst with no pause at all: the installer catches up with the last one.
+    // And a burst with no pause at all: the agent catches up with the last one.
     for (let i = 0; i < 50; i++) dirs.writeHost("10-calico.conflist", (last = CALICO.replace('"mtu": 0', `"mtu": ${2000 + i}`)));
     await until(() => isChainedIn(dirs, "10-calico.conflist") && JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 2049, 5000, "catching up");
     latencies.sort((a, b) => a - b);

@@ -66,7 +66,7 @@ function start(extra: string[]): InstallerProcess {
   return p;
 }
 
-describe.skipIf(process.arch !== "x64")("the installer's host check", () => {
+describe.skipIf(process.arch !== "x64")("the agent's host check", () => {
   test("this machine's own root can run dist/meshcni: installed and chained", async () => {
     dirs = cluster.dirs();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);

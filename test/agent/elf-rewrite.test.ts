@@ -1,5 +1,5 @@
 // The compiled node binary given a loader and C library of its own by the ELF rewrite
-// (internal/agent/install/hostcheck/elf-rewrite.ts), as the installer will install it on any host:
+// (internal/agent/install/hostcheck/elf-rewrite.ts), as the agent will install it on any host:
 // - in a root that has no C library at all (only /proc and /dev bind-mounted, the loader and
 //   the libraries in their private folder), it answers VERSION, with a private folder path of
 //   over 200 bytes and with a short one; the binary as built does not even start there;

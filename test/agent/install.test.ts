@@ -1,4 +1,4 @@
-// The installer's steps on real temporary folders, without a process: readiness and its reasons,
+// The agent's steps on real temporary folders, without a process: readiness and its reasons,
 // symlinked configs, the plugin's token missing, expired or from an older meshcni, a damaged undo
 // record.
 import { afterEach, describe, expect, test } from "bun:test";
@@ -110,7 +110,7 @@ describe("Installer", () => {
     inst.reconcile();
     expect(existsSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"))).toBe(false);
     expect(inst.check().problems).toEqual([`no token of meshcni/meshcni-plugin for the plugin's kubeconfig yet (${tokens.why})`]);
-    // The token source says why in the log; the installer does not repeat it at each look.
+    // The token source says why in the log; the agent does not repeat it at each look.
     expect(lines.filter((l) => l.includes("no token of"))).toEqual([]);
     tokens.issue("plugin-token-2");
     tokens.why = undefined;

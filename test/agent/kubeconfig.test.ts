@@ -1,4 +1,4 @@
-// The plugin's kubeconfig: goldens of what the installer writes, and proof that the plugin's
+// The plugin's kubeconfig: goldens of what the agent writes, and proof that the plugin's
 // own reader (internal/kube/kubeconfig.ts) gets the server, token and CA back out of it; the
 // token's account and expiry read back from it (a restarted agent's view); and the pure side of
 // the plugin's token (internal/agent/install/token.ts): the TokenRequest, its answers, renewal.
