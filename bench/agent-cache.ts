@@ -7,7 +7,17 @@
 //   node_modules/.bin/bun bench/agent-cache.ts [idle-seconds]
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller, until } from "../test/agent/harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  type InstallerProcess,
+  isChainedIn,
+  startCluster,
+  startInstaller,
+  until,
+} from "../test/agent/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { procSampler } from "./lib.ts";
 
@@ -26,14 +36,27 @@ async function startAgent(fill: (c: Cluster) => Promise<void>): Promise<Agent> {
   cluster.setDaemonSet("present");
   await fill(cluster);
   const dirs = cluster.dirs();
-  writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
+  writeFileSync(
+    join(dirs.net, "10-calico.conflist"),
+    readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")),
+  );
   const port = freePort();
-  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)], cluster.env);
+  const inst = startInstaller(
+    dirs,
+    ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)],
+    cluster.env,
+  );
   await until(() => isChainedIn(dirs, "10-calico.conflist"), 20_000, "the chain");
-  await until(async () => {
-    const s = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { cache?: { pods?: { synced?: boolean }; namespaces?: { synced?: boolean } } };
-    return s.cache?.pods?.synced && s.cache?.namespaces?.synced;
-  }, 20_000, "the cache in sync");
+  await until(
+    async () => {
+      const s = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as {
+        cache?: { pods?: { synced?: boolean }; namespaces?: { synced?: boolean } };
+      };
+      return s.cache?.pods?.synced && s.cache?.namespaces?.synced;
+    },
+    20_000,
+    "the cache in sync",
+  );
   return { cluster, dirs, inst, port };
 }
 
@@ -58,10 +81,17 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
 
   const full = await startAgent(async (c) => {
     for (let i = 0; i < NAMESPACES; i++) {
-      c.api.addNamespace({ ...namespace, metadata: { ...namespace.metadata, name: i === 0 ? "emojivoto" : `team-${i}`, uid: `ns-uid-${i}` } });
+      c.api.addNamespace({
+        ...namespace,
+        metadata: { ...namespace.metadata, name: i === 0 ? "emojivoto" : `team-${i}`, uid: `ns-uid-${i}` },
+      });
     }
     for (let i = 0; i < PODS; i++) {
-      c.api.addPod({ ...base, metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` }, spec: { ...base.spec, nodeName: "node-a" } });
+      c.api.addPod({
+        ...base,
+        metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` },
+        spec: { ...base.spec, nodeName: "node-a" },
+      });
     }
   });
   // Polled every 100 ms from here: each thread's CPU is kept once seen (bench/lib.ts).
@@ -83,12 +113,19 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
     await Bun.sleep((seconds * 1000) / 2);
     const i1 = sampler.sample();
     const api = full.cluster.api;
-    const gets = () => api.requests.filter((r) => r.path.includes("/pods/") || /^\/api\/v1\/namespaces\/[^/]+$/.test(r.path)).length;
+    const gets = () =>
+      api.requests.filter((r) => r.path.includes("/pods/") || /^\/api\/v1\/namespaces\/[^/]+$/.test(r.path)).length;
     const before = gets();
     const ask = (path: string) => fetch(`http://localhost${path}`, { unix: full.dirs.socket } as RequestInit);
     const l0 = sampler.sample();
     const t0 = performance.now();
-    const answers = await Promise.all(Array.from({ length: PODS }, (_, i) => ask(`/v1/pods/emojivoto/web-${i}?uid=pod-uid-${i}`).then(async (r) => ((await r.json()) as { source?: string }).source)));
+    const answers = await Promise.all(
+      Array.from({ length: PODS }, (_, i) =>
+        ask(`/v1/pods/emojivoto/web-${i}?uid=pod-uid-${i}`).then(
+          async (r) => ((await r.json()) as { source?: string }).source,
+        ),
+      ),
+    );
     const lookupMs = performance.now() - t0;
     const l1 = sampler.sample();
     const fromCache = answers.filter((s) => s === "cache").length;
@@ -96,7 +133,12 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
     // Churn: every pod changes once (status updates as kubelet would send them).
     const c0 = sampler.sample();
     for (let i = 0; i < PODS; i++) {
-      api.updatePod({ ...base, metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` }, spec: { ...base.spec, nodeName: "node-a" }, status: { phase: "Running" } });
+      api.updatePod({
+        ...base,
+        metadata: { ...base.metadata, name: `web-${i}`, namespace: "emojivoto", uid: `pod-uid-${i}` },
+        spec: { ...base.spec, nodeName: "node-a" },
+        status: { phase: "Running" },
+      });
     }
     await Bun.sleep(1000);
     const c1 = sampler.sample();
@@ -130,4 +172,5 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
   }
 }
 
-if (import.meta.main) console.log(await benchAgentCache(Number(Bun.argv[2] ?? Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 30)));
+if (import.meta.main)
+  console.log(await benchAgentCache(Number(Bun.argv[2] ?? Bun.env.MESHCNI_BENCH_IDLE_SECONDS ?? 30)));

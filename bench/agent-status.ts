@@ -22,11 +22,21 @@ export async function benchAgentStatus(records = 20_000, calls = 20): Promise<st
   mkdirSync(folder, { recursive: true, mode: 0o700 });
   for (let i = 0; i < records; i++) {
     const id = `${i.toString(16).padStart(12, "0")}${"a".repeat(52)}`;
-    writeFileSync(join(folder, `${id}.json`), `${JSON.stringify({
-      v: 1, containerId: id, namespace: "emojivoto", name: `web-${i}`, uid: crypto.randomUUID(),
-      decision: i % 2 ? "meshed" : "skipped", reason: "has a linkerd-proxy container", backend: "iptables-nft",
-      families: [4], time: new Date().toISOString(),
-    })}\n`);
+    writeFileSync(
+      join(folder, `${id}.json`),
+      `${JSON.stringify({
+        v: 1,
+        containerId: id,
+        namespace: "emojivoto",
+        name: `web-${i}`,
+        uid: crypto.randomUUID(),
+        decision: i % 2 ? "meshed" : "skipped",
+        reason: "has a linkerd-proxy container",
+        backend: "iptables-nft",
+        families: [4],
+        time: new Date().toISOString(),
+      })}\n`,
+    );
   }
   const port = freePort();
   const args = ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port), "--resync-seconds", "3600"];
@@ -60,8 +70,8 @@ export async function benchAgentStatus(records = 20_000, calls = 20): Promise<st
       "",
       "| records | calls | median wall | agent CPU per call | answer | agent RSS after |",
       "|---|---|---|---|---|---|",
-      `| ${records} | ${calls} | ${median.toFixed(1)} ms | ${cpuMs.toFixed(1)} ms | ${(bytes / 1e6).toFixed(2)} MB `
-        + `| ${(after.rssKb / 1024).toFixed(1)} MB |`,
+      `| ${records} | ${calls} | ${median.toFixed(1)} ms | ${cpuMs.toFixed(1)} ms | ${(bytes / 1e6).toFixed(2)} MB ` +
+        `| ${(after.rssKb / 1024).toFixed(1)} MB |`,
       "",
     ].join("\n");
   } finally {

@@ -15,13 +15,27 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
 import { writeRecordFor } from "../internal/agent/state/files.ts";
 import { repoPath } from "../test/support/golden.ts";
-import { buildEmptyProgram, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
+import {
+  buildEmptyProgram,
+  type Cmd,
+  freshCopy,
+  measure,
+  ms,
+  ratio,
+  type Stats,
+  startApiProcess,
+  table,
+} from "./lib.ts";
 
 const BUILT = repoPath("dist/meshcni");
 const RUNS = Number(Bun.env.BENCH_RUNS ?? 100);
 
 function must(argv: string[], stdin?: string): string {
-  const r = Bun.spawnSync(argv, { stdin: stdin !== undefined ? new TextEncoder().encode(stdin) : "ignore", stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync(argv, {
+    stdin: stdin !== undefined ? new TextEncoder().encode(stdin) : "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) throw new Error(`${argv.join(" ")}: ${r.stderr.toString()}`);
   return r.stdout.toString();
 }
@@ -40,19 +54,41 @@ export async function benchBackends(): Promise<string> {
     // The plugin's records in the run's own folder, not the host's /var/run/meshcni.
     const stateDir = join(dir, "state");
     const confFor = (mode: string) => ({
-      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info", state_dir: stateDir,
-      kubernetes: { kubeconfig: info.kubeconfig }, linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": mode, ipv6: true },
-      prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }, { address: "fd00:10:244:1::c/64", gateway: "fd00:10:244:1::1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: netnsPath }] },
+      cniVersion: "1.0.0",
+      name: "k8s-pod-network",
+      type: "meshcni",
+      log_level: "info",
+      state_dir: stateDir,
+      kubernetes: { kubeconfig: info.kubeconfig },
+      linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": mode, ipv6: true },
+      prevResult: {
+        cniVersion: "1.0.0",
+        ips: [
+          { address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 },
+          { address: "fd00:10:244:1::c/64", gateway: "fd00:10:244:1::1", interface: 0 },
+        ],
+        interfaces: [{ name: "eth0", sandbox: netnsPath }],
+      },
     });
     const env = (command: string) => ({
-      PATH: Bun.env.PATH!, CNI_COMMAND: command, CNI_CONTAINERID: "bench", CNI_NETNS: netnsPath, CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin",
+      PATH: Bun.env.PATH!,
+      CNI_COMMAND: command,
+      CNI_CONTAINERID: "bench",
+      CNI_NETNS: netnsPath,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: "/opt/cni/bin",
       CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-5b8b6f7c9d-x2x7q",
     });
 
     // The same plan the plugin builds, as each backend's payload.
     const pod = await Bun.file(repoPath("testdata/pods/linkerd-meshed.json")).json();
     const nsObj = await Bun.file(repoPath("testdata/pods/namespace-emojivoto.json")).json();
-    const plan = linkerdProfile.plan({ conf: parsePluginConf(JSON.stringify(confFor("nft"))), pod, namespace: nsObj, podAddresses: [] });
+    const plan = linkerdProfile.plan({
+      conf: parsePluginConf(JSON.stringify(confFor("nft"))),
+      pod,
+      namespace: nsObj,
+      podAddresses: [],
+    });
     const [v4, v6] = plan.families.map(ruleSetOf).map(renderFresh) as [string, string];
     // What the plugin sends to a namespace without meshcni's tables (the first try of every ADD).
     const script = renderCreateScript(plan);
@@ -61,10 +97,18 @@ export async function benchBackends(): Promise<string> {
     const reset = () => must(["ip", "netns", "exec", netns, "nft", "flush", "ruleset"]);
     // Each DEL finds the pod's rules and the record an ADD leaves: without the record, DEL
     // would take the path of a container meshcni never touched and remove nothing.
-    const recorded = (backend: string) => writeRecordFor(stateDir, {
-      v: 1, containerId: "bench", namespace: "emojivoto", name: "web-5b8b6f7c9d-x2x7q", decision: "meshed",
-      reason: "the pod runs linkerd-proxy", backend, families: [4, 6], time: new Date().toISOString(),
-    });
+    const recorded = (backend: string) =>
+      writeRecordFor(stateDir, {
+        v: 1,
+        containerId: "bench",
+        namespace: "emojivoto",
+        name: "web-5b8b6f7c9d-x2x7q",
+        decision: "meshed",
+        reason: "the pod runs linkerd-proxy",
+        backend,
+        families: [4, 6],
+        time: new Date().toISOString(),
+      });
     const withIptables = () => {
       reset();
       must(["ip", "netns", "exec", netns, "iptables-nft-restore", "--noflush"], v4);
@@ -80,20 +124,98 @@ export async function benchBackends(): Promise<string> {
     const versionEnv = { PATH: Bun.env.PATH!, CNI_COMMAND: "VERSION" };
 
     const cmds: Cmd[] = [
-      { name: "meshcni ADD, iptables backend (iptables-nft-restore × 2)", argv: [PLUGIN], env: env("ADD"), stdin: JSON.stringify(confFor("nft")), before: reset },
-      { name: "meshcni ADD, nftables backend, in process (no process started)", argv: [PLUGIN], env: env("ADD"), stdin: JSON.stringify(confFor("nftables")), before: reset },
-      { name: "meshcni ADD, nftables backend, nsenter + nft × 1", argv: [PLUGIN], env: { ...env("ADD"), MESHCNI_NFT_INPROCESS: "0" }, stdin: JSON.stringify(confFor("nftables")), before: reset },
-      { name: "meshcni DEL, iptables backend", argv: [PLUGIN], env: env("DEL"), stdin: JSON.stringify(confFor("nft")), before: withIptables },
-      { name: "meshcni DEL, nftables backend, in process", argv: [PLUGIN], env: env("DEL"), stdin: JSON.stringify(confFor("nftables")), before: withNft },
-      { name: "meshcni DEL, nftables backend, nsenter + nft × 1", argv: [PLUGIN], env: { ...env("DEL"), MESHCNI_NFT_INPROCESS: "0" }, stdin: JSON.stringify(confFor("nftables")), before: withNft },
+      {
+        name: "meshcni ADD, iptables backend (iptables-nft-restore × 2)",
+        argv: [PLUGIN],
+        env: env("ADD"),
+        stdin: JSON.stringify(confFor("nft")),
+        before: reset,
+      },
+      {
+        name: "meshcni ADD, nftables backend, in process (no process started)",
+        argv: [PLUGIN],
+        env: env("ADD"),
+        stdin: JSON.stringify(confFor("nftables")),
+        before: reset,
+      },
+      {
+        name: "meshcni ADD, nftables backend, nsenter + nft × 1",
+        argv: [PLUGIN],
+        env: { ...env("ADD"), MESHCNI_NFT_INPROCESS: "0" },
+        stdin: JSON.stringify(confFor("nftables")),
+        before: reset,
+      },
+      {
+        name: "meshcni DEL, iptables backend",
+        argv: [PLUGIN],
+        env: env("DEL"),
+        stdin: JSON.stringify(confFor("nft")),
+        before: withIptables,
+      },
+      {
+        name: "meshcni DEL, nftables backend, in process",
+        argv: [PLUGIN],
+        env: env("DEL"),
+        stdin: JSON.stringify(confFor("nftables")),
+        before: withNft,
+      },
+      {
+        name: "meshcni DEL, nftables backend, nsenter + nft × 1",
+        argv: [PLUGIN],
+        env: { ...env("DEL"), MESHCNI_NFT_INPROCESS: "0" },
+        stdin: JSON.stringify(confFor("nftables")),
+        before: withNft,
+      },
       // Both families at once, as the plugin applies them with iptables-nft (no shared lock).
-      { name: "apply alone: nsenter + iptables-nft-restore, IPv4 and IPv6 at once", argv: ["sh", "-c", `${enter.join(" ")} iptables-nft-restore --noflush <<'E4' &\n${v4}E4\np=$!\n${enter.join(" ")} ip6tables-nft-restore --noflush <<'E6'\n${v6}E6\ns=$?\nwait $p && exit $s\n`], before: reset },
-      { name: "apply alone: nsenter + nft -f (both families)", argv: [...enter, "nft", "-f", "-"], stdin: script, before: reset },
-      { name: "floor: empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: '{"cniVersion":"1.0.0"}' },
-      { name: "floor: one GET of the pod (curl, TLS, token)", argv: ["curl", "-sf", "-o", "/dev/null", "--cacert", info.caFile, "-H", `Authorization: Bearer ${info.token}`, podUrl] },
+      {
+        name: "apply alone: nsenter + iptables-nft-restore, IPv4 and IPv6 at once",
+        argv: [
+          "sh",
+          "-c",
+          `${enter.join(" ")} iptables-nft-restore --noflush <<'E4' &\n${v4}E4\np=$!\n${enter.join(" ")} ip6tables-nft-restore --noflush <<'E6'\n${v6}E6\ns=$?\nwait $p && exit $s\n`,
+        ],
+        before: reset,
+      },
+      {
+        name: "apply alone: nsenter + nft -f (both families)",
+        argv: [...enter, "nft", "-f", "-"],
+        stdin: script,
+        before: reset,
+      },
+      {
+        name: "floor: empty Bun program (same build)",
+        argv: [empty],
+        env: versionEnv,
+        stdin: '{"cniVersion":"1.0.0"}',
+      },
+      {
+        name: "floor: one GET of the pod (curl, TLS, token)",
+        argv: [
+          "curl",
+          "-sf",
+          "-o",
+          "/dev/null",
+          "--cacert",
+          info.caFile,
+          "-H",
+          `Authorization: Bearer ${info.token}`,
+          podUrl,
+        ],
+      },
     ];
     const stats = measure(cmds, RUNS, 5);
-    const [addIpt, addNft, addNftExec, delIpt, delNft, delNftExec, rawIpt, rawNft, emptyS, getS] = stats as [Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats];
+    const [addIpt, addNft, addNftExec, delIpt, delNft, delNftExec, rawIpt, rawNft, emptyS, getS] = stats as [
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+    ];
     const floor = emptyS.median + getS.median;
     reset();
     return [

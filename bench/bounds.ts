@@ -42,17 +42,28 @@ export async function benchBounds(): Promise<string> {
     // Deeply nested stdin is refused before it is parsed (code 6): the bound is a plugin start.
     for (const depth of [1001, 200_000]) {
       const deep = `${"[".repeat(depth)}${"]".repeat(depth)}`;
-      const stdin = JSON.stringify({ ...base, prevResult: { cniVersion: "1.0.0", ips: [] } }).replace('"ips":[]', `"ips":[],"x":${deep}`);
+      const stdin = JSON.stringify({ ...base, prevResult: { cniVersion: "1.0.0", ips: [] } }).replace(
+        '"ips":[]',
+        `"ips":[],"x":${deep}`,
+      );
       const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: "" }), stdin, { dryRun: true });
       rows.push({ what: `stdin nested ${depth} deep (code 6)`, boundMs: 1000, ms: r.ms, code: code(r.stdout) });
     }
     // An API server slower than timeout_seconds: code 11 within the bound.
-    for (const [timeout, slow] of [[1, 4000], [5, 8000]] as const) {
+    for (const [timeout, slow] of [
+      [1, 4000],
+      [5, 8000],
+    ] as const) {
       api.setGlobalFault({ kind: "slow", ms: slow });
       const conf = timeout === 5 ? base : { ...base, timeout_seconds: timeout };
       const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: ARGS }), JSON.stringify(conf), { dryRun: true });
       api.setGlobalFault(undefined);
-      rows.push({ what: `API answers after ${slow / 1000} s, timeout_seconds ${timeout}${timeout === 5 ? " (default)" : ""} (code 11)`, boundMs: timeout * 1000, ms: r.ms, code: code(r.stdout) });
+      rows.push({
+        what: `API answers after ${slow / 1000} s, timeout_seconds ${timeout}${timeout === 5 ? " (default)" : ""} (code 11)`,
+        boundMs: timeout * 1000,
+        ms: r.ms,
+        code: code(r.stdout),
+      });
     }
   } finally {
     await api.close();

@@ -10,7 +10,15 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
 import { ruleSetOf } from "../internal/firewall/iptables/from-plan.ts";
 import { renderFresh } from "../internal/firewall/iptables/restore.ts";
-import { type Backend, type BurstPod, BurstLab, checkOwnRules, KUBELET_MAX_PODS, lockTrouble, ownPort } from "../test/hardening/burst/burst-lab.ts";
+import {
+  type Backend,
+  type BurstPod,
+  BurstLab,
+  checkOwnRules,
+  KUBELET_MAX_PODS,
+  lockTrouble,
+  ownPort,
+} from "../test/hardening/burst/burst-lab.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, ratio } from "./lib.ts";
 
@@ -24,35 +32,60 @@ async function payloadsFor(lab: BurstLab, backend: Backend): Promise<string[]> {
   const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "burst", ...lab.meshcniEntry(backend) }));
   return Array.from({ length: lab.size }, (_, i) => {
     const pod = structuredClone(base);
-    pod.metadata.annotations = { ...pod.metadata.annotations, "config.linkerd.io/skip-inbound-ports": String(ownPort(i)) };
-    return renderFresh(linkerdProfile.plan({ conf, pod, namespace: { metadata: { name: "burst", labels: {}, annotations: {} } }, podAddresses: [] }).families.map(ruleSetOf)[0]!);
+    pod.metadata.annotations = {
+      ...pod.metadata.annotations,
+      "config.linkerd.io/skip-inbound-ports": String(ownPort(i)),
+    };
+    return renderFresh(
+      linkerdProfile
+        .plan({ conf, pod, namespace: { metadata: { name: "burst", labels: {}, annotations: {} } }, podAddresses: [] })
+        .families.map(ruleSetOf)[0]!,
+    );
   });
 }
 
 /** 110 × meshcni VERSION at the same moment: Bun's start-up under the same contention. */
 async function versionBurst(n: number): Promise<number> {
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: n }, async () => {
-    const proc = Bun.spawn([repoPath("dist/meshcni")], { env: { PATH: Bun.env.PATH, CNI_COMMAND: "VERSION" }, stdin: "ignore", stdout: "ignore", stderr: "ignore" });
-    if ((await proc.exited) !== 0) throw new Error("meshcni VERSION failed");
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      const proc = Bun.spawn([repoPath("dist/meshcni")], {
+        env: { PATH: Bun.env.PATH, CNI_COMMAND: "VERSION" },
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: "ignore",
+      });
+      if ((await proc.exited) !== 0) throw new Error("meshcni VERSION failed");
+    }),
+  );
   return performance.now() - t0;
 }
 
 /** 110 × nsenter + iptables-restore at the same moment, each into its own namespace. */
-async function restoreBurst(pods: BurstPod[], payloads: string[], backend: Backend): Promise<{ wallMs: number; worstMs: number }> {
+async function restoreBurst(
+  pods: BurstPod[],
+  payloads: string[],
+  backend: Backend,
+): Promise<{ wallMs: number; worstMs: number }> {
   const times: number[] = [];
   const t0 = performance.now();
-  await Promise.all(pods.map(async (p, i) => {
-    const s = performance.now();
-    const proc = Bun.spawn(["nsenter", `--net=${p.attachment.netns}`, "--", `iptables-${backend}-restore`, "--noflush"], {
-      stdin: new Blob([payloads[i]!]), stdout: "ignore", stderr: "pipe",
-      env: { ...Bun.env, XTABLES_LOCKFILE: backend === "legacy" ? p.attachment.netns : undefined },
-    });
-    const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-    if (code !== 0) throw new Error(`iptables-${backend}-restore in ${p.netns}: ${err}`);
-    times.push(performance.now() - s);
-  }));
+  await Promise.all(
+    pods.map(async (p, i) => {
+      const s = performance.now();
+      const proc = Bun.spawn(
+        ["nsenter", `--net=${p.attachment.netns}`, "--", `iptables-${backend}-restore`, "--noflush"],
+        {
+          stdin: new Blob([payloads[i]!]),
+          stdout: "ignore",
+          stderr: "pipe",
+          env: { ...Bun.env, XTABLES_LOCKFILE: backend === "legacy" ? p.attachment.netns : undefined },
+        },
+      );
+      const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+      if (code !== 0) throw new Error(`iptables-${backend}-restore in ${p.netns}: ${err}`);
+      times.push(performance.now() - s);
+    }),
+  );
   return { wallMs: performance.now() - t0, worstMs: Math.max(...times) };
 }
 
@@ -94,7 +127,8 @@ export async function benchBurst(): Promise<string> {
         const getsBefore = lab.podGets();
         const m = await lab.burst(rt, pods);
         podGets.push(lab.podGets() - getsBefore);
-        if (m.failures.length > 0) throw new Error(`bridge + meshcni: ${m.failures.length} failed, first: ${m.failures[0]!.error}`);
+        if (m.failures.length > 0)
+          throw new Error(`bridge + meshcni: ${m.failures.length} failed, first: ${m.failures[0]!.error}`);
         const lock = lockTrouble(m.runs);
         if (lock.length > 0) throw new Error(`xtables lock trouble: ${lock[0]}`);
         const wrong = pods.flatMap((p) => checkOwnRules(lab.save(p, backend), p.index, lab.size));
@@ -111,15 +145,32 @@ export async function benchBurst(): Promise<string> {
         version.push(await versionBurst(lab.size));
       }
       versions.push(`${backend} round: ${ms(median(version))}`);
-      const [f, w, c, b, rs] = [median(full), median(worstAdd), median(worstChain), median(bridgeOnly), median(restore)];
-      lines.push(`| ${backend} | ${ms(f)} | ${ms(w)} | ${ms(c)} | ${ms(b)} | ${ms(rs)} | ${ratio(f, b)} | ${ratio(Math.max(0, f - b), rs)} | ${podGets.join(", ")} | ${f <= 3000 ? "✓" : "✗"} |`);
+      const [f, w, c, b, rs] = [
+        median(full),
+        median(worstAdd),
+        median(worstChain),
+        median(bridgeOnly),
+        median(restore),
+      ];
+      lines.push(
+        `| ${backend} | ${ms(f)} | ${ms(w)} | ${ms(c)} | ${ms(b)} | ${ms(rs)} | ${ratio(f, b)} | ${ratio(Math.max(0, f - b), rs)} | ${podGets.join(", ")} | ${f <= 3000 ? "✓" : "✗"} |`,
+      );
     } finally {
       await lab.close();
     }
   }
-  lines.push("", `For scale, ${KUBELET_MAX_PODS} × \`meshcni VERSION\` at once (Bun's start-up alone, same contention): ${versions.join(", ")}. ` +
-    (AGENT ? "The agent (with its watch cache) and the stand-in API server run on the same two cores." : "The stand-in API server answering the lookups runs on the same two cores."));
-  lines.push("", "Every round checks that all ADDs succeeded, that no iptables call met the xtables lock, and that each pod holds exactly its own rules.", "");
+  lines.push(
+    "",
+    `For scale, ${KUBELET_MAX_PODS} × \`meshcni VERSION\` at once (Bun's start-up alone, same contention): ${versions.join(", ")}. ` +
+      (AGENT
+        ? "The agent (with its watch cache) and the stand-in API server run on the same two cores."
+        : "The stand-in API server answering the lookups runs on the same two cores."),
+  );
+  lines.push(
+    "",
+    "Every round checks that all ADDs succeeded, that no iptables call met the xtables lock, and that each pod holds exactly its own rules.",
+    "",
+  );
   return lines.join("\n");
 }
 

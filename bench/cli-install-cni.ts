@@ -20,20 +20,32 @@ async function buildFloor(dir: string): Promise<string> {
   const src = join(dir, "empty.ts");
   writeFileSync(src, "process.exit(0);\n");
   const outfile = join(dir, "empty");
-  const r = await Bun.build({ entrypoints: [src], target: "bun", minify: true, bytecode: true, compile: { outfile, autoloadDotenv: false, autoloadBunfig: false } });
+  const r = await Bun.build({
+    entrypoints: [src],
+    target: "bun",
+    minify: true,
+    bytecode: true,
+    compile: { outfile, autoloadDotenv: false, autoloadBunfig: false },
+  });
   if (!r.success) throw new Error(`building the floor failed: ${r.logs.join("\n")}`);
   return outfile;
 }
 
 export async function benchInstallCni(): Promise<string> {
   if (!existsSync(CLI)) {
-    const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcnictl"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+    const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcnictl"], {
+      cwd: repoPath(),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     if (b.exitCode !== 0) throw new Error(`building meshcnictl failed: ${b.stderr}`);
   }
   const dir = mkdtempSync(join(tmpdir(), "bench-cli-"));
   try {
     const floor = await buildFloor(dir);
-    const full = readFileSync(repoPath("testdata/cli/install-cni/fully-configured.args"), "utf8").split("\n").filter(Boolean);
+    const full = readFileSync(repoPath("testdata/cli/install-cni/fully-configured.args"), "utf8")
+      .split("\n")
+      .filter(Boolean);
     const cmds: Cmd[] = [
       { name: "empty compiled Bun program", argv: [floor] },
       { name: "meshcnictl version", argv: [CLI, "version"] },
@@ -41,7 +53,11 @@ export async function benchInstallCni(): Promise<string> {
       { name: "meshcnictl install-cni (fully configured)", argv: [CLI, "install-cni", ...full] },
     ];
     if (existsSync(HELM)) {
-      cmds.push({ name: "helm template manifests/", argv: [HELM, "template", "meshcni", repoPath("manifests"), "-n", "meshcni"], env: { PATH: Bun.env.PATH, HOME: dir } });
+      cmds.push({
+        name: "helm template manifests/",
+        argv: [HELM, "template", "meshcni", repoPath("manifests"), "-n", "meshcni"],
+        env: { PATH: Bun.env.PATH, HOME: dir },
+      });
     }
     const stats = measure(cmds, RUNS, 5);
     const [empty, version, plain, configured] = stats;

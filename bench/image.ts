@@ -11,16 +11,23 @@ const mb = (b: number) => `${(b / 1e6).toFixed(1)} MB`;
 
 /** Bytes of the gzip (level 6, as registries' clients push) of the layer's tar. */
 function gzippedLayer(dir: string): number {
-  const r = Bun.spawnSync(["sh", "-c", 'tar -C "$1" --numeric-owner -cf - . | gzip -6 | wc -c', "sh", dir], { stdout: "pipe" });
+  const r = Bun.spawnSync(["sh", "-c", 'tar -C "$1" --numeric-owner -cf - . | gzip -6 | wc -c', "sh", dir], {
+    stdout: "pipe",
+  });
   return Number(r.stdout.toString().trim());
 }
 
 export async function benchImage(): Promise<string> {
   const scratch = mkdtempSync(join(tmpdir(), "meshcni-bench-image-"));
-  writeFileSync(join(scratch, "containers.conf"), '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n');
+  writeFileSync(
+    join(scratch, "containers.conf"),
+    '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n',
+  );
   const podman: Podman = (args) => {
     const r = Bun.spawnSync(["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), ...args], {
-      env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") }, stdout: "pipe", stderr: "pipe",
+      env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") },
+      stdout: "pipe",
+      stderr: "pipe",
     });
     return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
   };
@@ -31,11 +38,26 @@ export async function benchImage(): Promise<string> {
     const row = (name: string, i: BuiltImage, budget: boolean) => {
       const bin = i.staged.files.filter((f) => f.path.startsWith("/opt/meshcni/")).reduce((s, f) => s + f.bytes, 0);
       const libs = i.staged.files.filter((f) => !f.path.startsWith("/opt/meshcni/")).reduce((s, f) => s + f.bytes, 0);
-      const verdict = !budget ? "(reported; over budget by design)" : i.bytes <= IMAGE_BUDGET_BYTES ? "≤ 120 MB ✓" : "> 120 MB ✗";
-      rows.push(`| ${name} | ${mb(i.bytes)} | ${mb(gzippedLayer(i.staged.dir))} | ${mb(bin)} | ${mb(libs)} (${i.staged.libraries.length} files) | ${verdict} |`);
+      const verdict = !budget
+        ? "(reported; over budget by design)"
+        : i.bytes <= IMAGE_BUDGET_BYTES
+          ? "≤ 120 MB ✓"
+          : "> 120 MB ✗";
+      rows.push(
+        `| ${name} | ${mb(i.bytes)} | ${mb(gzippedLayer(i.staged.dir))} | ${mb(bin)} | ${mb(libs)} (${i.staged.libraries.length} files) | ${verdict} |`,
+      );
     };
-    for (const i of await buildImages({ archs: ["amd64", "arm64"], tag, outdir: join(scratch, "ctx"), podman, log })) row(`meshcni linux/${i.arch}`, i, true);
-    for (const i of await buildImages({ archs: ["amd64"], tag, outdir: join(scratch, "ctx-musl"), podman, log, musl: true })) row(`meshcni-musl linux/${i.arch} (glibc + musl builds)`, i, false);
+    for (const i of await buildImages({ archs: ["amd64", "arm64"], tag, outdir: join(scratch, "ctx"), podman, log }))
+      row(`meshcni linux/${i.arch}`, i, true);
+    for (const i of await buildImages({
+      archs: ["amd64"],
+      tag,
+      outdir: join(scratch, "ctx-musl"),
+      podman,
+      log,
+      musl: true,
+    }))
+      row(`meshcni-musl linux/${i.arch} (glibc + musl builds)`, i, false);
     const version = JSON.parse(readFileSync(join(import.meta.dir, "../package.json"), "utf8")).version;
     return [
       "## Image size",
@@ -50,7 +72,11 @@ export async function benchImage(): Promise<string> {
       "",
     ].join("\n");
   } finally {
-    const mounts = readFileSync("/proc/self/mounts", "utf8").split("\n").map((l) => l.split(" ")[1] ?? "").filter((m) => m.startsWith(scratch)).sort((a, b) => b.length - a.length);
+    const mounts = readFileSync("/proc/self/mounts", "utf8")
+      .split("\n")
+      .map((l) => l.split(" ")[1] ?? "")
+      .filter((m) => m.startsWith(scratch))
+      .sort((a, b) => b.length - a.length);
     for (const m of mounts) Bun.spawnSync(["umount", "-l", m]);
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -6,7 +6,15 @@
 //   node_modules/.bin/bun bench/installer-idle.ts [seconds]
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, freePort, isChainedIn, readyz, startCluster, startInstaller, until } from "../test/agent/harness.ts";
+import {
+  ensureBuilt,
+  freePort,
+  isChainedIn,
+  readyz,
+  startCluster,
+  startInstaller,
+  until,
+} from "../test/agent/harness.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { type ProcSample, procSampler } from "./lib.ts";
 
@@ -15,14 +23,24 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
   const cluster = await startCluster();
   cluster.setDaemonSet("present");
   const dirs = cluster.dirs();
-  writeFileSync(join(dirs.net, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")));
+  writeFileSync(
+    join(dirs.net, "10-calico.conflist"),
+    readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist")),
+  );
   const floorSrc = join(dirs.root, "idle-watcher.ts");
   const floorBin = join(dirs.root, "idle-watcher");
   writeFileSync(floorSrc, 'import { watch } from "node:fs";\nwatch(process.argv[2]!, () => {});\n');
-  const built = Bun.spawnSync([repoPath("node_modules/.bin/bun"), "build", "--compile", floorSrc, "--outfile", floorBin], { stdout: "pipe", stderr: "pipe" });
+  const built = Bun.spawnSync(
+    [repoPath("node_modules/.bin/bun"), "build", "--compile", floorSrc, "--outfile", floorBin],
+    { stdout: "pipe", stderr: "pipe" },
+  );
   if (built.exitCode !== 0) throw new Error(`building the floor failed: ${built.stderr.toString()}`);
   const port = freePort();
-  const inst = startInstaller(dirs, ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)], cluster.env);
+  const inst = startInstaller(
+    dirs,
+    ["--plugin-binary", repoPath("dist/meshcni"), "--health-port", String(port)],
+    cluster.env,
+  );
   const floor = Bun.spawn([floorBin, dirs.root], { stdout: "ignore", stderr: "inherit" });
   const samplers: ReturnType<typeof procSampler>[] = [];
   try {
@@ -48,20 +66,41 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
       cluster.api.addPod({ metadata: { name: `web-${i}`, namespace: "bench", uid: `uid-${i}` } } as never);
     }
     cluster.api.addNamespace({ metadata: { name: "bench" } });
-    const ask = (path: string, init: RequestInit = {}) => fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
+    const ask = (path: string, init: RequestInit = {}) =>
+      fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
     const b0 = agent.sample();
-    await Promise.all(Array.from({ length: 110 }, (_, i) => ask(`/v1/pods/bench/web-${i}`).then((r) => r.arrayBuffer())));
+    await Promise.all(
+      Array.from({ length: 110 }, (_, i) => ask(`/v1/pods/bench/web-${i}`).then((r) => r.arrayBuffer())),
+    );
     for (let i = 0; i < 1000; i += 50) {
-      await Promise.all(Array.from({ length: 50 }, (_, k) => ask("/v1/reports", {
-        method: "POST",
-        body: JSON.stringify({
-          v: 1, command: "ADD", containerId: `c${i + k}`.padEnd(64, "0"), pod: { namespace: "bench", name: `web-${(i + k) % 110}`, uid: `uid-${(i + k) % 110}` },
-          outcome: "meshed", reason: "has a linkerd-proxy container", rules: 12, backend: "iptables-nft", lookup: "agent-api", durationMs: 20 + ((i + k) % 40),
-          lines: ["meshcni: info applied 12 rules (iptables-nft, IPv4)"], time: new Date().toISOString(), version: "bench",
-        }),
-      }).then((r) => r.arrayBuffer())));
+      await Promise.all(
+        Array.from({ length: 50 }, (_, k) =>
+          ask("/v1/reports", {
+            method: "POST",
+            body: JSON.stringify({
+              v: 1,
+              command: "ADD",
+              containerId: `c${i + k}`.padEnd(64, "0"),
+              pod: { namespace: "bench", name: `web-${(i + k) % 110}`, uid: `uid-${(i + k) % 110}` },
+              outcome: "meshed",
+              reason: "has a linkerd-proxy container",
+              rules: 12,
+              backend: "iptables-nft",
+              lookup: "agent-api",
+              durationMs: 20 + ((i + k) % 40),
+              lines: ["meshcni: info applied 12 rules (iptables-nft, IPv4)"],
+              time: new Date().toISOString(),
+              version: "bench",
+            }),
+          }).then((r) => r.arrayBuffer()),
+        ),
+      );
     }
-    await until(() => (inst.log().match(/plugin ADD pod=bench\//g)?.length ?? 0) >= 1000, 30_000, "the reports printed");
+    await until(
+      () => (inst.log().match(/plugin ADD pod=bench\//g)?.length ?? 0) >= 1000,
+      30_000,
+      "the reports printed",
+    );
     const b1 = agent.sample();
     const row = (name: string, s0: ProcSample, s1: ProcSample) =>
       `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;

@@ -6,7 +6,14 @@
 //   node_modules/.bin/bun bench/installer-rechain.ts [rewrites]
 import { type FSWatcher, readFileSync, watch, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ensureBuilt, HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller } from "../test/agent/harness.ts";
+import {
+  ensureBuilt,
+  HostDirs,
+  type InstallerProcess,
+  isChainedIn,
+  startCluster,
+  startInstaller,
+} from "../test/agent/harness.ts";
 import { DEBOUNCE_MS } from "../internal/agent/install/run.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { ms, summarize } from "./lib.ts";
@@ -78,7 +85,10 @@ export async function benchRechain(rewrites = 200): Promise<string> {
   const floorScript = join(b.root, "floor.ts");
   writeFileSync(floorScript, FLOOR_SOURCE);
   let inst: InstallerProcess | undefined;
-  const floor = Bun.spawn([repoPath("node_modules/.bin/bun"), floorScript, b.net], { stdout: "pipe", stderr: "inherit" });
+  const floor = Bun.spawn([repoPath("node_modules/.bin/bun"), floorScript, b.net], {
+    stdout: "pipe",
+    stderr: "inherit",
+  });
   try {
     inst = startInstaller(a, ["--plugin-binary", repoPath("dist/meshcni")], cluster.env);
     await whenTrue(a.net, holds(a, '"mtu": 0'), 20_000);
@@ -88,11 +98,16 @@ export async function benchRechain(rewrites = 200): Promise<string> {
     const ours: number[] = [];
     const base: number[] = [];
     for (let i = 0; i < rewrites; i++) {
-      for (const [dirs, out] of [[a, ours], [b, base]] as const) {
+      for (const [dirs, out] of [
+        [a, ours],
+        [b, base],
+      ] as const) {
         const marker = `"mtu": ${1000 + i}`;
         const t0 = performance.now();
         const done = whenTrue(dirs.net, holds(dirs, marker)).catch((e) => {
-          throw new Error(`${dirs === a ? "meshcni-installer" : "the floor"}, rewrite ${i}: ${e.message}; the file: ${dirs.file(FILE)}\n${dirs === a ? inst!.log() : ""}`);
+          throw new Error(
+            `${dirs === a ? "meshcni-installer" : "the floor"}, rewrite ${i}: ${e.message}; the file: ${dirs.file(FILE)}\n${dirs === a ? inst!.log() : ""}`,
+          );
         });
         rewrite(dirs, i);
         out.push((await done) - t0);
@@ -100,8 +115,9 @@ export async function benchRechain(rewrites = 200): Promise<string> {
       }
     }
     const warned = /keeps losing/.test(inst.log());
-    if (await inst.stop() !== 0) throw new Error(`installer exited badly:\n${inst.log()}`);
-    if (a.file(FILE) !== CALICO.replace('"mtu": 0', `"mtu": ${1000 + rewrites - 1}`)) throw new Error("undo did not leave the host's last bytes");
+    if ((await inst.stop()) !== 0) throw new Error(`installer exited badly:\n${inst.log()}`);
+    if (a.file(FILE) !== CALICO.replace('"mtu": 0', `"mtu": ${1000 + rewrites - 1}`))
+      throw new Error("undo did not leave the host's last bytes");
     const s = summarize("meshcni-installer", ours);
     const f = summarize("minimal watcher (floor)", base);
     return [
@@ -112,7 +128,10 @@ export async function benchRechain(rewrites = 200): Promise<string> {
       "",
       "| watcher | p50 | p90 | p99 | max |",
       "|---|---|---|---|---|",
-      ...[s, f].map((x) => `| ${x.name} | ${ms(x.median)} | ${ms(x.p90)} | ${ms(x.p99)} | ${ms(Math.max(...(x === s ? ours : base)))} |`),
+      ...[s, f].map(
+        (x) =>
+          `| ${x.name} | ${ms(x.median)} | ${ms(x.p90)} | ${ms(x.p99)} | ${ms(Math.max(...(x === s ? ours : base)))} |`,
+      ),
       "",
       `Target: p99 at most 100 ms: ${s.p99 <= 100 ? "met" : "NOT met"}. The agent waits ${DEBOUNCE_MS} ms after an event for the rest of the burst, then selects, parses, plans and writes atomically (fsync) the config and its undo record.` +
         `${warned ? " (It logged a back-off warning: the rewrites came too fast.)" : ""}`,

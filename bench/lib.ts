@@ -33,11 +33,23 @@ export async function buildEmptyProgram(dir: string, name = "empty"): Promise<st
 
 /** `src` compiled exactly as scripts/build.ts compiles the plugin; returns `outfile`. */
 export async function buildLikePlugin(src: string, outfile: string): Promise<string> {
-  const r = await Bun.build({ entrypoints: [src], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
+  const r = await Bun.build({
+    entrypoints: [src],
+    target: "bun",
+    format: "esm",
+    minify: true,
+    splitting: true,
+    bytecode: true,
     compile: {
-      jitPolicy: JIT_POLICY, execArgv: NODE_EXEC_ARGV, outfile,
-      autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false,
-    } });
+      jitPolicy: JIT_POLICY,
+      execArgv: NODE_EXEC_ARGV,
+      outfile,
+      autoloadDotenv: false,
+      autoloadBunfig: false,
+      autoloadTsconfig: false,
+      autoloadPackageJson: false,
+    },
+  });
   if (!r.success) throw new Error(`building ${src} failed`);
   return outfile;
 }
@@ -72,7 +84,9 @@ export function procSampler(pid: number, pollMs = 100): { sample(): ProcSample; 
         const stat = readFileSync(`${dir}/stat`, "utf8");
         const started = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
         const cpuNs = Number(readFileSync(`${dir}/schedstat`, "utf8").split(" ")[0]);
-        const wakeups = Number(/voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`${dir}/status`, "utf8"))?.[1] ?? 0);
+        const wakeups = Number(
+          /voluntary_ctxt_switches:\s+(\d+)/.exec(readFileSync(`${dir}/status`, "utf8"))?.[1] ?? 0,
+        );
         threads.set(`${tid}@${started}`, { cpuNs, wakeups });
       } catch {
         // a thread that ended meanwhile: its last values stay
@@ -114,8 +128,14 @@ export interface ApiProcessInfo {
 }
 
 /** Starts bench/support/api-process.ts and waits for its first line; kill the process when done. */
-export async function startApiProcess(): Promise<{ proc: Bun.Subprocess<"pipe", "pipe", "inherit">; info: ApiProcessInfo }> {
-  const proc = Bun.spawn([join(import.meta.dir, "../node_modules/.bin/bun"), join(import.meta.dir, "support/api-process.ts")], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+export async function startApiProcess(): Promise<{
+  proc: Bun.Subprocess<"pipe", "pipe", "inherit">;
+  info: ApiProcessInfo;
+}> {
+  const proc = Bun.spawn(
+    [join(import.meta.dir, "../node_modules/.bin/bun"), join(import.meta.dir, "support/api-process.ts")],
+    { stdin: "pipe", stdout: "pipe", stderr: "inherit" },
+  );
   const first = await proc.stdout.getReader().read();
   return { proc, info: JSON.parse(new TextDecoder().decode(first.value)) as ApiProcessInfo };
 }
@@ -189,8 +209,10 @@ export const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 export function table(stats: Stats[], floor?: Stats): string {
   const head = "| command | median | p10 | p90 |" + (floor ? ` vs ${floor.name} |` : "");
   const sep = "|---|---|---|---|" + (floor ? "---|" : "");
-  const rows = stats.map((s) =>
-    `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} |` +
-    (floor ? ` ${ratio(s.median, floor.median)} |` : ""));
+  const rows = stats.map(
+    (s) =>
+      `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} |` +
+      (floor ? ` ${ratio(s.median, floor.median)} |` : ""),
+  );
   return [head, sep, ...rows].join("\n");
 }

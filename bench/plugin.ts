@@ -20,14 +20,29 @@ import { parsePluginConf } from "../internal/config/plugin-config.ts";
 import { ruleSetOf } from "../internal/firewall/iptables/from-plan.ts";
 import { renderFresh, renderCleanup } from "../internal/firewall/iptables/restore.ts";
 import { parseSave } from "../internal/firewall/iptables/save.ts";
-import { buildEmptyProgram, buildLikePlugin, type Cmd, freshCopy, measure, ms, ratio, type Stats, startApiProcess, table } from "./lib.ts";
+import {
+  buildEmptyProgram,
+  buildLikePlugin,
+  type Cmd,
+  freshCopy,
+  measure,
+  ms,
+  ratio,
+  type Stats,
+  startApiProcess,
+  table,
+} from "./lib.ts";
 
 const BUILT = repoPath("dist/meshcni");
 const BRIDGE = "/usr/lib/cni/bridge";
 const RUNS = Number(Bun.env.BENCH_RUNS ?? 200);
 
 function must(argv: string[], stdin?: string): string {
-  const r = Bun.spawnSync(argv, { stdin: stdin !== undefined ? new TextEncoder().encode(stdin) : "ignore", stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync(argv, {
+    stdin: stdin !== undefined ? new TextEncoder().encode(stdin) : "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) throw new Error(`${argv.join(" ")}: ${r.stderr.toString()}`);
   return r.stdout.toString();
 }
@@ -35,7 +50,10 @@ function must(argv: string[], stdin?: string): string {
 /** Peak RSS in MB of one run, from GNU time. */
 function peakRss(cmd: Cmd): number {
   const r = Bun.spawnSync(["/usr/bin/time", "-f", "%M", ...cmd.argv], {
-    env: cmd.env ?? Bun.env, stdin: cmd.stdin !== undefined ? new TextEncoder().encode(cmd.stdin) : "ignore", stdout: "pipe", stderr: "pipe",
+    env: cmd.env ?? Bun.env,
+    stdin: cmd.stdin !== undefined ? new TextEncoder().encode(cmd.stdin) : "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
   });
   const lines = r.stderr.toString().trim().split("\n");
   return Number(lines.at(-1)) / 1024;
@@ -62,13 +80,27 @@ export async function benchPlugin(): Promise<string> {
     // Without an agent (the kubeconfig rows), the plugin's records and fallback log go to the
     // run's own folder, not the host's /var/run/meshcni.
     const conf = {
-      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info", state_dir: join(dir, "state"),
+      cniVersion: "1.0.0",
+      name: "k8s-pod-network",
+      type: "meshcni",
+      log_level: "info",
+      state_dir: join(dir, "state"),
       agent_socket: join(dir, "no-agent.sock"),
-      kubernetes: { kubeconfig: info.kubeconfig }, linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": "nft" },
-      prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: netnsPath }] },
+      kubernetes: { kubeconfig: info.kubeconfig },
+      linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": "nft" },
+      prevResult: {
+        cniVersion: "1.0.0",
+        ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }],
+        interfaces: [{ name: "eth0", sandbox: netnsPath }],
+      },
     };
     const addEnv = (pod: string, ns = "emojivoto") => ({
-      PATH: Bun.env.PATH!, CNI_COMMAND: "ADD", CNI_CONTAINERID: "bench", CNI_NETNS: netnsPath, CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin",
+      PATH: Bun.env.PATH!,
+      CNI_COMMAND: "ADD",
+      CNI_CONTAINERID: "bench",
+      CNI_NETNS: netnsPath,
+      CNI_IFNAME: "eth0",
+      CNI_PATH: "/opt/cni/bin",
       CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${pod}`,
     });
 
@@ -92,69 +124,187 @@ export async function benchPlugin(): Promise<string> {
     const perRule = [
       `nsenter --net=${netnsPath} -- iptables-nft-save -t nat >/dev/null`,
       ...ruleset.chains.map((c) => `nsenter --net=${netnsPath} -- iptables-nft -t nat -N ${c.name}`),
-      ...ruleset.rules.map((r) => `nsenter --net=${netnsPath} -- iptables-nft -t nat -A ${r.chain} ${r.args.map((a) => `'${a}'`).join(" ")}`),
+      ...ruleset.rules.map(
+        (r) =>
+          `nsenter --net=${netnsPath} -- iptables-nft -t nat -A ${r.chain} ${r.args.map((a) => `'${a}'`).join(" ")}`,
+      ),
       `nsenter --net=${netnsPath} -- iptables-nft-save -t nat >/dev/null`,
     ].join(" && ");
     const podUrl = `${info.url}/api/v1/namespaces/emojivoto/pods/web-5b8b6f7c9d-x2x7q`;
 
-    const startup = measure([
-      { name: "empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: vstdin },
-      { name: "empty Bun program (plain --compile)", argv: [emptyPlain], env: versionEnv, stdin: vstdin },
-      { name: "meshcni VERSION", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
-      { name: "Go bridge VERSION", argv: [BRIDGE], env: versionEnv, stdin: vstdin },
-    ], RUNS);
+    const startup = measure(
+      [
+        { name: "empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: vstdin },
+        { name: "empty Bun program (plain --compile)", argv: [emptyPlain], env: versionEnv, stdin: vstdin },
+        { name: "meshcni VERSION", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
+        { name: "Go bridge VERSION", argv: [BRIDGE], env: versionEnv, stdin: vstdin },
+      ],
+      RUNS,
+    );
     const [emptySame, emptyPlainS, version, bridge] = startup as [Stats, Stats, Stats, Stats];
 
-    const add = measure([
-      { name: "meshcni ADD, meshed pod (GET pod + namespace, restore)", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: JSON.stringify(conf), before: reset },
-      { name: "meshcni ADD, meshed pod with every annotation (one GET, restore)", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-a1b2c"), stdin: JSON.stringify(conf), before: reset },
-      { name: "floor: nsenter + iptables-restore of the same payload", argv: ["nsenter", `--net=${netnsPath}`, "--", "iptables-nft-restore", "--noflush"], stdin: payload, before: reset },
-      { name: "floor: one GET of the pod (curl, TLS, token)", argv: ["curl", "-sf", "-o", "/dev/null", "--cacert", info.caFile, "-H", `Authorization: Bearer ${info.token}`, podUrl] },
-      { name: "Linkerd's method: one nsenter + iptables exec per rule", argv: ["sh", "-c", perRule], before: reset },
-      { name: "meshcni ADD, pod without a proxy (GET pod, no rules)", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: JSON.stringify(conf) },
-      { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
-    ], Math.max(50, Math.floor(RUNS / 2)));
-    const [addMeshed, addOneGet, floorRestore, floorGet, perRuleS, addSkip, version2] = add as Stats[] as [Stats, Stats, Stats, Stats, Stats, Stats, Stats];
+    const add = measure(
+      [
+        {
+          name: "meshcni ADD, meshed pod (GET pod + namespace, restore)",
+          argv: [PLUGIN],
+          env: addEnv("web-5b8b6f7c9d-x2x7q"),
+          stdin: JSON.stringify(conf),
+          before: reset,
+        },
+        {
+          name: "meshcni ADD, meshed pod with every annotation (one GET, restore)",
+          argv: [PLUGIN],
+          env: addEnv("web-5b8b6f7c9d-a1b2c"),
+          stdin: JSON.stringify(conf),
+          before: reset,
+        },
+        {
+          name: "floor: nsenter + iptables-restore of the same payload",
+          argv: ["nsenter", `--net=${netnsPath}`, "--", "iptables-nft-restore", "--noflush"],
+          stdin: payload,
+          before: reset,
+        },
+        {
+          name: "floor: one GET of the pod (curl, TLS, token)",
+          argv: [
+            "curl",
+            "-sf",
+            "-o",
+            "/dev/null",
+            "--cacert",
+            info.caFile,
+            "-H",
+            `Authorization: Bearer ${info.token}`,
+            podUrl,
+          ],
+        },
+        { name: "Linkerd's method: one nsenter + iptables exec per rule", argv: ["sh", "-c", perRule], before: reset },
+        {
+          name: "meshcni ADD, pod without a proxy (GET pod, no rules)",
+          argv: [PLUGIN],
+          env: addEnv("nginx-6d4cf56db6-abcde", "default"),
+          stdin: JSON.stringify(conf),
+        },
+        { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
+      ],
+      Math.max(50, Math.floor(RUNS / 2)),
+    );
+    const [addMeshed, addOneGet, floorRestore, floorGet, perRuleS, addSkip, version2] = add as Stats[] as [
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+    ];
     const floor = floorRestore.median + floorGet.median;
 
     // Through a warm node agent: no API request, no TLS.
-    const viaAgent = measure([
-      { name: "meshcni ADD, meshed pod, warm agent (restore)", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: agentConf, before: reset },
-      { name: "floor: empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: vstdin },
-      { name: "floor: nsenter + iptables-restore of the same payload", argv: ["nsenter", `--net=${netnsPath}`, "--", "iptables-nft-restore", "--noflush"], stdin: payload, before: reset },
-      { name: "Linkerd's method: one nsenter + iptables exec per rule", argv: ["sh", "-c", perRule], before: reset },
-      { name: "meshcni ADD, pod without a proxy, warm agent", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
-      { name: "meshcni DEL, container never touched (no record)", argv: [PLUGIN], env: delEnv, stdin: agentConf },
-      { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
-      { name: "the least agent client, ADD: stdin, one request and answer (the agent reports)", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf },
-      { name: "the least agent client, DEL: stdin, a stat, one report", argv: [least], env: delEnv, stdin: agentConf },
-      {
-        name: "the least agent client, meshed ADD: one request and answer, then nsenter + iptables-restore of the payload by Bun.spawn, one report",
-        argv: [least], env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload }, stdin: agentConf, before: reset,
-      },
-    ], Math.max(50, Math.floor(RUNS / 2)));
-    const [aAdd, aEmpty, aRestore, aPerRule, aSkip, aDel, aVersion, lAdd, lDel, lApply] = viaAgent as [Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats, Stats];
+    const viaAgent = measure(
+      [
+        {
+          name: "meshcni ADD, meshed pod, warm agent (restore)",
+          argv: [PLUGIN],
+          env: addEnv("web-5b8b6f7c9d-x2x7q"),
+          stdin: agentConf,
+          before: reset,
+        },
+        { name: "floor: empty Bun program (same build)", argv: [empty], env: versionEnv, stdin: vstdin },
+        {
+          name: "floor: nsenter + iptables-restore of the same payload",
+          argv: ["nsenter", `--net=${netnsPath}`, "--", "iptables-nft-restore", "--noflush"],
+          stdin: payload,
+          before: reset,
+        },
+        { name: "Linkerd's method: one nsenter + iptables exec per rule", argv: ["sh", "-c", perRule], before: reset },
+        {
+          name: "meshcni ADD, pod without a proxy, warm agent",
+          argv: [PLUGIN],
+          env: addEnv("nginx-6d4cf56db6-abcde", "default"),
+          stdin: agentConf,
+        },
+        { name: "meshcni DEL, container never touched (no record)", argv: [PLUGIN], env: delEnv, stdin: agentConf },
+        { name: "meshcni VERSION (same round)", argv: [PLUGIN], env: versionEnv, stdin: vstdin },
+        {
+          name: "the least agent client, ADD: stdin, one request and answer (the agent reports)",
+          argv: [least],
+          env: addEnv("nginx-6d4cf56db6-abcde", "default"),
+          stdin: agentConf,
+        },
+        {
+          name: "the least agent client, DEL: stdin, a stat, one report",
+          argv: [least],
+          env: delEnv,
+          stdin: agentConf,
+        },
+        {
+          name: "the least agent client, meshed ADD: one request and answer, then nsenter + iptables-restore of the payload by Bun.spawn, one report",
+          argv: [least],
+          env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload },
+          stdin: agentConf,
+          before: reset,
+        },
+      ],
+      Math.max(50, Math.floor(RUNS / 2)),
+    );
+    const [aAdd, aEmpty, aRestore, aPerRule, aSkip, aDel, aVersion, lAdd, lDel, lApply] = viaAgent as [
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+      Stats,
+    ];
     const agentFloor = aEmpty.median + aRestore.median;
     // What no design with an agent can skip for a meshed pod: the least client's ADD applying
     // the payload itself (one process started, as a plugin must) and reporting.
     const leastMeshed = lApply.median;
-    const rssLeast = Math.max(...[0, 1, 2].map(() => peakRss({ name: "", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf })));
+    const rssLeast = Math.max(
+      ...[0, 1, 2].map(() =>
+        peakRss({ name: "", argv: [least], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: agentConf }),
+      ),
+    );
     // The same, applying a meshed pod's payload itself: what starting one process adds.
-    const rssLeastApply = Math.max(...[0, 1, 2].map(() => {
-      reset();
-      return peakRss({ name: "", argv: [least], env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload }, stdin: agentConf });
-    }));
+    const rssLeastApply = Math.max(
+      ...[0, 1, 2].map(() => {
+        reset();
+        return peakRss({
+          name: "",
+          argv: [least],
+          env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload },
+          stdin: agentConf,
+        });
+      }),
+    );
 
     reset();
-    const rssAdd = peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: JSON.stringify(conf) });
+    const rssAdd = peakRss({
+      name: "",
+      argv: [PLUGIN],
+      env: addEnv("web-5b8b6f7c9d-x2x7q"),
+      stdin: JSON.stringify(conf),
+    });
     const rssVersion = peakRss({ name: "", argv: [PLUGIN], env: versionEnv, stdin: vstdin });
-    const rssSkip = peakRss({ name: "", argv: [PLUGIN], env: addEnv("nginx-6d4cf56db6-abcde", "default"), stdin: JSON.stringify(conf) });
+    const rssSkip = peakRss({
+      name: "",
+      argv: [PLUGIN],
+      env: addEnv("nginx-6d4cf56db6-abcde", "default"),
+      stdin: JSON.stringify(conf),
+    });
     const rssEmpty = peakRss({ name: "", argv: [empty], env: versionEnv, stdin: vstdin });
     reset();
-    const rssAgentAdd = Math.max(...[0, 1, 2].map(() => {
-      reset();
-      return peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: agentConf });
-    }));
+    const rssAgentAdd = Math.max(
+      ...[0, 1, 2].map(() => {
+        reset();
+        return peakRss({ name: "", argv: [PLUGIN], env: addEnv("web-5b8b6f7c9d-x2x7q"), stdin: agentConf });
+      }),
+    );
     reset();
 
     const verdict = (x: number, max: number) => (x <= max ? `≤ ${max}x ✓` : `> ${max}x ✗`);

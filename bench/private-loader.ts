@@ -29,12 +29,15 @@ export async function benchPrivateLoader(): Promise<string> {
 
     const env = { PATH: Bun.env.PATH!, CNI_COMMAND: "VERSION" };
     const stdin = '{"cniVersion":"1.0.0"}';
-    const stats = measure([
-      { name: "meshcni VERSION, as built (the host's loader and libc)", argv: [plugin], env, stdin },
-      { name: "meshcni VERSION, private loader and libc", argv: [pluginPrivate], env, stdin },
-      { name: "empty Bun program (same build), as built", argv: [empty], env, stdin },
-      { name: "empty Bun program (same build), private loader and libc", argv: [emptyPrivate], env, stdin },
-    ], RUNS);
+    const stats = measure(
+      [
+        { name: "meshcni VERSION, as built (the host's loader and libc)", argv: [plugin], env, stdin },
+        { name: "meshcni VERSION, private loader and libc", argv: [pluginPrivate], env, stdin },
+        { name: "empty Bun program (same build), as built", argv: [empty], env, stdin },
+        { name: "empty Bun program (same build), private loader and libc", argv: [emptyPrivate], env, stdin },
+      ],
+      RUNS,
+    );
     const [built, priv, emptyBuilt, emptyPriv] = stats as [Stats, Stats, Stats, Stats];
     const verdict = (x: number, max: number) => (x <= max ? `≤ ${max}x ✓` : `> ${max}x ✗`);
     const r1 = priv.median / built.median;

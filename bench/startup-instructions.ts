@@ -15,7 +15,10 @@ const RUNS = Number(Bun.env.BENCH_CALLGRIND_RUNS ?? 3);
 
 function instructions(argv: string[], env: Record<string, string>, stdin: string): number {
   const r = Bun.spawnSync(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", ...argv], {
-    env: { PATH: Bun.env.PATH!, ...env }, stdin: new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe",
+    env: { PATH: Bun.env.PATH!, ...env },
+    stdin: new TextEncoder().encode(stdin),
+    stdout: "pipe",
+    stderr: "pipe",
   });
   const m = /Collected : (\d+)/.exec(r.stderr.toString());
   if (!m) throw new Error(`callgrind gave no count for ${argv.join(" ")}: ${r.stderr.toString().slice(-500)}`);
@@ -25,15 +28,28 @@ function instructions(argv: string[], env: Record<string, string>, stdin: string
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export async function benchStartupInstructions(): Promise<string> {
-  if (Bun.which("valgrind") === null) return "## Plugin start-up in instructions\n\n(valgrind is not installed: skipped)\n";
+  if (Bun.which("valgrind") === null)
+    return "## Plugin start-up in instructions\n\n(valgrind is not installed: skipped)\n";
   const dir = mkdtempSync(join(tmpdir(), "meshcni-bench-instr-"));
   try {
     const build = async (entry: string, outfile: string) => {
-      const r = await Bun.build({ entrypoints: [entry], target: "bun", format: "esm", minify: true, splitting: true, bytecode: true,
+      const r = await Bun.build({
+        entrypoints: [entry],
+        target: "bun",
+        format: "esm",
+        minify: true,
+        splitting: true,
+        bytecode: true,
         compile: {
-          jitPolicy: JIT_POLICY, execArgv: NODE_EXEC_ARGV, outfile,
-          autoloadDotenv: false, autoloadBunfig: false, autoloadTsconfig: false, autoloadPackageJson: false,
-        } });
+          jitPolicy: JIT_POLICY,
+          execArgv: NODE_EXEC_ARGV,
+          outfile,
+          autoloadDotenv: false,
+          autoloadBunfig: false,
+          autoloadTsconfig: false,
+          autoloadPackageJson: false,
+        },
+      });
       if (!r.success) throw new Error(`building ${entry} failed`);
     };
     await buildEmptyProgram(dir);
@@ -55,7 +71,9 @@ export async function benchStartupInstructions(): Promise<string> {
       "",
       "| program | instructions | vs empty |",
       "|---|---|---|",
-      ...rows.map(([name], i) => `| ${name} | ${counts[i]!.toLocaleString("en-US")} | ${(counts[i]! / empty).toFixed(3)}x |`),
+      ...rows.map(
+        ([name], i) => `| ${name} | ${counts[i]!.toLocaleString("en-US")} | ${(counts[i]! / empty).toFixed(3)}x |`,
+      ),
       "",
       "| figure | value | target |",
       "|---|---|---|",

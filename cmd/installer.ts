@@ -53,13 +53,21 @@ interface PodSource {
  */
 function podSource(api: KubeClient, nodeName: string | undefined, log: Logger, signal: AbortSignal): PodSource {
   if (!nodeName) {
-    log.warn("no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, "
-      + "and the plugin reads each pod through its kubeconfig");
+    log.warn(
+      "no --node-name (env NODE_NAME): no watch cache; the agent answers no pod lookup, " +
+        "and the plugin reads each pod through its kubeconfig",
+    );
     return { lookup: noNodeLookup() };
   }
   const cache = new WatchCache(api, { nodeName, log });
-  cache.run(signal).catch((e) => log.error(`the watch cache stopped: ${(e as Error).message}; `
-    + "lookups now wait for the watch in vain and then ask the API server"));
+  cache
+    .run(signal)
+    .catch((e) =>
+      log.error(
+        `the watch cache stopped: ${(e as Error).message}; ` +
+          "lookups now wait for the watch in vain and then ask the API server",
+      ),
+    );
   return { lookup: cache.lookup, status: () => cache.status(), view: cache };
 }
 
@@ -69,8 +77,14 @@ function repairConfig(opts: AgentOptions, entry: JsonObject, node: string): Repa
   const profile = profileFor(conf);
   if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
   return {
-    mode: opts.repair, node, conf, profile, daemonSetName: opts.daemonSetName,
-    graceMs: opts.repairGraceSeconds * 1000, ratePerMinute: opts.repairRate, retryMs: opts.repairRetrySeconds * 1000,
+    mode: opts.repair,
+    node,
+    conf,
+    profile,
+    daemonSetName: opts.daemonSetName,
+    graceMs: opts.repairGraceSeconds * 1000,
+    ratePerMinute: opts.repairRate,
+    retryMs: opts.repairRetrySeconds * 1000,
   };
 }
 
@@ -109,8 +123,10 @@ function startPluginTokens(inst: Installer, tokens: PluginTokenSource, log: Logg
     const until = renderTime(written.expiresAt);
     log.info(`the plugin's kubeconfig holds a token of ${who}, valid until ${until}; asking for a new one`);
   } else if (existsSync(inst.kubeconfigPath) && !written) {
-    log.info(`${inst.kubeconfigPath} holds no token of the plugin's own account (an older meshcni wrote the agent's ` +
-      `token there): it is rewritten with a token of ${tokens.account.namespace}/${tokens.account.name}`);
+    log.info(
+      `${inst.kubeconfigPath} holds no token of the plugin's own account (an older meshcni wrote the agent's ` +
+        `token there): it is rewritten with a token of ${tokens.account.namespace}/${tokens.account.name}`,
+    );
   }
   void tokens.run(signal);
 }
@@ -126,15 +142,27 @@ function pluginAccountNamespace(opts: AgentOptions): string | undefined {
 }
 
 async function runAgent(
-  opts: AgentOptions, inst: Installer, api: KubeClient, tokens: PluginTokenSource, entry: JsonObject, log: Logger,
+  opts: AgentOptions,
+  inst: Installer,
+  api: KubeClient,
+  tokens: PluginTokenSource,
+  entry: JsonObject,
+  log: Logger,
   signal: AbortSignal,
 ): Promise<number> {
   const counters = newCounters();
   const startedAt = new Date();
   const cacheStop = new AbortController();
   const source = podSource(api, opts.nodeName, log, AbortSignal.any([signal, cacheStop.signal]));
-  const who = { daemonSetName: opts.daemonSetName, ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}), ...(opts.nodeName ? { nodeName: opts.nodeName } : {}) };
-  if (!opts.nodeName) log.warn("no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node");
+  const who = {
+    daemonSetName: opts.daemonSetName,
+    ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
+    ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
+  };
+  if (!opts.nodeName)
+    log.warn(
+      "no --node-name (env NODE_NAME): the agent cannot tell on SIGTERM whether its DaemonSet still runs on this node",
+    );
 
   let lastBadRequest = -Infinity;
   let lastDeclined = -Infinity;
@@ -145,16 +173,24 @@ async function runAgent(
   }).start();
   const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
   const planner = createAddPlanner({
-    lookup: source.lookup, stateDir: opts.stateDir, onLookup, version: VERSION,
+    lookup: source.lookup,
+    stateDir: opts.stateDir,
+    onLookup,
+    version: VERSION,
     writeRecord: async (dir, record) => {
       writeRecordFor(dir, record);
       if (dir === opts.stateDir) records.wrote(record);
     },
-    onRecordError: (record, e) => log.warn(`cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`),
+    onRecordError: (record, e) =>
+      log.warn(
+        `cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`,
+      ),
     netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
-    recordsFull: () => records.size() < opts.maxRecords ? undefined
-      : `the state folder holds ${records.size()} records, the agent's bound (--max-records ${opts.maxRecords}): `
-        + "it writes no more",
+    recordsFull: () =>
+      records.size() < opts.maxRecords
+        ? undefined
+        : `the state folder holds ${records.size()} records, the agent's bound (--max-records ${opts.maxRecords}): ` +
+          "it writes no more",
   });
   const handler = createSocketHandler({
     lookup: source.lookup,
@@ -164,8 +200,10 @@ async function runAgent(
       else if (r.recordsFull) {
         counters.recordsFull++;
         if (performance.now() - lastFull > 60_000) {
-          log.warn(`the plugin runs ADDs itself: ${r.why}; DEL and GC remove records, `
-            + "stale ones are the plugin's GC to remove");
+          log.warn(
+            `the plugin runs ADDs itself: ${r.why}; DEL and GC remove records, ` +
+              "stale ones are the plugin's GC to remove",
+          );
         }
         lastFull = performance.now();
       }
@@ -211,11 +249,17 @@ async function runAgent(
     // Said at start, not discovered at SIGTERM: a DaemonSet the agent cannot see means undo then.
     void api.get(daemonSetPath(opts.podNamespace, opts.daemonSetName), 5000).then((a) => {
       const ds = `DaemonSet ${opts.podNamespace}/${opts.daemonSetName}`;
-      if (a.kind === "status" && a.status === 404) log.warn(`${ds} is not in the API server: on SIGTERM this agent will undo everything; check --daemonset-name`);
-      else if (a.kind === "status" && (a.status === 401 || a.status === 403)) log.warn(`the agent may not read its ${ds} (${a.status}): on SIGTERM it will undo everything; check its Role (meshcnictl install-cni renders it)`);
+      if (a.kind === "status" && a.status === 404)
+        log.warn(`${ds} is not in the API server: on SIGTERM this agent will undo everything; check --daemonset-name`);
+      else if (a.kind === "status" && (a.status === 401 || a.status === 403))
+        log.warn(
+          `the agent may not read its ${ds} (${a.status}): on SIGTERM it will undo everything; check its Role (meshcnictl install-cni renders it)`,
+        );
     });
   } else {
-    log.warn("POD_NAMESPACE is not set: on SIGTERM the agent cannot look at its DaemonSet and leaves everything in place (--uninstall undoes)");
+    log.warn(
+      "POD_NAMESPACE is not set: on SIGTERM the agent cannot look at its DaemonSet and leaves everything in place (--uninstall undoes)",
+    );
   }
 
   const check = () => {
@@ -230,7 +274,10 @@ async function runAgent(
     log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
   } else {
     repair = startRepair({
-      cfg, view, api, log,
+      cfg,
+      view,
+      api,
+      log,
       records: () => records.records().records,
       writer: clientWriter(api),
       // The chain alone: repair looks at it every 2 s during its grace period, and the binary's
@@ -241,24 +288,43 @@ async function runAgent(
       intervalMs: 2000,
     });
   }
-  const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, {
-    check,
-    metrics: () => renderMetrics({
-      counters, version: VERSION, node: opts.nodeName ?? "", ready: check().ready,
-      repairs: repair?.repaired() ?? 0, bypassing: repair?.bypassing() ?? 0, unverified: repair?.unverified() ?? 0, refusals: repair?.refusals() ?? 0,
-      ...(source.status ? { cache: source.status() } : {}),
-      records: records.size(),
-    }),
-    status: () => buildStatus({
-      version: VERSION, daemonSet: opts.daemonSetName, install: installStatus(inst, tokens), counters,
-      records: records.records(),
-      ...(opts.nodeName ? { node: opts.nodeName } : {}),
-      ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
-      ...(source.status ? { cache: source.status() } : {}),
-      ...(repair ? { repair: repair.status() } : {}),
-      agent: { socket: opts.agentSocket, stateDir: opts.stateDir, startedAt: startedAt.toISOString(), uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000) },
-    }),
-  });
+  const health =
+    opts.healthPort === undefined
+      ? undefined
+      : serveHealth(opts.healthPort, {
+          check,
+          metrics: () =>
+            renderMetrics({
+              counters,
+              version: VERSION,
+              node: opts.nodeName ?? "",
+              ready: check().ready,
+              repairs: repair?.repaired() ?? 0,
+              bypassing: repair?.bypassing() ?? 0,
+              unverified: repair?.unverified() ?? 0,
+              refusals: repair?.refusals() ?? 0,
+              ...(source.status ? { cache: source.status() } : {}),
+              records: records.size(),
+            }),
+          status: () =>
+            buildStatus({
+              version: VERSION,
+              daemonSet: opts.daemonSetName,
+              install: installStatus(inst, tokens),
+              counters,
+              records: records.records(),
+              ...(opts.nodeName ? { node: opts.nodeName } : {}),
+              ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
+              ...(source.status ? { cache: source.status() } : {}),
+              ...(repair ? { repair: repair.status() } : {}),
+              agent: {
+                socket: opts.agentSocket,
+                stateDir: opts.stateDir,
+                startedAt: startedAt.toISOString(),
+                uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
+              },
+            }),
+        });
 
   let undone = false;
   const tokenStop = new AbortController();
@@ -266,26 +332,31 @@ async function runAgent(
   tokens.onToken = () => kick();
   startPluginTokens(inst, tokens, log, AbortSignal.any([signal, tokenStop.signal]));
   try {
-    const ok = await runInstall(inst, "run", {
-      watch: watchDir,
-      log,
-      reconcileOn: (k) => (kick = k),
-      resyncMs: opts.resyncSeconds * 1000,
-      onResync(before, fixed) {
-        counters.resyncs++;
-        if (before.length > 0 && fixed) {
-          counters.resyncRepairs++;
-          log.warn(`periodic resync put right what no watch event announced: ${before.join("; ")}`);
-        }
-        counters.fallbackLogLines += drainFallbackLog(opts.stateDir, log);
-        records.rescan();
+    const ok = await runInstall(
+      inst,
+      "run",
+      {
+        watch: watchDir,
+        log,
+        reconcileOn: (k) => (kick = k),
+        resyncMs: opts.resyncSeconds * 1000,
+        onResync(before, fixed) {
+          counters.resyncs++;
+          if (before.length > 0 && fixed) {
+            counters.resyncRepairs++;
+            log.warn(`periodic resync put right what no watch event announced: ${before.join("; ")}`);
+          }
+          counters.fallbackLogLines += drainFallbackLog(opts.stateDir, log);
+          records.rescan();
+        },
+        async decideOnStop() {
+          const decision = decideOnStop(await lookBeforeStopping(api, who));
+          undone = decision.undo;
+          return decision;
+        },
       },
-      async decideOnStop() {
-        const decision = decideOnStop(await lookBeforeStopping(api, who));
-        undone = decision.undo;
-        return decision;
-      },
-    }, signal);
+      signal,
+    );
     return ok ? 0 : 1;
   } finally {
     tokenStop.abort();
@@ -298,7 +369,9 @@ async function runAgent(
     // again reads them and knows which pods went through the plugin. --uninstall removes them.
     if (undone) {
       removeAgentSocket(opts.agentSocket);
-      log.info(`the plugin's records stay in ${opts.stateDir} for a later install (--uninstall removes them; a reboot empties the folder)`);
+      log.info(
+        `the plugin's records stay in ${opts.stateDir} for a later install (--uninstall removes them; a reboot empties the folder)`,
+      );
     }
   }
 }
@@ -309,7 +382,9 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   for (const sig of ["SIGTERM", "SIGINT"] as const) process.on(sig, () => stop.abort());
   let opts;
   try {
-    opts = parseAgentOptions(argv, Bun.env, { pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(",") });
+    opts = parseAgentOptions(argv, Bun.env, {
+      pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(","),
+    });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
     process.stderr.write(`meshcni-installer: ${e.message}\n`);
@@ -323,7 +398,10 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   let entry;
   try {
     const text = opts.pluginConfig === undefined ? undefined : readFileSync(opts.pluginConfig, "utf8");
-    entry = entryFromConfigText(text, opts.destNetDir, opts.podNamespace, { socket: opts.agentSocket, stateDir: opts.stateDir });
+    entry = entryFromConfigText(text, opts.destNetDir, opts.podNamespace, {
+      socket: opts.agentSocket,
+      stateDir: opts.stateDir,
+    });
   } catch (e) {
     log.error(`--plugin-config ${opts.pluginConfig}: ${(e as Error).message}`);
     return 2;
@@ -336,15 +414,21 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     if (opts.mode === "uninstall") {
       new Installer(config, baseDeps).uninstall();
       const removed = removeAgentState(opts.stateDir, opts.agentSocket);
-      if (removed.length > 0) log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
+      if (removed.length > 0)
+        log.info(`removed the plugin's records and logs: ${removed.length} file(s) in ${opts.stateDir}`);
       return 0;
     }
-    if (!service) throw new Error("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them");
+    if (!service)
+      throw new Error(
+        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them",
+      );
     const namespace = pluginAccountNamespace(opts);
     if (!namespace) {
-      throw new Error(`the plugin's service account ${opts.pluginServiceAccount} is in meshcni's namespace, which is ` +
-        "unknown: set POD_NAMESPACE (the DaemonSet sets it) or mount the service account's namespace file in " +
-        opts.serviceAccountDir);
+      throw new Error(
+        `the plugin's service account ${opts.pluginServiceAccount} is in meshcni's namespace, which is ` +
+          "unknown: set POD_NAMESPACE (the DaemonSet sets it) or mount the service account's namespace file in " +
+          opts.serviceAccountDir,
+      );
     }
     const { host, port } = service;
     const api = serviceAccountApi({ host, port, serviceAccountDir: opts.serviceAccountDir });
@@ -352,8 +436,11 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     const tokens = new PluginTokenSource({ api, account, seconds: opts.pluginTokenSeconds, log });
     const inst = new Installer(config, { ...baseDeps, tokens });
     if (opts.mode === "once") {
-      log.info(`meshcni-installer ${VERSION}: installing once (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`);
-      const health = opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, { check: () => inst.check() });
+      log.info(
+        `meshcni-installer ${VERSION}: installing once (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir})`,
+      );
+      const health =
+        opts.healthPort === undefined ? undefined : serveHealth(opts.healthPort, { check: () => inst.check() });
       const tokenStop = new AbortController();
       let kick = () => {};
       tokens.onToken = () => kick();
@@ -367,7 +454,9 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
         health?.stop();
       }
     }
-    log.info(`meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`);
+    log.info(
+      `meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`,
+    );
     return await runAgent(opts, inst, api, tokens, entry, log, stop.signal);
   } catch (e) {
     log.error((e as Error).message);

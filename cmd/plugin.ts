@@ -39,33 +39,56 @@ export async function main(): Promise<number> {
   const deadline = target ? AbortSignal.timeout(target.seconds * 1000) : undefined;
   if (target && deadline && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
     planned = await addThroughAgent({
-      socket: target.socket, stateDir: agentPaths(stdin).stateDir, stdin, env: Bun.env, version: VERSION,
-      timeoutMs: target.agentTimeoutMs, deadline, sink, t0,
+      socket: target.socket,
+      stateDir: agentPaths(stdin).stateDir,
+      stdin,
+      env: Bun.env,
+      version: VERSION,
+      timeoutMs: target.agentTimeoutMs,
+      deadline,
+      sink,
+      t0,
     });
     if (planned.kind === "done") {
       await Bun.write(Bun.stdout, planned.stdout);
       await Promise.all(pending);
       // An answer without rules the agent reported itself as it answered.
-      if (!planned.reported) await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
+      if (!planned.reported)
+        await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
       return planned.exitCode;
     }
   }
   // Otherwise the plugin runs the command itself. Start the pod lookup first, so reading the
   // kubeconfig and the API round trip overlap with loading the rest of the plugin (its module is
   // small and in this entry chunk for that). An agent that did not answer just now is not asked again.
-  const agentDown = planned?.kind === "unavailable" || (planned?.kind === "declined" && planned.lookupFailed) ? planned.why : undefined;
+  const agentDown =
+    planned?.kind === "unavailable" || (planned?.kind === "declined" && planned.lookupFailed) ? planned.why : undefined;
   const early = startEarlyLookup(target, agentDown, deadline);
   // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
-  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) void import("../internal/plugin/io/libc.ts").then((m) => m.preload(), () => {});
+  if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE)
+    void import("../internal/plugin/io/libc.ts").then(
+      (m) => m.preload(),
+      () => {},
+    );
   const [{ runPlugin }, { createPluginDeps }] = await Promise.all([
     import("../internal/plugin/run.ts"),
     import("../internal/plugin/io/deps.ts"),
   ]);
   const deps = createPluginDeps(Bun.env, sink, early);
   if (!Bun.env.CNI_COMMAND) {
-    pending.push(Bun.write(Bun.stderr, `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`));
+    pending.push(
+      Bun.write(
+        Bun.stderr,
+        `meshcni ${VERSION}: a chained CNI plugin that redirects meshed pods' TCP through their sidecar proxy\n`,
+      ),
+    );
   }
-  const outcome = await runPlugin({ getenv: (k) => Bun.env[k], readStdin: async () => stdin, deps, ...(deadline ? { deadline } : {}) });
+  const outcome = await runPlugin({
+    getenv: (k) => Bun.env[k],
+    readStdin: async () => stdin,
+    deps,
+    ...(deadline ? { deadline } : {}),
+  });
   await Bun.write(Bun.stdout, outcome.stdout);
   await Promise.all(pending);
   // The result is out; the report to the agent (bounded) or the fallback log comes after it.

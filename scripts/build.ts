@@ -68,7 +68,10 @@ export const JIT_POLICY = 10;
  */
 export const NODE_EXEC_ARGV = ["--disallow-code-generation-from-strings=strict"];
 
-export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string; imageDigest?: string }) {
+export async function buildBinary(
+  name: ProgramName,
+  opts: { target?: Bun.Build.CompileTarget; outfile: string; version: string; imageDigest?: string },
+) {
   const result = await Bun.build({
     entrypoints: [PROGRAMS[name]],
     target: "bun",
@@ -100,7 +103,10 @@ export async function buildBinary(name: ProgramName, opts: { target?: Bun.Build.
 }
 
 /** Builds `names` (a link builds its program) into `outdir`; returns the files written. */
-export async function build(names: readonly BinaryName[], opts: { outdir: string; target?: Bun.Build.CompileTarget; imageDigest?: string; log?: (line: string) => void }): Promise<string[]> {
+export async function build(
+  names: readonly BinaryName[],
+  opts: { outdir: string; target?: Bun.Build.CompileTarget; imageDigest?: string; log?: (line: string) => void },
+): Promise<string[]> {
   const version = await describeVersion();
   const programs = new Set(names.map((n) => (n in LINKS ? LINKS[n as keyof typeof LINKS] : (n as ProgramName))));
   const written: string[] = [];
@@ -113,7 +119,9 @@ export async function build(names: readonly BinaryName[], opts: { outdir: string
       version,
     });
     written.push(`${opts.outdir}/${name}`);
-    opts.log?.(`built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} in ${Math.round(performance.now() - started)} ms`);
+    opts.log?.(
+      `built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} in ${Math.round(performance.now() - started)} ms`,
+    );
   }
   for (const [link, program] of Object.entries(LINKS)) {
     if (!programs.has(program)) continue;
@@ -135,5 +143,10 @@ if (import.meta.main) {
     if (!BINARY_NAMES.includes(name)) throw new Error(`unknown binary ${name}; one of ${BINARY_NAMES.join(", ")}`);
   }
   const imageDigest = imageDigestOf(args, Bun.env);
-  await build(names.length ? names : BINARY_NAMES, { outdir, ...(target ? { target } : {}), ...(imageDigest ? { imageDigest } : {}), log: console.log });
+  await build(names.length ? names : BINARY_NAMES, {
+    outdir,
+    ...(target ? { target } : {}),
+    ...(imageDigest ? { imageDigest } : {}),
+    log: console.log,
+  });
 }

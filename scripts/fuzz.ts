@@ -49,12 +49,17 @@ async function replay(index: number): Promise<number> {
     console.log(`objects: ${JSON.stringify(c.objects, null, 2).slice(0, 6000)}`);
     let bad = 0;
     let alone: Awaited<ReturnType<typeof h.runInProcess>> | undefined;
-    for (const [where, run] of [["in-process", () => h.runInProcess(c)], ["dist/meshcni", () => h.runBinary(c, 0)]] as const) {
+    for (const [where, run] of [
+      ["in-process", () => h.runInProcess(c)],
+      ["dist/meshcni", () => h.runBinary(c, 0)],
+    ] as const) {
       const r = await run();
       alone ??= r;
       const problems = judge(c, r);
       bad += problems.length;
-      console.log(`\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\nstdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`);
+      console.log(
+        `\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\nstdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`,
+      );
       console.log(problems.length ? `PROBLEMS:\n${problems.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
     }
     const agent = startAgentFuzz(h.kubeconfig);
@@ -83,9 +88,14 @@ async function fuzzPlugin(): Promise<number> {
   const cases = Number(values.cases);
   console.log(`plugin fuzz: seed ${seed}, ${cases} cases (replay one with: bun run fuzz --seed ${seed} --case K)`);
   const report = await runFuzz({
-    seed, cases, binaryEvery: Number(values["binary-every"]), maxFailures: 200, agentEvery: 1,
+    seed,
+    cases,
+    binaryEvery: Number(values["binary-every"]),
+    maxFailures: 200,
+    agentEvery: 1,
     onProgress: (done, r) => {
-      if (done % 10_000 === 0) console.log(`  ${done} cases, ${r.failures.length} failures, ${((performance.now()) / 1000).toFixed(0)} s`);
+      if (done % 10_000 === 0)
+        console.log(`  ${done} cases, ${r.failures.length} failures, ${(performance.now() / 1000).toFixed(0)} s`);
     },
   });
   for (const f of report.failures.slice(0, 30)) console.log(renderFailure(f));
@@ -103,15 +113,20 @@ async function chaos(): Promise<number> {
 }
 
 async function socketFuzz(only?: number): Promise<number> {
-  const { renderSocketFailure, renderSocketSummary, startSocketFuzz } =
-    await import("../test/hardening/fuzz/socket-fuzz.ts");
+  const { renderSocketFailure, renderSocketSummary, startSocketFuzz } = await import(
+    "../test/hardening/fuzz/socket-fuzz.ts"
+  );
   const requests = only !== undefined ? 1 : Number(values.requests);
   console.log(`agent socket fuzz: seed ${seed}, ${requests} requests`);
   console.log(`  (replay one with: bun run fuzz --only socket --seed ${seed} --case K)`);
   const f = await startSocketFuzz();
   try {
     const r = await f.run({
-      seed, requests, handlerEvery: 1, maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
+      seed,
+      requests,
+      handlerEvery: 1,
+      maxFailures: 200,
+      ...(only !== undefined ? { first: only } : {}),
       onAnswer: (c, a) => {
         if (only === undefined) return;
         console.log(`request ${c.index} [${c.tags.join(" ")}], valid: ${c.valid}:`);
@@ -132,15 +147,20 @@ async function socketFuzz(only?: number): Promise<number> {
 }
 
 async function recordsFuzz(only?: number): Promise<number> {
-  const { renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } =
-    await import("../test/hardening/fuzz/records-fuzz.ts");
+  const { renderRecordsFailure, renderRecordsSummary, startRecordsFuzz } = await import(
+    "../test/hardening/fuzz/records-fuzz.ts"
+  );
   const sequences = only !== undefined ? 1 : Number(values.sequences);
   console.log(`records fuzz: seed ${seed}, ${sequences} sequences of ${values.length} commands`);
   console.log(`  (replay one with: bun run fuzz --only records --seed ${seed} --case K)`);
   const f = await startRecordsFuzz();
   try {
     const r = await f.run({
-      seed, sequences, length: Number(values.length), maxFailures: 200, ...(only !== undefined ? { first: only } : {}),
+      seed,
+      sequences,
+      length: Number(values.length),
+      maxFailures: 200,
+      ...(only !== undefined ? { first: only } : {}),
       onSequence: (s, failures) => {
         if (only !== undefined) {
           console.log(`sequence ${s.index} [${s.tags.join(" ")}]`);

@@ -80,7 +80,11 @@ export interface StagedArch {
 }
 
 /** Stages OUTDIR/<arch>/: the node binary, its link, and exactly the libraries it loads. */
-export async function stageArch(arch: Arch, outdir: string, opts: { musl?: boolean; log?: (l: string) => void } = {}): Promise<StagedArch> {
+export async function stageArch(
+  arch: Arch,
+  outdir: string,
+  opts: { musl?: boolean; log?: (l: string) => void } = {},
+): Promise<StagedArch> {
   const log = opts.log ?? (() => {});
   const dir = join(outdir, arch);
   rmSync(dir, { recursive: true, force: true });
@@ -88,7 +92,11 @@ export async function stageArch(arch: Arch, outdir: string, opts: { musl?: boole
   mkdirSync(bin, { recursive: true });
   await build(["meshcni"], { outdir: bin, target: ARCHS[arch].bun, log });
   if (opts.musl) {
-    await buildBinary("meshcni", { target: ARCHS[arch].musl, outfile: join(bin, "meshcni-musl"), version: await describeVersion() });
+    await buildBinary("meshcni", {
+      target: ARCHS[arch].musl,
+      outfile: join(bin, "meshcni-musl"),
+      version: await describeVersion(),
+    });
     log(`built ${join(bin, "meshcni-musl")} (${ARCHS[arch].musl})`);
   }
   const sysroot = debianSysroot(arch, log);
@@ -125,7 +133,14 @@ export interface BuiltImage {
 }
 
 /** Stages and builds each architecture, adding each image to the manifest list `tag`. */
-export async function buildImages(opts: { archs: readonly Arch[]; tag: string; outdir: string; musl?: boolean; podman?: Podman; log?: (l: string) => void }): Promise<BuiltImage[]> {
+export async function buildImages(opts: {
+  archs: readonly Arch[];
+  tag: string;
+  outdir: string;
+  musl?: boolean;
+  podman?: Podman;
+  log?: (l: string) => void;
+}): Promise<BuiltImage[]> {
   const pm = opts.podman ?? podman;
   const log = opts.log ?? (() => {});
   const list = opts.musl ? `${opts.tag}-musl` : opts.tag;
@@ -134,11 +149,24 @@ export async function buildImages(opts: { archs: readonly Arch[]; tag: string; o
   for (const arch of opts.archs) {
     const staged = await stageArch(arch, opts.outdir, { musl: opts.musl ?? false, log });
     const tag = `${list}-${arch}`;
-    const r = pm(["build", "--platform", `linux/${arch}`, "-t", tag, "--manifest", list, "-f", join(REPO, "Containerfile"), opts.outdir]);
+    const r = pm([
+      "build",
+      "--platform",
+      `linux/${arch}`,
+      "-t",
+      tag,
+      "--manifest",
+      list,
+      "-f",
+      join(REPO, "Containerfile"),
+      opts.outdir,
+    ]);
     if (r.code !== 0) throw new Error(`podman build for ${arch}: ${r.stderr}`);
     const size = pm(["image", "inspect", "--format", "{{.Size}}", tag]);
     const bytes = Number(size.stdout.trim());
-    log(`image: ${tag} ${(bytes / 1e6).toFixed(1)} MB${opts.musl ? "" : bytes > IMAGE_BUDGET_BYTES ? " (over the 120 MB budget)" : ""}`);
+    log(
+      `image: ${tag} ${(bytes / 1e6).toFixed(1)} MB${opts.musl ? "" : bytes > IMAGE_BUDGET_BYTES ? " (over the 120 MB budget)" : ""}`,
+    );
     out.push({ arch, tag, bytes, staged });
   }
   log(`image: manifest list ${list} (${opts.archs.map((a) => `linux/${a}`).join(", ")})`);

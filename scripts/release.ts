@@ -42,7 +42,8 @@ export function renderChecksums(files: readonly { name: string; bytes: Uint8Arra
 
 /** values.yaml with its `digest: ""` line set to `digest` (the rest, comments too, as it is). */
 export function stampDigest(valuesYaml: string, digest: string): string {
-  if (!IMAGE_DIGEST.test(digest)) throw new Error(`image digest ${JSON.stringify(digest)}: must be sha256: and 64 hex digits`);
+  if (!IMAGE_DIGEST.test(digest))
+    throw new Error(`image digest ${JSON.stringify(digest)}: must be sha256: and 64 hex digits`);
   const out = valuesYaml.replace(/^digest: ""$/m, `digest: "${digest}"`);
   if (out === valuesYaml) throw new Error('manifests/values.yaml has no top-level `digest: ""` line to set');
   return out;
@@ -59,7 +60,10 @@ function packageChart(outdir: string, digest: string): string {
     const values = join(stage, "meshcni/values.yaml");
     writeFileSync(values, stampDigest(readFileSync(values, "utf8"), digest));
     const file = join(outdir, `meshcni-${version}.tgz`);
-    const r = Bun.spawnSync(["tar", "-czf", file, "--owner=0", "--group=0", "--sort=name", "-C", stage, "meshcni"], { stdout: "pipe", stderr: "pipe" });
+    const r = Bun.spawnSync(["tar", "-czf", file, "--owner=0", "--group=0", "--sort=name", "-C", stage, "meshcni"], {
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     if (r.exitCode !== 0) throw new Error(`packaging the chart: ${r.stderr.toString()}`);
     return file;
   } finally {
@@ -81,9 +85,16 @@ export async function release(
   for (const p of platforms) {
     const outfile = join(outdir, `meshcnictl-${p}`);
     const started = performance.now();
-    await buildBinary("meshcnictl", { target: PLATFORMS[p], outfile, version, ...(opts.imageDigest ? { imageDigest: opts.imageDigest } : {}) });
+    await buildBinary("meshcnictl", {
+      target: PLATFORMS[p],
+      outfile,
+      version,
+      ...(opts.imageDigest ? { imageDigest: opts.imageDigest } : {}),
+    });
     files.push(outfile);
-    log(`built ${outfile} (${PLATFORMS[p]}, ${version}${opts.imageDigest ? `, image ${opts.imageDigest}` : ""}) in ${Math.round(performance.now() - started)} ms`);
+    log(
+      `built ${outfile} (${PLATFORMS[p]}, ${version}${opts.imageDigest ? `, image ${opts.imageDigest}` : ""}) in ${Math.round(performance.now() - started)} ms`,
+    );
   }
   if (opts.imageDigest) {
     const file = packageChart(outdir, opts.imageDigest);
@@ -106,14 +117,23 @@ export async function release(
 if (import.meta.main) {
   const args = Bun.argv.slice(2);
   const outdir = args.find((a) => a.startsWith("--outdir="))?.slice(9) ?? "dist/release";
-  const wanted = args.find((a) => a.startsWith("--platforms="))?.slice(12).split(",") ?? Object.keys(PLATFORMS);
+  const wanted =
+    args
+      .find((a) => a.startsWith("--platforms="))
+      ?.slice(12)
+      .split(",") ?? Object.keys(PLATFORMS);
   for (const p of wanted) {
     if (!(p in PLATFORMS)) {
       console.error(`release: unknown platform ${p}; one of ${Object.keys(PLATFORMS).join(", ")}`);
       process.exit(2);
     }
   }
-  const nodes = args.find((a) => a.startsWith("--node="))?.slice(7).split(",").filter((p) => p !== "") ?? Object.keys(NODE_PLATFORMS);
+  const nodes =
+    args
+      .find((a) => a.startsWith("--node="))
+      ?.slice(7)
+      .split(",")
+      .filter((p) => p !== "") ?? Object.keys(NODE_PLATFORMS);
   for (const p of nodes) {
     if (!(p in NODE_PLATFORMS)) {
       console.error(`release: unknown node platform ${p}; one of ${Object.keys(NODE_PLATFORMS).join(", ")}`);

@@ -23,7 +23,16 @@ writeFileSync(kubeconfig, api.kubeconfig());
 // /var/run/meshcni is on a node (/run is tmpfs); this machine's /tmp is a disk.
 const stateDir = existsSync("/dev/shm") ? mkdtempSync("/dev/shm/meshcni-bench-state-") : undefined;
 const agent = startStandInAgent(api, stateDir ? { dir: stateDir } : {});
-console.log(JSON.stringify({ url: api.url, kubeconfig, caFile: makePki().paths.ca, token: "bench-token", agentSocket: agent.socket, stateDir: agent.dir }));
+console.log(
+  JSON.stringify({
+    url: api.url,
+    kubeconfig,
+    caFile: makePki().paths.ca,
+    token: "bench-token",
+    agentSocket: agent.socket,
+    stateDir: agent.dir,
+  }),
+);
 for await (const _ of Bun.stdin.stream()) {
   // keep running until the parent closes our stdin
 }

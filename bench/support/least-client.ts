@@ -14,13 +14,38 @@ const stdin = await Bun.file(0).text();
 const conf = JSON.parse(stdin) as { agent_socket: string; state_dir: string };
 const env = Bun.env;
 const args = Object.fromEntries((env.CNI_ARGS ?? "").split(";").map((kv) => kv.split("=") as [string, string]));
-const report = JSON.stringify({ v: 1, command: env.CNI_COMMAND, containerId: env.CNI_CONTAINERID, outcome: "ok", reason: "floor", durationMs: 0, lines: [], time: new Date().toISOString(), version: "floor" });
+const report = JSON.stringify({
+  v: 1,
+  command: env.CNI_COMMAND,
+  containerId: env.CNI_CONTAINERID,
+  outcome: "ok",
+  reason: "floor",
+  durationMs: 0,
+  lines: [],
+  time: new Date().toISOString(),
+  version: "floor",
+});
 const post = `POST /v1/reports HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(report)}\r\nConnection: close\r\n\r\n${report}`;
 
 if (env.CNI_COMMAND === "DEL") {
   void Bun.file(`${conf.state_dir}/containers/${env.CNI_CONTAINERID}.json`).size;
   await new Promise<void>((done) => {
-    Bun.connect({ unix: conf.agent_socket, socket: { open(s) { s.end(post); done(); }, data() {}, error() { done(); }, connectError() { done(); } } }).catch(() => done());
+    Bun.connect({
+      unix: conf.agent_socket,
+      socket: {
+        open(s) {
+          s.end(post);
+          done();
+        },
+        data() {},
+        error() {
+          done();
+        },
+        connectError() {
+          done();
+        },
+      },
+    }).catch(() => done());
   });
 } else {
   await new Promise<void>((done) => {
@@ -38,15 +63,26 @@ if (env.CNI_COMMAND === "DEL") {
           if (head < 0 || at < 0) return;
           if (got.length - head - 4 < Number(got.slice(at + 16, got.indexOf("\r\n", at)))) return;
           if (env.LEAST_PAYLOAD) {
-            const p = Bun.spawn(["nsenter", `--net=${env.CNI_NETNS}`, "--", "iptables-nft-restore", "--noflush"], { stdin: new Blob([env.LEAST_PAYLOAD]), stdout: "pipe", stderr: "pipe" });
-            void Promise.all([p.stdout.text(), p.stderr.text(), p.exited]).then(() => { s.end(post); done(); });
+            const p = Bun.spawn(["nsenter", `--net=${env.CNI_NETNS}`, "--", "iptables-nft-restore", "--noflush"], {
+              stdin: new Blob([env.LEAST_PAYLOAD]),
+              stdout: "pipe",
+              stderr: "pipe",
+            });
+            void Promise.all([p.stdout.text(), p.stderr.text(), p.exited]).then(() => {
+              s.end(post);
+              done();
+            });
             return;
           }
           s.end();
           done();
         },
-        error() { done(); },
-        connectError() { done(); },
+        error() {
+          done();
+        },
+        connectError() {
+          done();
+        },
       },
     }).catch(() => done());
   });

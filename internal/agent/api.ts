@@ -27,11 +27,14 @@ export function noNodeLookup(): PodLookup {
   return {
     async lookup(namespace, name): Promise<LookupResult> {
       return {
-        ok: false, status: 503,
+        ok: false,
+        status: 503,
         error: {
-          code: Code.TryAgainLater, msg: "the agent cannot answer",
-          details: `the agent has no node name (--node-name, env NODE_NAME) and answers no pod lookup `
-            + `(pod ${namespace}/${name})`,
+          code: Code.TryAgainLater,
+          msg: "the agent cannot answer",
+          details:
+            `the agent has no node name (--node-name, env NODE_NAME) and answers no pod lookup ` +
+            `(pod ${namespace}/${name})`,
         },
       };
     },
@@ -45,19 +48,28 @@ export const STOP_LOOK_MS = 10_000;
 const STOP_GET_MS = 3000;
 const STOP_RETRY_MS = 1000;
 
-export const daemonSetPath = (namespace: string, name: string) => `/apis/apps/v1/namespaces/${namespace}/daemonsets/${name}`;
+export const daemonSetPath = (namespace: string, name: string) =>
+  `/apis/apps/v1/namespaces/${namespace}/daemonsets/${name}`;
 export const nodePath = (name: string) => `/api/v1/nodes/${name}`;
 
 /**
  * Asks for the DaemonSet (again while the API server does not answer or answers 5xx/429, until
  * STOP_LOOK_MS), then for its namespace and the node, and returns what was learnt.
  */
-export async function lookBeforeStopping(api: AgentApi | undefined, who: { namespace?: string; daemonSetName: string; nodeName?: string }): Promise<StopFacts> {
-  const facts: StopFacts = { daemonSetName: who.daemonSetName, ...(who.namespace ? { namespace: who.namespace } : {}), ...(who.nodeName ? { nodeName: who.nodeName } : {}) };
+export async function lookBeforeStopping(
+  api: AgentApi | undefined,
+  who: { namespace?: string; daemonSetName: string; nodeName?: string },
+): Promise<StopFacts> {
+  const facts: StopFacts = {
+    daemonSetName: who.daemonSetName,
+    ...(who.namespace ? { namespace: who.namespace } : {}),
+    ...(who.nodeName ? { nodeName: who.nodeName } : {}),
+  };
   if (!api || !who.namespace) return facts;
   const deadline = performance.now() + STOP_LOOK_MS;
   const left = () => deadline - performance.now();
-  const passing = (a: ApiAnswer) => a.kind === "unreachable" || (a.kind === "status" && (a.status >= 500 || a.status === 429));
+  const passing = (a: ApiAnswer) =>
+    a.kind === "unreachable" || (a.kind === "status" && (a.status >= 500 || a.status === 429));
   let ds = await api.get(daemonSetPath(who.namespace, who.daemonSetName), Math.min(STOP_GET_MS, left()));
   while (passing(ds) && left() > STOP_RETRY_MS + 500) {
     await Bun.sleep(STOP_RETRY_MS);

@@ -4,7 +4,14 @@ import { parseArgs } from "node:util";
 import * as v from "valibot";
 import { DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR } from "../wire/protocol.ts";
 import { DEFAULT_MAX_RECORDS, DEFAULT_NETNS_DIR } from "../wire/state.ts";
-import { DEFAULT_GRACE_SECONDS, DEFAULT_RATE_PER_MINUTE, DEFAULT_RETRY_SECONDS, REPAIR_MODES, type RepairMode, RESERVED_REPAIR_MODES } from "./repair/plan.ts";
+import {
+  DEFAULT_GRACE_SECONDS,
+  DEFAULT_RATE_PER_MINUTE,
+  DEFAULT_RETRY_SECONDS,
+  REPAIR_MODES,
+  type RepairMode,
+  RESERVED_REPAIR_MODES,
+} from "./repair/plan.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
 import { DEFAULT_TOKEN_SECONDS, MIN_TOKEN_SECONDS } from "./install/token.ts";
@@ -66,51 +73,160 @@ export interface AgentOptions {
 export class OptionsError extends Error {}
 
 const FLAGS = {
-  "host-net-dir": { type: "string", arg: "DIR", default: "/host/etc/cni/net.d", help: "the host's CNI config folder, as mounted here" },
-  "host-bin-dir": { type: "string", arg: "DIR", default: "/host/opt/cni/bin", help: "the host's CNI plugin folder, as mounted here" },
-  "dest-net-dir": { type: "string", arg: "DIR", default: "/etc/cni/net.d", help: "the host's CNI config folder, as the host sees it" },
-  "plugin-binary": { type: "string", arg: "FILE[,FILE...]", default: undefined, help: "the meshcni binary to install; of several, the first the host can run (default: meshcni, then meshcni-musl, next to this program)" },
-  "host-root": { type: "string", arg: "DIR", default: "/host/root", help: "the host's / mounted read-only, to check that the host can run the plugin (its ELF loader and libraries); without it, no check" },
-  "plugin-config": { type: "string", arg: "FILE", default: undefined, help: "a JSON file with meshcni's conflist entry (default: the built-in entry)" },
+  "host-net-dir": {
+    type: "string",
+    arg: "DIR",
+    default: "/host/etc/cni/net.d",
+    help: "the host's CNI config folder, as mounted here",
+  },
+  "host-bin-dir": {
+    type: "string",
+    arg: "DIR",
+    default: "/host/opt/cni/bin",
+    help: "the host's CNI plugin folder, as mounted here",
+  },
+  "dest-net-dir": {
+    type: "string",
+    arg: "DIR",
+    default: "/etc/cni/net.d",
+    help: "the host's CNI config folder, as the host sees it",
+  },
+  "plugin-binary": {
+    type: "string",
+    arg: "FILE[,FILE...]",
+    default: undefined,
+    help: "the meshcni binary to install; of several, the first the host can run (default: meshcni, then meshcni-musl, next to this program)",
+  },
+  "host-root": {
+    type: "string",
+    arg: "DIR",
+    default: "/host/root",
+    help: "the host's / mounted read-only, to check that the host can run the plugin (its ELF loader and libraries); without it, no check",
+  },
+  "plugin-config": {
+    type: "string",
+    arg: "FILE",
+    default: undefined,
+    help: "a JSON file with meshcni's conflist entry (default: the built-in entry)",
+  },
   "service-account-dir": {
-    type: "string", arg: "DIR", default: "/var/run/secrets/kubernetes.io/serviceaccount",
+    type: "string",
+    arg: "DIR",
+    default: "/var/run/secrets/kubernetes.io/serviceaccount",
     help: "the agent's own credentials (token) and the cluster CA (ca.crt, also written into the plugin's kubeconfig)",
   },
   "plugin-service-account": {
-    type: "string", arg: "NAME", default: NAMES.pluginServiceAccount,
-    help: "the plugin's own service account, in the namespace of env POD_NAMESPACE: the agent requests its tokens " +
+    type: "string",
+    arg: "NAME",
+    default: NAMES.pluginServiceAccount,
+    help:
+      "the plugin's own service account, in the namespace of env POD_NAMESPACE: the agent requests its tokens " +
       "(TokenRequest API) for the plugin's kubeconfig",
   },
   "plugin-token-seconds": {
-    type: "string", arg: "N", default: String(DEFAULT_TOKEN_SECONDS),
-    help: `the lifetime asked for the plugin's token, ${MIN_TOKEN_SECONDS} or more (the API server may grant less); ` +
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_TOKEN_SECONDS),
+    help:
+      `the lifetime asked for the plugin's token, ${MIN_TOKEN_SECONDS} or more (the API server may grant less); ` +
       "renewed at 80 % of what it grants",
   },
-  "conf-name": { type: "string", arg: "NAME", default: undefined, help: "chain into this file instead of the one the runtime picks" },
-  "health-port": { type: "string", arg: "N", default: undefined, help: "serve /healthz and /readyz over HTTP on this port" },
+  "conf-name": {
+    type: "string",
+    arg: "NAME",
+    default: undefined,
+    help: "chain into this file instead of the one the runtime picks",
+  },
+  "health-port": {
+    type: "string",
+    arg: "N",
+    default: undefined,
+    help: "serve /healthz and /readyz over HTTP on this port",
+  },
   "log-level": { type: "string", arg: "LEVEL", default: "info", help: "debug, info, warn or error" },
-  "node-name": { type: "string", arg: "NAME", default: undefined, help: "this node's name (default: env NODE_NAME, which the DaemonSet sets from spec.nodeName)" },
-  "agent-socket": { type: "string", arg: "PATH", default: DEFAULT_AGENT_SOCKET, help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)" },
-  "state-dir": { type: "string", arg: "DIR", default: DEFAULT_STATE_DIR, help: "the plugin's records and fallback log (a host path, mounted at the same path)" },
+  "node-name": {
+    type: "string",
+    arg: "NAME",
+    default: undefined,
+    help: "this node's name (default: env NODE_NAME, which the DaemonSet sets from spec.nodeName)",
+  },
+  "agent-socket": {
+    type: "string",
+    arg: "PATH",
+    default: DEFAULT_AGENT_SOCKET,
+    help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)",
+  },
+  "state-dir": {
+    type: "string",
+    arg: "DIR",
+    default: DEFAULT_STATE_DIR,
+    help: "the plugin's records and fallback log (a host path, mounted at the same path)",
+  },
   "netns-dir": {
-    type: "string", arg: "DIR", default: DEFAULT_NETNS_DIR,
-    help: "the host's network namespace folder (a host path, mounted read-only at the same path): "
-      + "the agent plans an ADD only for a namespace it finds there",
+    type: "string",
+    arg: "DIR",
+    default: DEFAULT_NETNS_DIR,
+    help:
+      "the host's network namespace folder (a host path, mounted read-only at the same path): " +
+      "the agent plans an ADD only for a namespace it finds there",
   },
   "max-records": {
-    type: "string", arg: "N", default: String(DEFAULT_MAX_RECORDS),
-    help: "the most records the state folder holds for the agent to plan an ADD; "
-      + "past it the plugin runs each ADD itself",
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_MAX_RECORDS),
+    help:
+      "the most records the state folder holds for the agent to plan an ADD; " +
+      "past it the plugin runs each ADD itself",
   },
-  "daemonset-name": { type: "string", arg: "NAME", default: NAMES.daemonSet, help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted" },
-  "resync-seconds": { type: "string", arg: "N", default: "60", help: "check chain, binary and kubeconfig this often besides watching for changes" },
-  repair: { type: "string", arg: "evict|delete|off", default: "evict", help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)" },
-  "repair-grace-seconds": { type: "string", arg: "N", default: String(DEFAULT_GRACE_SECONDS), help: "repair acts only once the chain has been in place this long" },
-  "repair-rate": { type: "string", arg: "N", default: String(DEFAULT_RATE_PER_MINUTE), help: "repair evicts or deletes at most this many pods a minute" },
-  "repair-retry-seconds": { type: "string", arg: "N", default: String(DEFAULT_RETRY_SECONDS), help: "an eviction a PodDisruptionBudget refused is tried again after this long (doubled at each refusal in a row, up to 10 minutes)" },
-  "startup-taint": { type: "string", arg: "KEY", default: undefined, help: "remove this NoSchedule taint from this node once the chain, the binary and the agent's view of the node's pods are ready" },
+  "daemonset-name": {
+    type: "string",
+    arg: "NAME",
+    default: NAMES.daemonSet,
+    help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted",
+  },
+  "resync-seconds": {
+    type: "string",
+    arg: "N",
+    default: "60",
+    help: "check chain, binary and kubeconfig this often besides watching for changes",
+  },
+  repair: {
+    type: "string",
+    arg: "evict|delete|off",
+    default: "evict",
+    help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)",
+  },
+  "repair-grace-seconds": {
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_GRACE_SECONDS),
+    help: "repair acts only once the chain has been in place this long",
+  },
+  "repair-rate": {
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_RATE_PER_MINUTE),
+    help: "repair evicts or deletes at most this many pods a minute",
+  },
+  "repair-retry-seconds": {
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_RETRY_SECONDS),
+    help: "an eviction a PodDisruptionBudget refused is tried again after this long (doubled at each refusal in a row, up to 10 minutes)",
+  },
+  "startup-taint": {
+    type: "string",
+    arg: "KEY",
+    default: undefined,
+    help: "remove this NoSchedule taint from this node once the chain, the binary and the agent's view of the node's pods are ready",
+  },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
-  uninstall: { type: "boolean", arg: "", default: undefined, help: "undo an installation (chain, binary, kubeconfig, the plugin's records and fallback log, the socket), then exit" },
+  uninstall: {
+    type: "boolean",
+    arg: "",
+    default: undefined,
+    help: "undo an installation (chain, binary, kubeconfig, the plugin's records and fallback log, the socket), then exit",
+  },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
 } as const;
 type Flag = keyof typeof FLAGS;
@@ -136,8 +252,13 @@ export function renderUsage(): string {
   ].join("\n");
 }
 
-
-const Port = v.pipe(v.string(), v.regex(/^\d+$/, "must be a number"), v.transform(Number), v.minValue(1, "must be 1-65535"), v.maxValue(65535, "must be 1-65535"));
+const Port = v.pipe(
+  v.string(),
+  v.regex(/^\d+$/, "must be a number"),
+  v.transform(Number),
+  v.minValue(1, "must be 1-65535"),
+  v.maxValue(65535, "must be 1-65535"),
+);
 
 function truthy(name: string, raw: string): boolean {
   if (/^(1|true|yes|on)$/i.test(raw)) return true;
@@ -192,28 +313,42 @@ export function parseAgentOptions(
     return d.length > 1 ? d.replace(/\/+$/, "") : d;
   };
   const resync = str("resync-seconds")!;
-  if (!/^[1-9][0-9]{0,5}$/.test(resync)) throw new OptionsError(`--resync-seconds ${JSON.stringify(resync)}: expected a whole number of seconds, 1 or more`);
+  if (!/^[1-9][0-9]{0,5}$/.test(resync))
+    throw new OptionsError(`--resync-seconds ${JSON.stringify(resync)}: expected a whole number of seconds, 1 or more`);
   const agentSocket = str("agent-socket")!;
-  if (!agentSocket.startsWith("/") || agentSocket.endsWith("/")) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: must be an absolute path to a file`);
+  if (!agentSocket.startsWith("/") || agentSocket.endsWith("/"))
+    throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: must be an absolute path to a file`);
   // sun_path holds 108 bytes, the terminating NUL included.
-  if (Buffer.byteLength(agentSocket) > 107) throw new OptionsError(`--agent-socket ${JSON.stringify(agentSocket)}: longer than a Unix socket path may be (107 bytes)`);
+  if (Buffer.byteLength(agentSocket) > 107)
+    throw new OptionsError(
+      `--agent-socket ${JSON.stringify(agentSocket)}: longer than a Unix socket path may be (107 bytes)`,
+    );
   // Both reach API paths, so both must be names the API could hold.
   const daemonSetName = str("daemonset-name")!;
-  if (!isDnsSubdomain(daemonSetName)) throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
+  if (!isDnsSubdomain(daemonSetName))
+    throw new OptionsError(`--daemonset-name ${JSON.stringify(daemonSetName)}: not a Kubernetes object name`);
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
-  if (nodeName !== undefined && !isDnsSubdomain(nodeName)) throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
+  if (nodeName !== undefined && !isDnsSubdomain(nodeName))
+    throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
   const repair = str("repair")!;
   const reserved = RESERVED_REPAIR_MODES[repair];
   if (reserved) throw new OptionsError(`--repair ${repair}: ${reserved}`);
-  if (!(REPAIR_MODES as readonly string[]).includes(repair)) throw new OptionsError(`--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.slice(0, -1).join(", ")} or ${REPAIR_MODES.at(-1)}`);
+  if (!(REPAIR_MODES as readonly string[]).includes(repair))
+    throw new OptionsError(
+      `--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.slice(0, -1).join(", ")} or ${REPAIR_MODES.at(-1)}`,
+    );
   const whole = (flag: Flag, min: number): number => {
     const raw = str(flag)!;
-    if (!/^[0-9]{1,6}$/.test(raw) || Number(raw) < min) throw new OptionsError(`--${flag} ${JSON.stringify(raw)}: expected a whole number, ${min} or more`);
+    if (!/^[0-9]{1,6}$/.test(raw) || Number(raw) < min)
+      throw new OptionsError(`--${flag} ${JSON.stringify(raw)}: expected a whole number, ${min} or more`);
     return Number(raw);
   };
   const startupTaint = str("startup-taint");
   // A label key: [prefix/]name, the form a taint key takes.
-  if (startupTaint !== undefined && !/^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(startupTaint)) {
+  if (
+    startupTaint !== undefined &&
+    !/^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/.test(startupTaint)
+  ) {
     throw new OptionsError(`--startup-taint ${JSON.stringify(startupTaint)}: not a taint key`);
   }
   const pluginServiceAccount = str("plugin-service-account")!;
@@ -224,12 +359,16 @@ export function parseAgentOptions(
   const tokenSeconds = str("plugin-token-seconds")!;
   const seconds = Number(tokenSeconds);
   if (!/^[0-9]{1,10}$/.test(tokenSeconds) || seconds < MIN_TOKEN_SECONDS || seconds > 2 ** 32) {
-    throw new OptionsError(`--plugin-token-seconds ${JSON.stringify(tokenSeconds)}: expected a whole number of ` +
-      `seconds, ${MIN_TOKEN_SECONDS} (the API server's least) to ${2 ** 32}`);
+    throw new OptionsError(
+      `--plugin-token-seconds ${JSON.stringify(tokenSeconds)}: expected a whole number of ` +
+        `seconds, ${MIN_TOKEN_SECONDS} (the API server's least) to ${2 ** 32}`,
+    );
   }
   const confName = str("conf-name");
   if (confName !== undefined && (confName.includes("/") || confName === "." || confName === "..")) {
-    throw new OptionsError(`--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`);
+    throw new OptionsError(
+      `--conf-name ${JSON.stringify(confName)}: a file name inside --host-net-dir, without a folder`,
+    );
   }
   const opts: AgentOptions = {
     hostNetDir: dir("host-net-dir"),
@@ -264,6 +403,7 @@ export function parseAgentOptions(
     nodeName,
     startupTaint,
   };
-  for (const [k, val] of Object.entries(optional)) if (val !== undefined) (opts as unknown as Record<string, unknown>)[k] = val;
+  for (const [k, val] of Object.entries(optional))
+    if (val !== undefined) (opts as unknown as Record<string, unknown>)[k] = val;
   return opts;
 }

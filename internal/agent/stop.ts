@@ -39,7 +39,8 @@ export interface StopDecision {
 
 type Obj = Record<string, unknown>;
 const isObj = (x: unknown): x is Obj => typeof x === "object" && x !== null && !Array.isArray(x);
-const get = (o: unknown, ...keys: string[]): unknown => keys.reduce<unknown>((at, k) => (isObj(at) ? at[k] : undefined), o);
+const get = (o: unknown, ...keys: string[]): unknown =>
+  keys.reduce<unknown>((at, k) => (isObj(at) ? at[k] : undefined), o);
 const deletionTimestamp = (o: unknown): string | undefined => {
   const t = get(o, "metadata", "deletionTimestamp");
   return typeof t === "string" && t !== "" ? t : undefined;
@@ -60,12 +61,19 @@ export function decideOnStop(f: StopFacts): StopDecision {
   if (a === undefined) return keep(`the agent could not ask the API server about its ${ds}`);
   if (a.kind === "status") {
     if (a.status === 404) return undo(`its ${ds} is gone (404)`);
-    if (a.status === 401) return undo(`the API server no longer accepts the agent's service account token (401): its ServiceAccount was deleted, which only a removal of meshcni does`);
-    if (a.status === 403) return undo(`the agent may no longer read its ${ds} (403): its RBAC was deleted, which only a removal of meshcni does`);
+    if (a.status === 401)
+      return undo(
+        `the API server no longer accepts the agent's service account token (401): its ServiceAccount was deleted, which only a removal of meshcni does`,
+      );
+    if (a.status === 403)
+      return undo(
+        `the agent may no longer read its ${ds} (403): its RBAC was deleted, which only a removal of meshcni does`,
+      );
     return keep(`cannot tell whether its ${ds} still exists: ${describe(a)}`);
   }
   if (a.kind === "unreachable") return keep(`cannot tell whether its ${ds} still exists: ${describe(a)}`);
-  if (!isObj(a.object) || get(a.object, "kind") !== "DaemonSet") return keep(`cannot tell whether its ${ds} still exists: the API server sent something that is not a DaemonSet`);
+  if (!isObj(a.object) || get(a.object, "kind") !== "DaemonSet")
+    return keep(`cannot tell whether its ${ds} still exists: the API server sent something that is not a DaemonSet`);
   const dsGone = deletionTimestamp(a.object);
   if (dsGone) return undo(`its ${ds} is being deleted (deletionTimestamp ${dsGone})`);
   const ns = f.namespaceObject;
@@ -76,7 +84,9 @@ export function decideOnStop(f: StopFacts): StopDecision {
     return undo(`its namespace ${f.namespace} is gone (404)`);
   } else if (ns?.kind === "status" && (ns.status === 401 || ns.status === 403)) {
     // The ClusterRole (or the account) went before the Role: a removal under way.
-    return undo(`the agent may no longer read its namespace ${f.namespace} (${ns.status}): its ClusterRole or ServiceAccount was deleted, which only a removal of meshcni does`);
+    return undo(
+      `the agent may no longer read its namespace ${f.namespace} (${ns.status}): its ClusterRole or ServiceAccount was deleted, which only a removal of meshcni does`,
+    );
   }
   if (f.nodeName !== undefined && f.node?.kind === "object") {
     const fit = targetsNode(a.object, f.node.object);
@@ -105,7 +115,11 @@ interface Taint {
  * documentation, "Taints and tolerations"); network-unavailable only for host-network pods.
  */
 function controllerTolerations(hostNetwork: boolean): Toleration[] {
-  const exists = (key: string, effect: string): Toleration => ({ key: `node.kubernetes.io/${key}`, operator: "Exists", effect });
+  const exists = (key: string, effect: string): Toleration => ({
+    key: `node.kubernetes.io/${key}`,
+    operator: "Exists",
+    effect,
+  });
   return [
     exists("not-ready", "NoExecute"),
     exists("unreachable", "NoExecute"),
@@ -154,17 +168,29 @@ function matchesRequirement(req: unknown, value: string | undefined): boolean | 
 export function targetsNode(daemonSet: unknown, node: unknown): { runs: true } | { runs: false; why: string } {
   const spec = get(daemonSet, "spec", "template", "spec");
   const labelsRaw = get(node, "metadata", "labels");
-  const labels: Record<string, string> = isObj(labelsRaw) ? Object.fromEntries(Object.entries(labelsRaw).filter((e): e is [string, string] => typeof e[1] === "string")) : {};
+  const labels: Record<string, string> = isObj(labelsRaw)
+    ? Object.fromEntries(Object.entries(labelsRaw).filter((e): e is [string, string] => typeof e[1] === "string"))
+    : {};
   const nodeName = get(node, "metadata", "name");
 
   const selector = get(spec, "nodeSelector");
   if (isObj(selector)) {
     for (const [k, want] of Object.entries(selector)) {
-      if (typeof want === "string" && labels[k] !== want) return { runs: false, why: `its nodeSelector wants ${k}=${want}, the node has ${k in labels ? `${k}=${labels[k]}` : `no label ${k}`}` };
+      if (typeof want === "string" && labels[k] !== want)
+        return {
+          runs: false,
+          why: `its nodeSelector wants ${k}=${want}, the node has ${k in labels ? `${k}=${labels[k]}` : `no label ${k}`}`,
+        };
     }
   }
 
-  const terms = get(spec, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms");
+  const terms = get(
+    spec,
+    "affinity",
+    "nodeAffinity",
+    "requiredDuringSchedulingIgnoredDuringExecution",
+    "nodeSelectorTerms",
+  );
   if (Array.isArray(terms) && terms.length > 0) {
     let unknown = false;
     const termMatches = (term: unknown): boolean => {
@@ -172,19 +198,29 @@ export function targetsNode(daemonSet: unknown, node: unknown): { runs: true } |
       const fields = get(term, "matchFields");
       const all = [
         ...(Array.isArray(exprs) ? exprs.map((e) => matchesRequirement(e, labels[String(get(e, "key"))])) : []),
-        ...(Array.isArray(fields) ? fields.map((e) => (get(e, "key") === "metadata.name" ? matchesRequirement(e, typeof nodeName === "string" ? nodeName : undefined) : undefined)) : []),
+        ...(Array.isArray(fields)
+          ? fields.map((e) =>
+              get(e, "key") === "metadata.name"
+                ? matchesRequirement(e, typeof nodeName === "string" ? nodeName : undefined)
+                : undefined,
+            )
+          : []),
       ];
       if (all.length === 0) return false; // an empty term matches no node
       if (all.includes(undefined)) unknown = true;
       return all.every((m) => m === true);
     };
-    if (!terms.some(termMatches) && !unknown) return { runs: false, why: "no term of its required node affinity matches the node" };
+    if (!terms.some(termMatches) && !unknown)
+      return { runs: false, why: "no term of its required node affinity matches the node" };
   }
 
   const taintsRaw = get(node, "spec", "taints");
   if (Array.isArray(taintsRaw)) {
     const own = get(spec, "tolerations");
-    const tolerations = [...(Array.isArray(own) ? own.filter(isObj) as Toleration[] : []), ...controllerTolerations(get(spec, "hostNetwork") === true)];
+    const tolerations = [
+      ...(Array.isArray(own) ? (own.filter(isObj) as Toleration[]) : []),
+      ...controllerTolerations(get(spec, "hostNetwork") === true),
+    ];
     for (const t of taintsRaw) {
       const key = get(t, "key");
       const effect = get(t, "effect");
@@ -192,7 +228,10 @@ export function targetsNode(daemonSet: unknown, node: unknown): { runs: true } |
       const value = get(t, "value");
       const taint: Taint = { key, effect, ...(typeof value === "string" ? { value } : {}) };
       if (!tolerations.some((tol) => tolerates(tol, taint))) {
-        return { runs: false, why: `it does not tolerate the node's taint ${key}${taint.value ? `=${taint.value}` : ""}:${effect}` };
+        return {
+          runs: false,
+          why: `it does not tolerate the node's taint ${key}${taint.value ? `=${taint.value}` : ""}:${effect}`,
+        };
       }
     }
   }

@@ -66,14 +66,29 @@ function dig(o: Json, path: readonly string[]): unknown {
  * The pods (or pod templates) in some Kubernetes objects. Other kinds are passed over (listed
  * in `ignored`), unless nothing else is there.
  */
-export function extractPods(docs: readonly Json[], what: string, defaultNamespace?: string): { cases: PodCase[]; ignored: string[] } {
+export function extractPods(
+  docs: readonly Json[],
+  what: string,
+  defaultNamespace?: string,
+): { cases: PodCase[]; ignored: string[] } {
   const known = (d: Json) => d.kind === "Pod" || (typeof d.kind === "string" && TEMPLATE_PATH[d.kind] !== undefined);
-  const ignored = docs.filter((d) => !known(d)).map((d) => `${String(d.kind ?? "document without kind")} ${String((isObj(d.metadata) && d.metadata.name) || "")}`.trim());
+  const ignored = docs
+    .filter((d) => !known(d))
+    .map((d) =>
+      `${String(d.kind ?? "document without kind")} ${String((isObj(d.metadata) && d.metadata.name) || "")}`.trim(),
+    );
   const pods = docs.filter(known);
   if (pods.length === 0) {
-    throw new CliError(`${what}: no Pod or workload with a pod template (${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")}); found ${ignored.join(", ")}`);
+    throw new CliError(
+      `${what}: no Pod or workload with a pod template (${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")}); found ${ignored.join(", ")}`,
+    );
   }
-  return { cases: pods.map((doc, i) => extractOne(doc, pods.length > 1 ? `${what} (workload ${i + 1})` : what, defaultNamespace)), ignored };
+  return {
+    cases: pods.map((doc, i) =>
+      extractOne(doc, pods.length > 1 ? `${what} (workload ${i + 1})` : what, defaultNamespace),
+    ),
+    ignored,
+  };
 }
 
 function extractOne(doc: Json, where: string, defaultNamespace?: string): PodCase {
@@ -87,7 +102,8 @@ function extractOne(doc: Json, where: string, defaultNamespace?: string): PodCas
     podName = name || (typeof meta.generateName === "string" ? meta.generateName : "");
   } else if (TEMPLATE_PATH[kind]) {
     raw = dig(doc, TEMPLATE_PATH[kind]);
-    if (!isObj(raw)) throw new CliError(`${where}: ${kind} ${name} has no pod template at ${TEMPLATE_PATH[kind].join(".")}`);
+    if (!isObj(raw))
+      throw new CliError(`${where}: ${kind} ${name} has no pod template at ${TEMPLATE_PATH[kind].join(".")}`);
     raw = { ...raw, metadata: { name: `${name}-`, ...(isObj(raw.metadata) ? raw.metadata : {}) } };
     podName = `${name}-`;
   } else {
@@ -95,11 +111,17 @@ function extractOne(doc: Json, where: string, defaultNamespace?: string): PodCas
   }
   const pod = parsePod(raw);
   if (!pod) throw new CliError(`${where}: ${kind} ${name}: not a valid pod (needs metadata.name and spec.containers)`);
-  const namespace = pod.metadata.namespace ?? (typeof meta.namespace === "string" ? meta.namespace : undefined) ?? defaultNamespace ?? "default";
+  const namespace =
+    pod.metadata.namespace ??
+    (typeof meta.namespace === "string" ? meta.namespace : undefined) ??
+    defaultNamespace ??
+    "default";
   const status = isObj(doc.status) && kind === "Pod" ? doc.status : {};
   const addresses = Array.isArray(status.podIPs)
     ? status.podIPs.map((p) => (isObj(p) && typeof p.ip === "string" ? p.ip : "")).filter(Boolean)
-    : typeof status.podIP === "string" ? [status.podIP] : [];
+    : typeof status.podIP === "string"
+      ? [status.podIP]
+      : [];
   return { source: `${kind} ${namespace}/${name || podName}`, namespace, podName, pod, addresses };
 }
 
@@ -121,7 +143,10 @@ export interface Explanation {
  * runtime hands it over). `namespace` stands in for the API's answer about the pod's namespace.
  */
 export async function explainPods(
-  confText: string, cases: readonly PodCase[], namespace: Namespace | undefined, ignored: readonly string[] = [],
+  confText: string,
+  cases: readonly PodCase[],
+  namespace: Namespace | undefined,
+  ignored: readonly string[] = [],
   backendName?: string,
 ): Promise<Explanation> {
   const conf = parsePluginConf(confText);
@@ -150,13 +175,17 @@ export async function explainPods(
         ns = namespace;
         lines.push(`# namespace ${c.namespace}: annotations from the --namespace-file`);
       } else if (namespace) {
-        lines.push(`# namespace ${c.namespace}: the --namespace-file is for ${namespace.metadata.name}, so only the pod's own annotations apply`);
+        lines.push(
+          `# namespace ${c.namespace}: the --namespace-file is for ${namespace.metadata.name}, so only the pod's own annotations apply`,
+        );
       } else {
         lines.push(`# namespace ${c.namespace}: not given (--namespace-file), so only the pod's own annotations apply`);
       }
     }
     if (profile.needsKubernetesService?.(c.pod)) {
-      lines.push("# the API server's ports: 443 and 6443 here; the plugin reads them from the Service default/kubernetes (port and targetPort)");
+      lines.push(
+        "# the API server's ports: 443 and 6443 here; the plugin reads them from the Service default/kubernetes (port and targetPort)",
+      );
     }
     try {
       const input = { conf, pod: c.pod, podAddresses: c.addresses };

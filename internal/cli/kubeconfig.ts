@@ -55,7 +55,8 @@ function collect(files: readonly KubeconfigFile[], section: string, kind: string
     if (!Array.isArray(items)) throw new CliError(`${f.path}: ${section} must be a list`, 1);
     for (const item of items) {
       if (!isObj(item) || typeof item.name !== "string") continue;
-      if (!out.has(item.name) && isObj(item[kind])) out.set(item.name, { value: item[kind] as Obj, dir: dirOf(f.path) });
+      if (!out.has(item.name) && isObj(item[kind]))
+        out.set(item.name, { value: item[kind] as Obj, dir: dirOf(f.path) });
     }
   }
   return out;
@@ -111,17 +112,30 @@ export function resolveKubeconfig(files: readonly KubeconfigFile[], contextFlag?
   const clusterName = text(ctx.value, "cluster");
   const userName = text(ctx.value, "user") ?? "";
   const cluster = clusterName ? collect(files, "clusters", "cluster").get(clusterName) : undefined;
-  if (!cluster) throw new CliError(`context ${current}: cluster ${JSON.stringify(clusterName ?? "")} is not defined in ${names}`, 1);
+  if (!cluster)
+    throw new CliError(
+      `context ${current}: cluster ${JSON.stringify(clusterName ?? "")} is not defined in ${names}`,
+      1,
+    );
   const where = `user ${userName || "(none)"}`;
   const user = userName ? collect(files, "users", "user").get(userName) : undefined;
   if (userName && !user) throw new CliError(`context ${current}: ${where} is not defined in ${names}`, 1);
   const u: Obj = user?.value ?? {};
   if (u.exec !== undefined || u["auth-provider"] !== undefined) {
-    throw new CliError(`${where} gets credentials from ${u.exec !== undefined ? "an exec plugin" : "an auth-provider"}, which meshcnictl does not run; use a context with a token or client certificate (e.g. a service account's)`, 1);
+    throw new CliError(
+      `${where} gets credentials from ${u.exec !== undefined ? "an exec plugin" : "an auth-provider"}, which meshcnictl does not run; use a context with a token or client certificate (e.g. a service account's)`,
+      1,
+    );
   }
   const c = entry(`cluster ${clusterName}`, () => readCluster(cluster.value, cluster.dir));
   const creds = entry(where, () => readUser(u, user?.dir ?? "/"));
-  const out: ResolvedKubeconfig = { context: current, cluster: clusterName!, user: userName, server: c.server, insecure: c.insecure };
+  const out: ResolvedKubeconfig = {
+    context: current,
+    cluster: clusterName!,
+    user: userName,
+    server: c.server,
+    insecure: c.insecure,
+  };
   const ns = text(ctx.value, "namespace");
   if (ns) out.namespace = ns;
   if (c.ca) out.ca = c.ca;

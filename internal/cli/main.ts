@@ -33,13 +33,16 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
     if (name === undefined || name === "--help" || name === "-h" || name === "help") {
       const topic = name === "help" ? COMMANDS.find((c) => c.spec.name === rest[0]) : undefined;
       ctx.out(topic ? renderCommandHelp(topic.spec) : renderMainHelp(COMMAND_SPECS, ctx.version));
-      if (name === "help" && rest[0] !== undefined && !topic) throw new CliError(`unknown command ${JSON.stringify(rest[0])}`);
+      if (name === "help" && rest[0] !== undefined && !topic)
+        throw new CliError(`unknown command ${JSON.stringify(rest[0])}`);
       return name === undefined ? 2 : 0;
     }
     if (name === "--version") return await version.run(ctx, {}, []);
     const command = COMMANDS.find((c) => c.spec.name === name);
     if (!command) {
-      throw new CliError(`unknown command ${JSON.stringify(name)}; commands: ${COMMAND_SPECS.map((s) => s.name).join(", ")} (see meshcnictl --help)`);
+      throw new CliError(
+        `unknown command ${JSON.stringify(name)}; commands: ${COMMAND_SPECS.map((s) => s.name).join(", ")} (see meshcnictl --help)`,
+      );
     }
     const { flags, args } = parseCommandArgs(command.spec, rest);
     if (flags.help) {

@@ -49,18 +49,27 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): { 
       args: [...argv],
       strict: true,
       allowPositionals: true,
-      options: Object.fromEntries(Object.entries(options).map(([name, o]) => [name, {
-        type: o.type,
-        ...(o.short ? { short: o.short } : {}),
-        ...(o.multiple ? { multiple: true } : {}),
-      }])),
+      options: Object.fromEntries(
+        Object.entries(options).map(([name, o]) => [
+          name,
+          {
+            type: o.type,
+            ...(o.short ? { short: o.short } : {}),
+            ...(o.multiple ? { multiple: true } : {}),
+          },
+        ]),
+      ),
     });
     return { flags: values as Flags, args: positionals };
   } catch (e) {
     const err = e as Error & { code?: string };
-    const msg = err.message.split("\n")[0]!
+    const msg = err.message
+      .split("\n")[0]!
       .replace(/^Unknown option '([^']+)'.*$/, "unknown flag $1")
-      .replace(/^Option '(-\w, )?(--[\w-]+)' argument is ambiguous\.?$/, "$2 needs a value (write $2=VALUE when the value starts with -)")
+      .replace(
+        /^Option '(-\w, )?(--[\w-]+)' argument is ambiguous\.?$/,
+        "$2 needs a value (write $2=VALUE when the value starts with -)",
+      )
       .replace(/^Option '(-\w, )?(--[\w-]+)[^']*' argument missing$/, "$2 needs a value")
       .replace(/^Option '(-\w, )?(--[\w-]+)' does not take an argument$/, "$2 takes no value");
     throw new CliError(`${spec.name}: ${msg} (see meshcnictl ${spec.name} --help)`);
@@ -78,6 +87,9 @@ export function str(flags: Flags, name: string): string | undefined {
 export function list(flags: Flags, name: string): string[] | undefined {
   const v = flags[name];
   if (v === undefined || typeof v === "boolean") return undefined;
-  const items = (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(",")).map((s) => s.trim()).filter((s) => s !== "");
+  const items = (Array.isArray(v) ? v : [v])
+    .flatMap((s) => s.split(","))
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
   return items;
 }

@@ -37,7 +37,11 @@ export function renderCommandHelp(spec: CommandSpec): string {
     const desc = wrap(describeOption(o), 100 - width - 2).join(`\n  ${" ".repeat(width)}`);
     return label.length + 2 > width ? `  ${label}\n  ${" ".repeat(width)}${desc}` : `  ${label.padEnd(width)}${desc}`;
   });
-  const out = [`meshcnictl ${spec.name}: ${spec.summary}`, "", `Usage: meshcnictl ${spec.name} ${spec.usage}`.trimEnd()];
+  const out = [
+    `meshcnictl ${spec.name}: ${spec.summary}`,
+    "",
+    `Usage: meshcnictl ${spec.name} ${spec.usage}`.trimEnd(),
+  ];
   if (spec.description) out.push("", spec.description);
   out.push("", "Flags:", ...rows);
   if (spec.examples?.length) out.push("", "Examples:", ...spec.examples.map((e) => `  ${e}`));
@@ -65,15 +69,19 @@ export function renderBashCompletion(specs: readonly CommandSpec[]): string {
   const cases = specs.map((s) => {
     const opts = { ...s.options, help: HELP_OPTION };
     const words = Object.entries(opts).flatMap(([n, o]) => [`--${n}`, ...(o.short ? [`-${o.short}`] : [])]);
-    const valueCases = Object.entries(opts).filter(([, o]) => o.type === "string").map(([n, o]) => {
-      const pats = [`--${n}`, ...(o.short ? [`-${o.short}`] : [])].join("|");
-      const action = o.choices
-        ? `COMPREPLY=($(compgen -W "${shellWords(o.choices)}" -- "$cur"))`
-        : o.dir ? `COMPREPLY=($(compgen -d -- "$cur"))`
-        : o.file ? `COMPREPLY=($(compgen -f -- "$cur"))`
-        : "COMPREPLY=()";
-      return `        ${pats}) ${action}; return ;;`;
-    });
+    const valueCases = Object.entries(opts)
+      .filter(([, o]) => o.type === "string")
+      .map(([n, o]) => {
+        const pats = [`--${n}`, ...(o.short ? [`-${o.short}`] : [])].join("|");
+        const action = o.choices
+          ? `COMPREPLY=($(compgen -W "${shellWords(o.choices)}" -- "$cur"))`
+          : o.dir
+            ? `COMPREPLY=($(compgen -d -- "$cur"))`
+            : o.file
+              ? `COMPREPLY=($(compgen -f -- "$cur"))`
+              : "COMPREPLY=()";
+        return `        ${pats}) ${action}; return ;;`;
+      });
     const args = s.argChoices ? `      COMPREPLY=($(compgen -W "${shellWords(s.argChoices)}" -- "$cur")); return` : "";
     return [
       `    ${s.name})`,
@@ -83,7 +91,9 @@ export function renderBashCompletion(specs: readonly CommandSpec[]): string {
       `      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${shellWords(words)}" -- "$cur")); return; fi`,
       args,
       `      ;;`,
-    ].filter(Boolean).join("\n");
+    ]
+      .filter(Boolean)
+      .join("\n");
   });
   return [
     "# bash completion for meshcnictl; load with: source <(meshcnictl completion bash)",
@@ -106,7 +116,12 @@ export function renderBashCompletion(specs: readonly CommandSpec[]): string {
 }
 
 function zshEscape(s: string): string {
-  return s.replace(/\\/g, "\\\\").replace(/'/g, "'\\''").replace(/\[/g, "\\[").replace(/\]/g, "\\]").replace(/:/g, "\\:");
+  return s
+    .replace(/\\/g, "\\\\")
+    .replace(/'/g, "'\\''")
+    .replace(/\[/g, "\\[")
+    .replace(/\]/g, "\\]")
+    .replace(/:/g, "\\:");
 }
 
 export function renderZshCompletion(specs: readonly CommandSpec[]): string {
@@ -114,13 +129,24 @@ export function renderZshCompletion(specs: readonly CommandSpec[]): string {
     const opts = { ...s.options, help: HELP_OPTION };
     const lines = Object.entries(opts).map(([n, o]) => {
       const desc = zshEscape(o.help);
-      const action = o.type === "boolean" ? "" : o.choices ? `:${o.arg ?? "value"}:(${o.choices.join(" ")})` : o.dir ? `:${o.arg ?? "dir"}:_files -/` : o.file ? `:${o.arg ?? "file"}:_files` : `:${o.arg ?? "value"}:`;
+      const action =
+        o.type === "boolean"
+          ? ""
+          : o.choices
+            ? `:${o.arg ?? "value"}:(${o.choices.join(" ")})`
+            : o.dir
+              ? `:${o.arg ?? "dir"}:_files -/`
+              : o.file
+                ? `:${o.arg ?? "file"}:_files`
+                : `:${o.arg ?? "value"}:`;
       const rep = o.multiple ? "*" : "";
       const names = o.short ? `{-${o.short},--${n}}` : `--${n}`;
       return `    '${rep}${names}[${desc}]${action}' \\`;
     });
     const arg = s.argChoices ? `    '1:${s.name}:(${s.argChoices.join(" ")})' \\` : "";
-    return [`_meshcnictl_${s.name.replace(/-/g, "_")}() {`, "  _arguments -s \\", ...lines, arg, "    && return 0", "}"].filter(Boolean).join("\n");
+    return [`_meshcnictl_${s.name.replace(/-/g, "_")}() {`, "  _arguments -s \\", ...lines, arg, "    && return 0", "}"]
+      .filter(Boolean)
+      .join("\n");
   });
   const commands = specs.map((s) => `    '${s.name}:${zshEscape(s.summary)}'`);
   return [

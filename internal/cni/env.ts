@@ -42,33 +42,48 @@ export function checkIfname(name: string): string | undefined {
 export function parseCmdArgs(getenv: Getenv): CmdArgs {
   const command = value(getenv, "CNI_COMMAND");
   if (command === undefined) {
-    throw new CniError(Code.InvalidEnvironment, "required env variables [CNI_COMMAND] missing",
-      "meshcni is a CNI plugin: the container runtime runs it with CNI_COMMAND set");
+    throw new CniError(
+      Code.InvalidEnvironment,
+      "required env variables [CNI_COMMAND] missing",
+      "meshcni is a CNI plugin: the container runtime runs it with CNI_COMMAND set",
+    );
   }
   if (!(COMMANDS as readonly string[]).includes(command)) {
-    throw new CniError(Code.InvalidEnvironment, `unknown CNI_COMMAND: ${command}`,
-      `expected one of ${COMMANDS.join(", ")}`);
+    throw new CniError(
+      Code.InvalidEnvironment,
+      `unknown CNI_COMMAND: ${command}`,
+      `expected one of ${COMMANDS.join(", ")}`,
+    );
   }
   const cmd = command as CniCommand;
   const missing = REQUIRED[cmd].filter((k) => value(getenv, k) === undefined);
   if (missing.length > 0) {
-    throw new CniError(Code.InvalidEnvironment, `required env variables [${missing.join(",")}] missing`,
-      `CNI_COMMAND=${cmd} needs ${REQUIRED[cmd].join(", ")}`);
+    throw new CniError(
+      Code.InvalidEnvironment,
+      `required env variables [${missing.join(",")}] missing`,
+      `CNI_COMMAND=${cmd} needs ${REQUIRED[cmd].join(", ")}`,
+    );
   }
   const out: CmdArgs = { command: cmd };
   const containerId = value(getenv, "CNI_CONTAINERID");
   if (containerId !== undefined && REQUIRED[cmd].includes("CNI_CONTAINERID")) {
     if (!CONTAINER_ID.test(containerId)) {
-      throw new CniError(Code.InvalidEnvironment, "invalid CNI_CONTAINERID",
-        `${quote(containerId)} must match ${CONTAINER_ID.source}`);
+      throw new CniError(
+        Code.InvalidEnvironment,
+        "invalid CNI_CONTAINERID",
+        `${quote(containerId)} must match ${CONTAINER_ID.source}`,
+      );
     }
     out.containerId = containerId;
   }
   const netns = value(getenv, "CNI_NETNS");
   if (netns !== undefined && cmd !== "GC" && cmd !== "STATUS" && cmd !== "VERSION") {
     if (!netns.startsWith("/") || netns.includes("\0")) {
-      throw new CniError(Code.InvalidEnvironment, "invalid CNI_NETNS",
-        `${quote(netns)} must be an absolute path such as /var/run/netns/NAME or /proc/PID/ns/net`);
+      throw new CniError(
+        Code.InvalidEnvironment,
+        "invalid CNI_NETNS",
+        `${quote(netns)} must be an absolute path such as /var/run/netns/NAME or /proc/PID/ns/net`,
+      );
     }
     out.netns = netns;
   }

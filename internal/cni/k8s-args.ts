@@ -25,30 +25,44 @@ export function parseK8sArgs(raw: string | undefined): K8sArgs {
     if (pair === "") continue;
     const eq = pair.indexOf("=");
     if (eq <= 0 || pair.indexOf("=", eq + 1) !== -1) {
-      throw new CniError(Code.InvalidEnvironment, "invalid CNI_ARGS",
-        `pair ${quote(pair)} is not KEY=VALUE`);
+      throw new CniError(Code.InvalidEnvironment, "invalid CNI_ARGS", `pair ${quote(pair)} is not KEY=VALUE`);
     }
     const key = pair.slice(0, eq);
     const val = pair.slice(eq + 1);
     const v = val === "" ? undefined : val;
     switch (key) {
-      case "K8S_POD_NAME": out.podName = v; break;
-      case "K8S_POD_NAMESPACE": out.podNamespace = v; break;
-      case "K8S_POD_UID": out.podUid = v; break;
-      case "K8S_POD_INFRA_CONTAINER_ID": out.infraContainerId = v; break;
-      default: break; // IgnoreUnknown and anything else
+      case "K8S_POD_NAME":
+        out.podName = v;
+        break;
+      case "K8S_POD_NAMESPACE":
+        out.podNamespace = v;
+        break;
+      case "K8S_POD_UID":
+        out.podUid = v;
+        break;
+      case "K8S_POD_INFRA_CONTAINER_ID":
+        out.infraContainerId = v;
+        break;
+      default:
+        break; // IgnoreUnknown and anything else
     }
   }
   // Only a pod with both a name and a namespace is a Kubernetes pod; others pass through
   // untouched (podman, for one, sends its container name alone), so only those are checked.
   if (out.podName === undefined || out.podNamespace === undefined) return out;
   if (!isDnsLabel(out.podNamespace)) {
-    throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAMESPACE in CNI_ARGS",
-      `${quote(out.podNamespace)} is not a Kubernetes namespace name`);
+    throw new CniError(
+      Code.InvalidEnvironment,
+      "invalid K8S_POD_NAMESPACE in CNI_ARGS",
+      `${quote(out.podNamespace)} is not a Kubernetes namespace name`,
+    );
   }
   if (!isDnsSubdomain(out.podName)) {
-    throw new CniError(Code.InvalidEnvironment, "invalid K8S_POD_NAME in CNI_ARGS",
-      `${quote(out.podName)} is not a Kubernetes pod name`);
+    throw new CniError(
+      Code.InvalidEnvironment,
+      "invalid K8S_POD_NAME in CNI_ARGS",
+      `${quote(out.podName)} is not a Kubernetes pod name`,
+    );
   }
   return out;
 }

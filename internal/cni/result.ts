@@ -16,8 +16,11 @@ export function convertResult(prev: Json, to: CniVersion): Json {
   const from = typeof prev.cniVersion === "string" ? prev.cniVersion : to;
   // A version meshcni speaks is 0.3.0 or later: compared only when it is another.
   if ((!isSupportedVersion(from) && compareVersions(from, "0.3.0") < 0) || "ip4" in prev || "ip6" in prev) {
-    throw new CniError(Code.IncompatibleVersion, "cannot convert prevResult",
-      `prevResult of version ${from} predates 0.3.0; chain meshcni after plugins that speak 0.3.0 or later`);
+    throw new CniError(
+      Code.IncompatibleVersion,
+      "cannot convert prevResult",
+      `prevResult of version ${from} predates 0.3.0; chain meshcni after plugins that speak 0.3.0 or later`,
+    );
   }
   const out: Json = { ...prev, cniVersion: to };
   if (prev.ips !== undefined) {
@@ -56,14 +59,20 @@ export function renderAddResult(prev: Json | undefined, to: CniVersion): string 
 export function renderAddResultOf(conf: Json): string {
   const version = conf.cniVersion ?? "0.1.0";
   if (!isSupportedVersion(version)) {
-    throw new CniError(Code.IncompatibleVersion, "incompatible CNI versions",
-      `config is ${JSON.stringify(version)}, meshcni supports ${JSON.stringify(SUPPORTED_VERSIONS)}`);
+    throw new CniError(
+      Code.IncompatibleVersion,
+      "incompatible CNI versions",
+      `config is ${JSON.stringify(version)}, meshcni supports ${JSON.stringify(SUPPORTED_VERSIONS)}`,
+    );
   }
   const prev = conf.prevResult;
   if (prev === undefined) return renderAddResult(undefined, version);
   if (!isObject(prev) || (prev.cniVersion !== undefined && typeof prev.cniVersion !== "string")) {
-    throw new CniError(Code.InvalidConfig, "invalid meshcni configuration",
-      "prevResult must be a JSON object whose cniVersion is a string");
+    throw new CniError(
+      Code.InvalidConfig,
+      "invalid meshcni configuration",
+      "prevResult must be a JSON object whose cniVersion is a string",
+    );
   }
   return renderAddResult(prev, version);
 }

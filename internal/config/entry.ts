@@ -38,7 +38,13 @@ export const LINKERD_ALWAYS_SKIPPED_INBOUND = ["4191", "4190"] as const;
 /** What a mesh's redirect uses when nothing else is said (the plugin's schema defaults). */
 export const MESH_DEFAULTS = {
   linkerd: { inboundPort: 4143, outboundPort: 4140, proxyUid: 2102, proxyGid: -1, excludeNamespaces: [] as string[] },
-  istio: { inboundPort: 15006, outboundPort: 15001, proxyUid: 1337, proxyGid: 1337, excludeNamespaces: ["istio-system", "kube-system"] },
+  istio: {
+    inboundPort: 15006,
+    outboundPort: 15001,
+    proxyUid: 1337,
+    proxyGid: 1337,
+    excludeNamespaces: ["istio-system", "kube-system"],
+  },
 } as const;
 
 /**
@@ -96,7 +102,8 @@ export function entryFromOptions(o: EntryOptions = {}): Record<string, unknown> 
     if (o.proxyUid !== undefined) linkerd["proxy-uid"] = o.proxyUid;
     if (o.proxyGid !== undefined && o.proxyGid >= 0) linkerd["proxy-gid"] = o.proxyGid;
     if (o.redirectPorts?.length) linkerd["ports-to-redirect"] = [...o.redirectPorts];
-    if (o.skipInboundPorts?.length) linkerd["inbound-ports-to-ignore"] = [...LINKERD_ALWAYS_SKIPPED_INBOUND, ...o.skipInboundPorts];
+    if (o.skipInboundPorts?.length)
+      linkerd["inbound-ports-to-ignore"] = [...LINKERD_ALWAYS_SKIPPED_INBOUND, ...o.skipInboundPorts];
     if (o.skipOutboundPorts?.length) linkerd["outbound-ports-to-ignore"] = [...o.skipOutboundPorts];
     if (o.useWaitFlag) linkerd["use-wait-flag"] = true;
     if (o.iptablesMode !== undefined) linkerd["iptables-mode"] = o.iptablesMode;

@@ -16,10 +16,14 @@ const Port = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(65535));
  * A JSON object with these keys, others kept. valibot's object schemas also take arrays (as
  * objects with index keys), so `"linkerd": []` or `"prevResult": [..]` would pass as objects.
  */
-const jsonObject = <E extends v.ObjectEntries>(entries: E) => v.pipe(
-  v.custom<Record<string, unknown>>((x) => typeof x === "object" && x !== null && !Array.isArray(x), "must be a JSON object"),
-  v.looseObject(entries),
-);
+const jsonObject = <E extends v.ObjectEntries>(entries: E) =>
+  v.pipe(
+    v.custom<Record<string, unknown>>(
+      (x) => typeof x === "object" && x !== null && !Array.isArray(x),
+      "must be a JSON object",
+    ),
+    v.looseObject(entries),
+  );
 
 /** Deeper nesting is refused when decoding (Go's encoding/json stops at 10000; CNI configs are shallow). */
 export const MAX_JSON_DEPTH = 1000;
@@ -31,7 +35,8 @@ function nestsDeeperThan(text: string, max: number): boolean {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
-      if (c === 92) i++; // backslash: skip the escaped character
+      if (c === 92)
+        i++; // backslash: skip the escaped character
       else if (c === 34) inString = false;
     } else if (c === 34) inString = true;
     else if (c === 91 || c === 123) {
@@ -42,7 +47,6 @@ function nestsDeeperThan(text: string, max: number): boolean {
 }
 const Id = v.pipe(v.number(), v.integer(), v.minValue(-1), v.maxValue(4294967294));
 const PortItem = v.union([v.string(), Port]);
-
 
 export const LinkerdSectionSchema = jsonObject({
   "incoming-proxy-port": v.optional(Port, 4143),
@@ -95,7 +99,10 @@ const PrevResultSchema = v.optional(jsonObject({ cniVersion: v.optional(v.string
 
 export const PluginConfSchema = v.looseObject({
   cniVersion: v.string(),
-  name: v.pipe(v.string(), v.regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/, "the network name must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")),
+  name: v.pipe(
+    v.string(),
+    v.regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/, "the network name must match ^[a-zA-Z0-9][a-zA-Z0-9_.-]*$"),
+  ),
   type: v.optional(v.string()),
   log_level: v.optional(v.string(), "info"),
   mesh: v.optional(v.picklist(["linkerd", "istio"]), "linkerd"),
@@ -168,15 +175,21 @@ function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
  */
 export function parsePluginConf(stdin: string): PluginConf {
   if (nestsDeeperThan(stdin, MAX_JSON_DEPTH)) {
-    throw new CniError(Code.DecodeFailure, "error decoding network config",
-      `it nests deeper than ${MAX_JSON_DEPTH} levels; the runtime must pass the plugin's conflist entry as JSON on stdin`);
+    throw new CniError(
+      Code.DecodeFailure,
+      "error decoding network config",
+      `it nests deeper than ${MAX_JSON_DEPTH} levels; the runtime must pass the plugin's conflist entry as JSON on stdin`,
+    );
   }
   let raw: unknown;
   try {
     raw = JSON.parse(stdin);
   } catch (e) {
-    throw new CniError(Code.DecodeFailure, "error decoding network config",
-      `${(e as Error).message}; the runtime must pass the plugin's conflist entry as JSON on stdin`);
+    throw new CniError(
+      Code.DecodeFailure,
+      "error decoding network config",
+      `${(e as Error).message}; the runtime must pass the plugin's conflist entry as JSON on stdin`,
+    );
   }
   if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
     throw new CniError(Code.DecodeFailure, "error decoding network config", "stdin must be a JSON object");
@@ -184,18 +197,20 @@ export function parsePluginConf(stdin: string): PluginConf {
   const obj = raw as Record<string, unknown>;
   const version = obj.cniVersion ?? "0.1.0";
   if (!isSupportedVersion(version)) {
-    throw new CniError(Code.IncompatibleVersion, "incompatible CNI versions",
-      `config is ${JSON.stringify(version)}, meshcni supports ${JSON.stringify(SUPPORTED_VERSIONS)}`);
+    throw new CniError(
+      Code.IncompatibleVersion,
+      "incompatible CNI versions",
+      `config is ${JSON.stringify(version)}, meshcni supports ${JSON.stringify(SUPPORTED_VERSIONS)}`,
+    );
   }
   if (typeof obj.name !== "string" || obj.name === "") {
-    throw new CniError(Code.InvalidConfig, "missing network name", "the conflist must have a \"name\"");
+    throw new CniError(Code.InvalidConfig, "missing network name", 'the conflist must have a "name"');
   }
   const known = parseRecent(obj);
   if (known) return known;
   const parsed = v.safeParse(PluginConfSchema, obj);
   if (!parsed.success) {
-    throw new CniError(Code.InvalidConfig, "invalid meshcni configuration",
-      parsed.issues.map(describePath).join("; "));
+    throw new CniError(Code.InvalidConfig, "invalid meshcni configuration", parsed.issues.map(describePath).join("; "));
   }
   return parsed.output as PluginConf;
 }

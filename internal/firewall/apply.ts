@@ -8,7 +8,12 @@ import type { Logger } from "../log/logger.ts";
 import { type IpCommand, type Plan, undoIpCommand } from "../plan/model.ts";
 import type { Backend, Firewall } from "./backend.ts";
 
-export async function applyPlan(fw: Firewall & { driver: Backend }, plan: Plan, log: Logger, signal: AbortSignal): Promise<void> {
+export async function applyPlan(
+  fw: Firewall & { driver: Backend },
+  plan: Plan,
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
   await fw.driver.apply(fw, plan, log, signal);
   // Most plans have none (every Linkerd pod): no Promise.allSettled then, a builtin the plugin's
   // fresh process would compile on its first use.
@@ -30,23 +35,29 @@ export async function applyPlan(fw: Firewall & { driver: Backend }, plan: Plan, 
     if (r.code === 0) changed.push(cmd);
     // "File exists": the route or rule is there from an earlier ADD.
     else if (!/File exists/i.test(r.stderr)) {
-      failure ??= new CniError(Code.ApplyFailed, `ip ${cmd.argv.join(" ")} failed in the pod network namespace`, r.stderr.trim());
+      failure ??= new CniError(
+        Code.ApplyFailed,
+        `ip ${cmd.argv.join(" ")} failed in the pod network namespace`,
+        r.stderr.trim(),
+      );
     }
   }
   // A command's own failure says more than another's timeout.
   const e = failure ?? timeout;
   if (e === undefined) return;
   const bound = AbortSignal.timeout(2000);
-  await Promise.all(changed.map(async (cmd) => {
-    const undo = undoIpCommand(cmd);
-    if (!undo) return;
-    try {
-      const r = await fw.ip(undo.family, undo.argv, bound);
-      if (r.code !== 0) log.error(`could not undo ip ${cmd.argv.join(" ")} after a failure: ${r.stderr.trim()}`);
-    } catch (undoErr) {
-      log.error(`could not undo ip ${cmd.argv.join(" ")} after a failure: ${(undoErr as Error).message}`);
-    }
-  }));
+  await Promise.all(
+    changed.map(async (cmd) => {
+      const undo = undoIpCommand(cmd);
+      if (!undo) return;
+      try {
+        const r = await fw.ip(undo.family, undo.argv, bound);
+        if (r.code !== 0) log.error(`could not undo ip ${cmd.argv.join(" ")} after a failure: ${r.stderr.trim()}`);
+      } catch (undoErr) {
+        log.error(`could not undo ip ${cmd.argv.join(" ")} after a failure: ${(undoErr as Error).message}`);
+      }
+    }),
+  );
   try {
     const owned = plan.families.flatMap((f) => f.chains);
     await fw.driver.remove(fw, { families: plan.families.map((f) => f.family), ownedChains: owned }, bound);

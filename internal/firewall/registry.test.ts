@@ -1,7 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import { BACKEND_NAMES, backendFor, backendOfMode, IPTABLES_MODES, kindNamed } from "./registry.ts";
 
-const host = (bins: string[], hostIptables?: "nft" | "legacy") => ({ has: (b: string) => bins.includes(b), hostIptables });
+const host = (bins: string[], hostIptables?: "nft" | "legacy") => ({
+  has: (b: string) => bins.includes(b),
+  hostIptables,
+});
 const IPT_NFT = ["iptables-nft-restore", "iptables-nft-save", "ip6tables-nft-restore", "ip6tables-nft-save"];
 const IPT_LEGACY = IPT_NFT.map((b) => b.replace("-nft-", "-legacy-"));
 
@@ -19,7 +22,9 @@ describe("which backend a mode means", () => {
     expect((await backendFor("auto", [4, 6], host(["nft"]))).name).toBe("nftables");
     expect((await backendFor("", [4], host(["nft"]))).name).toBe("nftables");
     // IPv4 binaries only, IPv6 needed: not a complete set, so nft
-    expect((await backendFor("auto", [4, 6], host(["iptables-nft-restore", "iptables-nft-save", "nft"]))).name).toBe("nftables");
+    expect((await backendFor("auto", [4, 6], host(["iptables-nft-restore", "iptables-nft-save", "nft"]))).name).toBe(
+      "nftables",
+    );
     // neither: iptables, whose error names what is missing
     const none = await backendFor("auto", [4], host([]));
     expect(none.name).toBe("iptables");
@@ -28,7 +33,11 @@ describe("which backend a mode means", () => {
   test("the host's iptables backend is followed within iptables", async () => {
     const h = host([...IPT_NFT, ...IPT_LEGACY], "legacy");
     const t = (await backendFor("auto", [4], h)).tools("auto", [4], h);
-    expect(t).toMatchObject({ label: "legacy", bins: { restore4: "iptables-legacy-restore", save4: "iptables-legacy-save" }, lockAtNetns: true });
+    expect(t).toMatchObject({
+      label: "legacy",
+      bins: { restore4: "iptables-legacy-restore", save4: "iptables-legacy-save" },
+      lockAtNetns: true,
+    });
   });
   test("explain's names, and the offline choice for dry runs", async () => {
     expect((await kindNamed("nftables")?.load())?.name).toBe("nftables");

@@ -17,8 +17,18 @@ export interface BackendKind {
 
 /** In the order `auto` tries them: the first whose binaries the host has. */
 export const BACKENDS = [
-  { name: "iptables", modes: ["legacy", "nft", "plain"], familiesAtOnce: false, load: async () => (await import("./iptables/index.ts")).iptablesBackend },
-  { name: "nftables", modes: ["nftables"], familiesAtOnce: true, load: async () => (await import("./nftables/index.ts")).nftablesBackend },
+  {
+    name: "iptables",
+    modes: ["legacy", "nft", "plain"],
+    familiesAtOnce: false,
+    load: async () => (await import("./iptables/index.ts")).iptablesBackend,
+  },
+  {
+    name: "nftables",
+    modes: ["nftables"],
+    familiesAtOnce: true,
+    load: async () => (await import("./nftables/index.ts")).nftablesBackend,
+  },
 ] as const satisfies readonly BackendKind[];
 
 export type BackendName = (typeof BACKENDS)[number]["name"];

@@ -44,7 +44,12 @@ export type RawAnswer =
 export interface KubeClient {
   server: string;
   /** Any request; the body, when given, is sent as JSON (`contentType` names its kind, e.g. a JSON patch). */
-  request(method: string, path: string, timeoutMs: number, o?: { body?: unknown; contentType?: string; signal?: AbortSignal }): Promise<RawAnswer>;
+  request(
+    method: string,
+    path: string,
+    timeoutMs: number,
+    o?: { body?: unknown; contentType?: string; signal?: AbortSignal },
+  ): Promise<RawAnswer>;
   /** One object, or a list (a collection path with its query). */
   get(path: string, timeoutMs: number, signal?: AbortSignal): Promise<ApiAnswer>;
   /** A list; the same request as get, named for the reader. */
@@ -71,19 +76,32 @@ function changingFile(path: string): () => string {
   };
 }
 
-export function serviceAccountClient(o: { host: string; port: string; serviceAccountDir: string; userAgent?: string }): KubeClient {
+export function serviceAccountClient(o: {
+  host: string;
+  port: string;
+  serviceAccountDir: string;
+  userAgent?: string;
+}): KubeClient {
   const token = changingFile(`${o.serviceAccountDir}/token`);
   const ca = changingFile(`${o.serviceAccountDir}/ca.crt`);
-  return kubeClient(renderServerUrl(o.host, o.port), () => {
-    try {
-      return { headers: { Authorization: `Bearer ${token().trim()}` }, tls: { ca: ca() } };
-    } catch (e) {
-      return { reason: `cannot read the service account in ${o.serviceAccountDir}: ${(e as Error).message}` };
-    }
-  }, o.userAgent ?? "meshcni-agent");
+  return kubeClient(
+    renderServerUrl(o.host, o.port),
+    () => {
+      try {
+        return { headers: { Authorization: `Bearer ${token().trim()}` }, tls: { ca: ca() } };
+      } catch (e) {
+        return { reason: `cannot read the service account in ${o.serviceAccountDir}: ${(e as Error).message}` };
+      }
+    },
+    o.userAgent ?? "meshcni-agent",
+  );
 }
 
-export function kubeClient(server: string, creds: () => Credentials | { reason: string }, userAgent: string): KubeClient {
+export function kubeClient(
+  server: string,
+  creds: () => Credentials | { reason: string },
+  userAgent: string,
+): KubeClient {
   function credentials(extra: Record<string, string> = {}): Credentials | { reason: string } {
     const c = creds();
     if ("reason" in c) return c;
@@ -95,7 +113,12 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
     return typeof m === "string" ? m.slice(0, 300) : undefined;
   };
 
-  async function request(method: string, path: string, timeoutMs: number, ro: { body?: unknown; contentType?: string; signal?: AbortSignal } = {}): Promise<RawAnswer> {
+  async function request(
+    method: string,
+    path: string,
+    timeoutMs: number,
+    ro: { body?: unknown; contentType?: string; signal?: AbortSignal } = {},
+  ): Promise<RawAnswer> {
     const c = credentials(ro.body !== undefined ? { "Content-Type": ro.contentType ?? "application/json" } : {});
     if ("reason" in c) return { kind: "unreachable", reason: c.reason, timedOut: false };
     const bound = AbortSignal.timeout(timeoutMs);
@@ -112,7 +135,11 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
     } catch (e) {
       const err = e as Error;
       const timedOut = bound.aborted || err.name === "TimeoutError";
-      return { kind: "unreachable", reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message, timedOut };
+      return {
+        kind: "unreachable",
+        reason: timedOut ? `no answer within ${Math.round(timeoutMs)} ms` : err.message,
+        timedOut,
+      };
     }
   }
 
@@ -126,13 +153,20 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
       parsed = undefined;
     }
     if (a.status === 200) {
-      return parsed === undefined ? { kind: "unreachable", reason: `${path}: an answer that is not JSON` } : { kind: "object", object: parsed };
+      return parsed === undefined
+        ? { kind: "unreachable", reason: `${path}: an answer that is not JSON` }
+        : { kind: "object", object: parsed };
     }
     const message = messageOf(parsed);
     return { kind: "status", status: a.status, ...(message ? { message } : {}) };
   }
 
-  async function watch(path: string, onEvent: (e: WatchEvent) => void, signal: AbortSignal, idleMs = 0): Promise<WatchEnd> {
+  async function watch(
+    path: string,
+    onEvent: (e: WatchEvent) => void,
+    signal: AbortSignal,
+    idleMs = 0,
+  ): Promise<WatchEnd> {
     let events = 0;
     const c = credentials();
     if ("reason" in c) return { kind: "failed", events, reason: c.reason };
@@ -150,7 +184,12 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
     };
     try {
       arm();
-      const res = await fetch(`${server}${path}`, { headers: c.headers, signal: all, tls: c.tls, redirect: "error" } as RequestInit);
+      const res = await fetch(`${server}${path}`, {
+        headers: c.headers,
+        signal: all,
+        tls: c.tls,
+        redirect: "error",
+      } as RequestInit);
       if (res.status !== 200) {
         let parsed: unknown;
         try {
@@ -190,7 +229,11 @@ export function kubeClient(server: string, creds: () => Credentials | { reason: 
       return { kind: "closed", events };
     } catch (e) {
       if (signal.aborted) return { kind: "closed", events };
-      return { kind: "failed", events, reason: idled ? `nothing arrived on the watch for ${idleMs} ms` : (e as Error).message };
+      return {
+        kind: "failed",
+        events,
+        reason: idled ? `nothing arrived on the watch for ${idleMs} ms` : (e as Error).message,
+      };
     } finally {
       if (idle) clearTimeout(idle);
     }

@@ -81,7 +81,10 @@ export function readCluster(cluster: Entry, dir: string): ClusterEntry {
   const server = text(cluster, "server");
   if (!server) throw new KubeconfigError("the cluster has no server");
   if (!SERVER.test(server)) throw new KubeconfigError(`server ${JSON.stringify(server)} must be http(s)://HOST[:PORT]`);
-  const out: ClusterEntry = { server: server.replace(/\/+$/, ""), insecure: cluster["insecure-skip-tls-verify"] === true };
+  const out: ClusterEntry = {
+    server: server.replace(/\/+$/, ""),
+    insecure: cluster["insecure-skip-tls-verify"] === true,
+  };
   const ca = material(cluster, "certificate-authority-data", "certificate-authority", dir);
   if (ca) out.ca = ca;
   return out;
@@ -121,7 +124,8 @@ export function parseKubeconfig(text: string, dir: string): KubeTarget {
   const ctx = named(doc.contexts, ctxName, "context");
   const clusterName = ctx ? str(ctx, "cluster") : undefined;
   const userName = ctx ? str(ctx, "user") : undefined;
-  if (ctxName && !ctx) throw new KubeconfigError(`current-context ${JSON.stringify(ctxName)} is not among the contexts`);
+  if (ctxName && !ctx)
+    throw new KubeconfigError(`current-context ${JSON.stringify(ctxName)} is not among the contexts`);
   const cluster = named(doc.clusters, clusterName, "cluster");
   if (!cluster) throw new KubeconfigError("no cluster for the current context");
   const user = named(doc.users, userName, "user") ?? {};

@@ -47,7 +47,8 @@ function scalar(raw: string, no: number): YamlValue {
     if (!s.endsWith("'") || s.length < 2) throw new YamlSubsetError(`line ${no}: unterminated string`);
     return s.slice(1, -1).replace(/''/g, "'");
   }
-  if (/^[[{|>&*!]/.test(s)) throw new YamlSubsetError(`line ${no}: YAML feature not supported in kubeconfig: ${s.slice(0, 20)}`);
+  if (/^[[{|>&*!]/.test(s))
+    throw new YamlSubsetError(`line ${no}: YAML feature not supported in kubeconfig: ${s.slice(0, 20)}`);
   return s;
 }
 
@@ -56,7 +57,11 @@ function splitKey(text: string): [string, string] | undefined {
   const m = /^("(?:[^"\\]|\\.)*"|'(?:[^']|'')*'|[^\s"'#][^:]*?)\s*:(?:\s+(.*))?$/.exec(text);
   if (!m) return undefined;
   const key = m[1]!;
-  const k = key.startsWith('"') ? (JSON.parse(key) as string) : key.startsWith("'") ? key.slice(1, -1).replace(/''/g, "'") : key;
+  const k = key.startsWith('"')
+    ? (JSON.parse(key) as string)
+    : key.startsWith("'")
+      ? key.slice(1, -1).replace(/''/g, "'")
+      : key;
   return [k, m[2] ?? ""];
 }
 
@@ -134,7 +139,8 @@ export function parseYamlSubset(text: string): YamlValue {
   if (trimmed.startsWith("{")) return JSON.parse(trimmed) as YamlValue;
   const lines: Line[] = [];
   text.split(/\r?\n/).forEach((raw, idx) => {
-    if (raw.includes("\t") && /^\s*\t/.test(raw)) throw new YamlSubsetError(`line ${idx + 1}: tabs are not allowed for indentation`);
+    if (raw.includes("\t") && /^\s*\t/.test(raw))
+      throw new YamlSubsetError(`line ${idx + 1}: tabs are not allowed for indentation`);
     const body = stripComment(raw).trimEnd();
     if (body.trim() === "" || body.trim() === "---") return;
     const indent = body.length - body.trimStart().length;

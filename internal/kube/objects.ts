@@ -11,10 +11,14 @@ export const ContainerSchema = v.looseObject({
   args: v.optional(v.nullable(v.array(v.string()))),
   env: v.optional(v.nullable(v.array(EnvVarSchema))),
   restartPolicy: v.optional(v.string()),
-  securityContext: v.optional(v.nullable(v.looseObject({
-    runAsUser: v.optional(v.nullable(v.number())),
-    runAsGroup: v.optional(v.nullable(v.number())),
-  }))),
+  securityContext: v.optional(
+    v.nullable(
+      v.looseObject({
+        runAsUser: v.optional(v.nullable(v.number())),
+        runAsGroup: v.optional(v.nullable(v.number())),
+      }),
+    ),
+  ),
 });
 export type Container = v.InferOutput<typeof ContainerSchema>;
 

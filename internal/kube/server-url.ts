@@ -12,9 +12,13 @@ export function renderServerUrl(host: string, port: string): string {
   }
   if (/^\[[0-9a-fA-F:.%\w-]+\]$/.test(h)) return `https://${h}:${p}`;
   if (h.includes(":")) {
-    if (!/^[0-9a-fA-F:.]+(%[\w.-]+)?$/.test(h)) throw new KubeconfigInputError(`KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`);
+    if (!/^[0-9a-fA-F:.]+(%[\w.-]+)?$/.test(h))
+      throw new KubeconfigInputError(
+        `KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`,
+      );
     return `https://[${h}]:${p}`;
   }
-  if (!/^[A-Za-z0-9.-]+$/.test(h)) throw new KubeconfigInputError(`KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`);
+  if (!/^[A-Za-z0-9.-]+$/.test(h))
+    throw new KubeconfigInputError(`KUBERNETES_SERVICE_HOST ${JSON.stringify(host)} is not a host name or IP address`);
   return `https://${h}:${p}`;
 }

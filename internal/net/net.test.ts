@@ -12,7 +12,23 @@ describe("ports", () => {
     expect(parsePortRange(65535)).toEqual({ from: 65535, to: 65535 });
   });
   test("anything else is refused", () => {
-    for (const bad of ["", "70000", "-1", "27-25", "8O", "80 -j ACCEPT", "80\n-A", "１２３", "0x50", "1e3", "80-", "-80", "80:90", " 8 0", "99999-100000"]) {
+    for (const bad of [
+      "",
+      "70000",
+      "-1",
+      "27-25",
+      "8O",
+      "80 -j ACCEPT",
+      "80\n-A",
+      "１２３",
+      "0x50",
+      "1e3",
+      "80-",
+      "-80",
+      "80:90",
+      " 8 0",
+      "99999-100000",
+    ]) {
       expect(parsePortRange(bad)).toBeUndefined();
     }
     expect(parsePortRange(80.5)).toBeUndefined();
@@ -24,8 +40,23 @@ describe("ports", () => {
     expect(parsePortList(["80-90"], true).bad).toBe("80-90");
   });
   test("multiport groups hold 15 slots, a range takes two (linkerd's rule)", () => {
-    const ports = parsePortList(["22-23", "25-27", "33-34", "35-35", "37-38", "50-54", "56", "58", "60", "63", "70-72"]).ports;
-    expect(groupMultiport(ports)).toEqual([["22:23", "25:27", "33:34", "35", "37:38", "50:54", "56", "58", "60", "63"], ["70:72"]]);
+    const ports = parsePortList([
+      "22-23",
+      "25-27",
+      "33-34",
+      "35-35",
+      "37-38",
+      "50-54",
+      "56",
+      "58",
+      "60",
+      "63",
+      "70-72",
+    ]).ports;
+    expect(groupMultiport(ports)).toEqual([
+      ["22:23", "25:27", "33:34", "35", "37:38", "50:54", "56", "58", "60", "63"],
+      ["70:72"],
+    ]);
     expect(groupMultiport(parsePortList("1,1,2").ports)).toEqual([["1", "2"]]);
     expect(groupMultiport([])).toEqual([]);
   });
@@ -45,12 +76,30 @@ describe("cidrs", () => {
     expect(parseCidr("10.0.0.0/8\n")?.text).toBe("10.0.0.0/8");
   });
   test("anything else is refused", () => {
-    for (const bad of ["10.0.0.0", "10.0.0.0/33", "10.0.0/8", "010.0.0.0/8", "10.0.0.0/08", "::/129", "1:2:3:4:5:6:7:8:9/64", "1::2::3/64", "10.0.0.0/8 -j ACCEPT", "10.0.0.0/8\n-A X", "١٠.0.0.0/8", "fd00::g/8", "/8", "10.0.0.0/-1"]) {
+    for (const bad of [
+      "10.0.0.0",
+      "10.0.0.0/33",
+      "10.0.0/8",
+      "010.0.0.0/8",
+      "10.0.0.0/08",
+      "::/129",
+      "1:2:3:4:5:6:7:8:9/64",
+      "1::2::3/64",
+      "10.0.0.0/8 -j ACCEPT",
+      "10.0.0.0/8\n-A X",
+      "١٠.0.0.0/8",
+      "fd00::g/8",
+      "/8",
+      "10.0.0.0/-1",
+    ]) {
       expect(parseCidr(bad)).toBeUndefined();
     }
   });
   test("lists", () => {
-    expect(parseCidrList("10.0.0.0/8, 10.0.0.0/8,fd00::/8").cidrs.map((c) => c.text)).toEqual(["10.0.0.0/8", "fd00::/8"]);
+    expect(parseCidrList("10.0.0.0/8, 10.0.0.0/8,fd00::/8").cidrs.map((c) => c.text)).toEqual([
+      "10.0.0.0/8",
+      "fd00::/8",
+    ]);
     expect(parseCidrList("10.0.0.0/8,nope").bad).toBe("nope");
   });
   test("containment", () => {
@@ -80,11 +129,23 @@ test("octets, prefix lengths and IPv6 groups", () => {
 });
 
 test("isShortDecimal agrees with V4_OCTET (the octet and prefix length RegExp)", () => {
-  expect(disagreements(isShortDecimal, V4_OCTET, { alphabet: ["0", "1", "9", "/", ":", ".", "a", " ", "\n"], valid: "0123456789", bounds: [1, 3], depth: 5 })).toEqual([]);
+  expect(
+    disagreements(isShortDecimal, V4_OCTET, {
+      alphabet: ["0", "1", "9", "/", ":", ".", "a", " ", "\n"],
+      valid: "0123456789",
+      bounds: [1, 3],
+      depth: 5,
+    }),
+  ).toEqual([]);
 });
 
 test("isHexGroup agrees with HEX_GROUP", () => {
-  expect(disagreements(isHexGroup, HEX_GROUP, {
-    alphabet: ["0", "9", "a", "f", "A", "F", "g", "G", "/", ":", "@", "`", " "], valid: "0123456789abcdefABCDEF", bounds: [4], depth: 5,
-  })).toEqual([]);
+  expect(
+    disagreements(isHexGroup, HEX_GROUP, {
+      alphabet: ["0", "9", "a", "f", "A", "F", "g", "G", "/", ":", "@", "`", " "],
+      valid: "0123456789abcdefABCDEF",
+      bounds: [4],
+      depth: 5,
+    }),
+  ).toEqual([]);
 });

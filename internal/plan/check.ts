@@ -6,7 +6,18 @@
 import { parseCidr } from "../net/cidr.ts";
 import type { PortRange } from "../net/ports.ts";
 import {
-  type Action, type Family, type FamilyPlan, HOOKS, type IpCommand, isChainName, isCommentText, isIfaceName, type Match, type Plan, type PlanRule, type Stage,
+  type Action,
+  type Family,
+  type FamilyPlan,
+  HOOKS,
+  type IpCommand,
+  isChainName,
+  isCommentText,
+  isIfaceName,
+  type Match,
+  type Plan,
+  type PlanRule,
+  type Stage,
 } from "./model.ts";
 
 const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies Stage[];
@@ -59,12 +70,14 @@ function fail(where: string, what: string): never {
 }
 
 function uint(x: unknown, max: number, where: string): number {
-  if (typeof x !== "number" || !Number.isInteger(x) || x < 0 || x > max) fail(where, `${JSON.stringify(x)} is not a whole number from 0 to ${max}`);
+  if (typeof x !== "number" || !Number.isInteger(x) || x < 0 || x > max)
+    fail(where, `${JSON.stringify(x)} is not a whole number from 0 to ${max}`);
   return x;
 }
 
 function word<T extends string>(x: unknown, allowed: readonly string[], where: string): T {
-  if (typeof x !== "string" || !allowed.includes(x)) fail(where, `${JSON.stringify(x)} is not one of ${allowed.join(", ")}`);
+  if (typeof x !== "string" || !allowed.includes(x))
+    fail(where, `${JSON.stringify(x)} is not one of ${allowed.join(", ")}`);
   return x as T;
 }
 
@@ -115,19 +128,42 @@ function checkMatch(x: unknown, family: Family, where: string): Match {
     case "port": {
       const list = flag(x.list, `${where}.list`);
       return {
-        m: "port", proto: word(x.proto, ["tcp", "udp"], `${where}.proto`), dir: word(x.dir, ["dst", "src"], `${where}.dir`),
-        ports: checkPorts(x.ports, `${where}.ports`), ...neg, ...(list ? { list } : {}),
+        m: "port",
+        proto: word(x.proto, ["tcp", "udp"], `${where}.proto`),
+        dir: word(x.dir, ["dst", "src"], `${where}.dir`),
+        ports: checkPorts(x.ports, `${where}.ports`),
+        ...neg,
+        ...(list ? { list } : {}),
       };
     }
     case "addr":
-      return { m: "addr", dir: word(x.dir, ["src", "dst"], `${where}.dir`), cidr: cidrOf(x.cidr, family, `${where}.cidr`), ...neg };
+      return {
+        m: "addr",
+        dir: word(x.dir, ["src", "dst"], `${where}.dir`),
+        cidr: cidrOf(x.cidr, family, `${where}.cidr`),
+        ...neg,
+      };
     case "iface":
-      return { m: "iface", dir: word(x.dir, ["in", "out"], `${where}.dir`), name: text(x.name, isIfaceName, `${where}.name`) };
+      return {
+        m: "iface",
+        dir: word(x.dir, ["in", "out"], `${where}.dir`),
+        name: text(x.name, isIfaceName, `${where}.name`),
+      };
     case "owner":
-      return { m: "owner", id: word(x.id, ["uid", "gid"], `${where}.id`), value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
+      return {
+        m: "owner",
+        id: word(x.id, ["uid", "gid"], `${where}.id`),
+        value: uint(x.value, 0xffffffff, `${where}.value`),
+        ...neg,
+      };
     case "ctstate": {
       if (!isArr(x.states) || x.states.length === 0) fail(`${where}.states`, "not a list of states");
-      return { m: "ctstate", states: each(x.states, (s, i) => word<"INVALID" | "RELATED" | "ESTABLISHED">(s, CT_STATES, `${where}.states[${i}]`)) };
+      return {
+        m: "ctstate",
+        states: each(x.states, (s, i) =>
+          word<"INVALID" | "RELATED" | "ESTABLISHED">(s, CT_STATES, `${where}.states[${i}]`),
+        ),
+      };
     }
     case "mark":
       return { m: "mark", value: uint(x.value, 0xffffffff, `${where}.value`), ...neg };
@@ -152,13 +188,18 @@ function checkAction(x: unknown, stage: Stage, declared: ReadonlySet<string>, wh
     case "jump": {
       // Only to the plan's own chains of the same stage: never to a target such as NFQUEUE or LOG.
       const chain = text(x.chain, isChainName, `${where}.chain`);
-      if (!declared.has(`${stage} ${chain}`)) fail(`${where}.chain`, `${chain} is not a chain the plan declares for ${stage}`);
+      if (!declared.has(`${stage} ${chain}`))
+        fail(`${where}.chain`, `${chain} is not a chain the plan declares for ${stage}`);
       return { a: "jump", chain };
     }
     case "redirect":
       return { a: "redirect", port: uint(x.port, 65535, `${where}.port`) };
     case "tproxy":
-      return { a: "tproxy", port: uint(x.port, 65535, `${where}.port`), mark: uint(x.mark, 0xffffffff, `${where}.mark`) };
+      return {
+        a: "tproxy",
+        port: uint(x.port, 65535, `${where}.port`),
+        mark: uint(x.mark, 0xffffffff, `${where}.mark`),
+      };
     case "mark":
       return { a: "mark", value: uint(x.value, 0xffffffff, `${where}.value`) };
     case "ct-zone":
@@ -173,8 +214,10 @@ function checkRule(x: unknown, family: Family, declared: ReadonlySet<string>, wh
   if (!isArr(x.match) || x.match.length > 32) fail(`${where}.match`, "not a list of at most 32 matches");
   const stage = word<Stage>(x.stage, STAGES, `${where}.stage`);
   const rule: PlanRule = {
-    stage, chain: ruleChain(x.chain, stage, declared, `${where}.chain`),
-    match: each(x.match, (m, i) => checkMatch(m, family, `${where}.match[${i}]`)), action: checkAction(x.action, stage, declared, `${where}.action`),
+    stage,
+    chain: ruleChain(x.chain, stage, declared, `${where}.chain`),
+    match: each(x.match, (m, i) => checkMatch(m, family, `${where}.match[${i}]`)),
+    action: checkAction(x.action, stage, declared, `${where}.action`),
   };
   if (x.insertAt !== undefined) rule.insertAt = uint(x.insertAt, 1000, `${where}.insertAt`);
   return rule;
@@ -204,12 +247,14 @@ function checkIpCommand(x: unknown, where: string): IpCommand {
   for (const a of argv) if (typeof a !== "string") fail(`${where}.argv`, "not a list of words");
   const fits = (t: readonly string[]) => {
     if (t.length !== argv.length) return false;
-    for (let i = 0; i < t.length; i++) if (t[i] === "NUM" ? !isIpNum(argv[i] as string) : t[i] !== argv[i]) return false;
+    for (let i = 0; i < t.length; i++)
+      if (t[i] === "NUM" ? !isIpNum(argv[i] as string) : t[i] !== argv[i]) return false;
     return true;
   };
   let known = false;
   for (const t of IP_COMMANDS) if (fits(t)) known = true;
-  if (!known) fail(`${where}.argv`, `ip ${JSON.stringify(argv).slice(0, 200)} is not one of the commands a plan may run`);
+  if (!known)
+    fail(`${where}.argv`, `ip ${JSON.stringify(argv).slice(0, 200)} is not one of the commands a plan may run`);
   return { family, argv: [...(argv as string[])] };
 }
 

@@ -47,7 +47,16 @@ export function isIfaceName(s: string): boolean {
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
     // a-z, A-Z, 0-9, `_`, and after the first: `-` (45) and `.` (46)
-    if (!((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 57) || c === 95 || (i > 0 && (c === 45 || c === 46)))) return false;
+    if (
+      !(
+        (c >= 97 && c <= 122) ||
+        (c >= 65 && c <= 90) ||
+        (c >= 48 && c <= 57) ||
+        c === 95 ||
+        (i > 0 && (c === 45 || c === 46))
+      )
+    )
+      return false;
   }
   return true;
 }
@@ -176,9 +185,22 @@ export class PlanBuilder {
 export const M = {
   tcp: { m: "proto", proto: "tcp" } as Match,
   udp: { m: "proto", proto: "udp" } as Match,
-  dport: (proto: Proto, port: number, not = false): Match => ({ m: "port", proto, dir: "dst", ports: [{ from: port, to: port }], ...(not ? { not } : {}) }),
+  dport: (proto: Proto, port: number, not = false): Match => ({
+    m: "port",
+    proto,
+    dir: "dst",
+    ports: [{ from: port, to: port }],
+    ...(not ? { not } : {}),
+  }),
   sport: (proto: Proto, port: number): Match => ({ m: "port", proto, dir: "src", ports: [{ from: port, to: port }] }),
-  dports: (proto: Proto, ports: readonly PortRange[], not = false): Match => ({ m: "port", proto, dir: "dst", ports, list: true, ...(not ? { not } : {}) }),
+  dports: (proto: Proto, ports: readonly PortRange[], not = false): Match => ({
+    m: "port",
+    proto,
+    dir: "dst",
+    ports,
+    list: true,
+    ...(not ? { not } : {}),
+  }),
   src: (cidr: string, not = false): Match => ({ m: "addr", dir: "src", cidr, ...(not ? { not } : {}) }),
   dst: (cidr: string, not = false): Match => ({ m: "addr", dir: "dst", cidr, ...(not ? { not } : {}) }),
   in: (name: string): Match => ({ m: "iface", dir: "in", name }),

@@ -18,7 +18,10 @@ export type { ExecResult };
 export class NotPlannable extends Error {
   override name = "NotPlannable";
   /** The agent's own lookup of the pod failed: the plugin should not ask the agent for it again. */
-  constructor(message: string, readonly lookupFailed = false) {
+  constructor(
+    message: string,
+    readonly lookupFailed = false,
+  ) {
     super(message);
   }
 }

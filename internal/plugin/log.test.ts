@@ -2,7 +2,7 @@ import { expect, test } from "bun:test";
 import { everyString } from "../../test/support/regexp-agreement.ts";
 import { createLogger, trimNewlines } from "./log.ts";
 
-test("trimNewlines is what replace(/\\n+$/, \"\") returns, on every short string over a small alphabet", () => {
+test('trimNewlines is what replace(/\\n+$/, "") returns, on every short string over a small alphabet', () => {
   const alphabet = ["a", "\n", "\r", " ", "\0", "é"];
   const bad: string[] = [];
   const agree = (s: string) => {

@@ -58,7 +58,8 @@ export function createLogger(level: Level, sink: (line: string) => void, context
     const head = headOf(l, context);
     let text = "";
     // split("\n"), not split(/\r?\n/): a RegExp split is another builtin to compile on first use.
-    for (const raw of trimNewlines(msg).split("\n")) text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
+    for (const raw of trimNewlines(msg).split("\n"))
+      text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
     sink(text);
   };
   return {

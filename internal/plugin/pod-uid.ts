@@ -14,7 +14,10 @@ function podUid(pod: unknown): string | undefined {
 export function checkUid(pod: unknown, uid: string | undefined, namespace: string, name: string, from: string): void {
   const found = podUid(pod);
   if (uid !== undefined && found !== undefined && found !== uid) {
-    throw new CniError(Code.PodNotFound, "pod not found",
-      `pod ${namespace}/${name} ${from} has UID ${found}, not ${uid} (K8S_POD_UID): it was deleted and recreated; the runtime will tear this sandbox down`);
+    throw new CniError(
+      Code.PodNotFound,
+      "pod not found",
+      `pod ${namespace}/${name} ${from} has UID ${found}, not ${uid} (K8S_POD_UID): it was deleted and recreated; the runtime will tear this sandbox down`,
+    );
   }
 }

@@ -16,12 +16,20 @@ interface RecordCtx {
   summary: Summary;
 }
 
-export async function addRecord(ctx: RecordCtx, what: { decision: PodRecord["decision"]; reason: string; backend?: string; families?: Family[] }): Promise<void> {
+export async function addRecord(
+  ctx: RecordCtx,
+  what: { decision: PodRecord["decision"]; reason: string; backend?: string; families?: Family[] },
+): Promise<void> {
   const { deps, args, summary } = ctx;
   if (!deps.records || !args.containerId || !summary.pod) return;
   const record: PodRecord = {
-    v: 1, containerId: args.containerId, namespace: summary.pod.namespace, name: summary.pod.name,
-    decision: what.decision, reason: what.reason, time: new Date().toISOString(),
+    v: 1,
+    containerId: args.containerId,
+    namespace: summary.pod.namespace,
+    name: summary.pod.name,
+    decision: what.decision,
+    reason: what.reason,
+    time: new Date().toISOString(),
   };
   if (summary.pod.uid !== undefined) record.uid = summary.pod.uid;
   if (what.backend !== undefined) record.backend = what.backend;
@@ -44,7 +52,10 @@ export async function delByRecord(ctx: RecordCtx): Promise<"done" | "rules"> {
   if (!deps.records || !args.containerId) return "rules";
   const record = await deps.records.read(conf.state_dir, args.containerId);
   if (record === undefined) {
-    Object.assign(summary, { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" });
+    Object.assign(summary, {
+      outcome: "untouched",
+      reason: "no record of this container: meshcni applied no rules to it",
+    });
     return "done";
   }
   if (record === "unreadable") {
@@ -75,6 +86,7 @@ export async function gcRecords(ctx: RecordCtx): Promise<void> {
     if (typeof id === "string") keep.add(id);
   }
   const removed = await deps.records.prune(conf.state_dir, keep);
-  if (removed.length > 0) log.info(`removed the records of ${removed.length} container(s) the runtime no longer has: ${removed.join(", ")}`);
+  if (removed.length > 0)
+    log.info(`removed the records of ${removed.length} container(s) the runtime no longer has: ${removed.join(", ")}`);
   summary.reason = `kept ${keep.size} attachment(s), removed ${removed.length} record(s)`;
 }

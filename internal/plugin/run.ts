@@ -65,7 +65,14 @@ interface Ctx {
 
 type Target =
   | { redirect: false; reason: string; k8s?: boolean }
-  | { redirect: true; reason: string; pod: Pod; namespace?: Namespace; kubernetesService?: Service | null; name: string };
+  | {
+      redirect: true;
+      reason: string;
+      pod: Pod;
+      namespace?: Namespace;
+      kubernetesService?: Service | null;
+      name: string;
+    };
 
 /**
  * Which pod this is and whether it gets rules. Pods outside Kubernetes and excluded namespaces
@@ -98,7 +105,9 @@ async function resolveTarget(ctx: Ctx): Promise<Target> {
       target.kubernetesService = await kube.getService("default", "kubernetes", signal);
     } catch (e) {
       if (e instanceof NotPlannable) throw e;
-      ctx.log.warn(`could not read service default/kubernetes, skipping the API server's usual ports: ${(e as Error).message}`);
+      ctx.log.warn(
+        `could not read service default/kubernetes, skipping the API server's usual ports: ${(e as Error).message}`,
+      );
       target.kubernetesService = null;
     }
   }
@@ -139,7 +148,11 @@ async function plan(ctx: Ctx, target: Target & { redirect: true }): Promise<Redi
 async function netnsOf(ctx: Ctx): Promise<string> {
   const netns = ctx.args.netns!;
   if (!(await ctx.deps.netnsExists(netns))) {
-    throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
+    throw new CniError(
+      Code.InvalidEnvironment,
+      "CNI_NETNS does not exist",
+      `${netns} is not there; the container may have gone`,
+    );
   }
   return netns;
 }
@@ -171,10 +184,13 @@ async function add(ctx: Ctx): Promise<string> {
     await deps.writeFile(deps.dryRunFile, await payloadsOf(redirect, settings.mode));
     // The variable alone (a stray line in the runtime's environment): no meshed pod starts unmeshed.
     if (!conf.dry_run) {
-      throw new CniError(Code.InvalidEnvironment, "MESHCNI_DRY_RUN_FILE is set: no rules applied",
+      throw new CniError(
+        Code.InvalidEnvironment,
+        "MESHCNI_DRY_RUN_FILE is set: no rules applied",
         `${target.reason}, but the plugin's environment has MESHCNI_DRY_RUN_FILE, so its ${countRules(redirect)} ` +
-        `rules went to ${deps.dryRunFile} instead; remove the variable from the container runtime's environment, ` +
-        `or say "dry_run": true in the conflist entry for a dry run`);
+          `rules went to ${deps.dryRunFile} instead; remove the variable from the container runtime's environment, ` +
+          `or say "dry_run": true in the conflist entry for a dry run`,
+      );
     }
     log.info(`dry run: ${target.reason}; ${countRules(redirect)} rules written to ${deps.dryRunFile}`);
     Object.assign(ctx.summary, { outcome: "ok", reason: `dry run: ${target.reason}`, rules: countRules(redirect) });
@@ -191,18 +207,38 @@ async function add(ctx: Ctx): Promise<string> {
     // is there, and the plugin deletes the record again when its apply fails.
     ctx.planned = { plan: redirect, settings, reason: target.reason };
     Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect) });
-    await addRecord(ctx, { decision: "meshed", reason: target.reason, families: redirect.families.map((r) => r.family) });
+    await addRecord(ctx, {
+      decision: "meshed",
+      reason: target.reason,
+      families: redirect.families.map((r) => r.family),
+    });
     return stdout;
   }
   const applying = import("../firewall/apply.ts");
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  const fw = await deps.openFirewall(
+    await netnsOf(ctx),
+    settings,
+    redirect.families.map((r) => r.family),
+  );
   if (fw.warning) log.warn(fw.warning);
   await (await applying).applyPlan(fw, redirect, log, ctx.signal);
-  log.info(`${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`);
+  log.info(
+    `${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`,
+  );
   // Rendered again only when debug lines are kept.
   if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(redirect)}`);
-  Object.assign(ctx.summary, { outcome: "meshed", reason: target.reason, rules: countRules(redirect), backend: fw.backend });
-  await addRecord(ctx, { decision: "meshed", reason: target.reason, backend: fw.backend, families: redirect.families.map((r) => r.family) });
+  Object.assign(ctx.summary, {
+    outcome: "meshed",
+    reason: target.reason,
+    rules: countRules(redirect),
+    backend: fw.backend,
+  });
+  await addRecord(ctx, {
+    decision: "meshed",
+    reason: target.reason,
+    backend: fw.backend,
+    families: redirect.families.map((r) => r.family),
+  });
   return stdout;
 }
 
@@ -218,14 +254,25 @@ async function check(ctx: Ctx): Promise<string> {
   const redirect = await plan(ctx, target);
   const settings = ctx.profile.firewall(conf);
   if (deps.dryRunFile || settings.simulate) return "";
-  const fw = await deps.openFirewall(await netnsOf(ctx), settings, redirect.families.map((r) => r.family));
+  const fw = await deps.openFirewall(
+    await netnsOf(ctx),
+    settings,
+    redirect.families.map((r) => r.family),
+  );
   if (fw.warning) log.warn(fw.warning);
   const problems = await fw.driver.verify(fw, redirect, ctx.signal);
   if (problems.length > 0) {
-    throw new CniError(Code.RulesMissing, `meshcni's rules for ${target.name} are not in place`,
-      `${problems.join("; ")}; delete the pod so it is recreated with its rules`);
+    throw new CniError(
+      Code.RulesMissing,
+      `meshcni's rules for ${target.name} are not in place`,
+      `${problems.join("; ")}; delete the pod so it is recreated with its rules`,
+    );
   }
-  Object.assign(ctx.summary, { outcome: "meshed", reason: `${target.reason}; rules in place`, rules: countRules(redirect) });
+  Object.assign(ctx.summary, {
+    outcome: "meshed",
+    reason: `${target.reason}; rules in place`,
+    rules: countRules(redirect),
+  });
   return "";
 }
 
@@ -246,7 +293,11 @@ async function del(ctx: Ctx): Promise<string> {
       const fw = await deps.openFirewall(args.netns, settings, [family]);
       const whole = kindNamed(fw.driver.name)?.familiesAtOnce === true;
       const families = whole ? all : [family];
-      const what = { families, ownedChains: profile.ownedChains, ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}) };
+      const what = {
+        families,
+        ownedChains: profile.ownedChains,
+        ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}),
+      };
       if (await fw.driver.remove(fw, what, ctx.signal)) {
         log.info(`removed IPv${families.join("+IPv")} rules (${fw.backend})`);
         Object.assign(ctx.summary, { outcome: "removed", reason: "removed the pod's rules", backend: fw.backend });
@@ -254,7 +305,8 @@ async function del(ctx: Ctx): Promise<string> {
       // The profile's `ip` clean-up (Istio: TPROXY's rule and route, IPv6's ::6), all at once:
       // each is its own process and its own netlink change.
       const cleanup = (profile.cleanupIpCommands ?? []).filter((cmd) => whole || cmd.family === family);
-      const undone = cleanup.length === 0 ? [] : await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
+      const undone =
+        cleanup.length === 0 ? [] : await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
       for (let i = 0; i < cleanup.length; i++) {
         const cmd = cleanup[i]!;
         if (undone[i]!.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
@@ -278,8 +330,11 @@ async function status(ctx: Ctx): Promise<string> {
 
 function requireVersion(conf: PluginConf, command: string, min: string): void {
   if (compareVersions(conf.cniVersion, min) < 0) {
-    throw new CniError(Code.IncompatibleVersion, `config version does not allow ${command}`,
-      `${command} needs cniVersion ${min} or later, the config says ${conf.cniVersion}`);
+    throw new CniError(
+      Code.IncompatibleVersion,
+      `config version does not allow ${command}`,
+      `${command} needs cniVersion ${min} or later, the config says ${conf.cniVersion}`,
+    );
   }
 }
 
@@ -303,17 +358,24 @@ function dryRunGate(conf: PluginConf, deps: PluginDeps, log: PluginLogger): Plug
   const { dryRunFile, ...rest } = deps;
   if (!dryRunFile) {
     if (conf.dry_run) {
-      throw new CniError(Code.InvalidConfig, "dry_run needs MESHCNI_DRY_RUN_FILE",
-        `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; remove "dry_run" to apply rules`);
+      throw new CniError(
+        Code.InvalidConfig,
+        "dry_run needs MESHCNI_DRY_RUN_FILE",
+        `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; remove "dry_run" to apply rules`,
+      );
     }
     return rest;
   }
   if (!conf.dry_run) {
-    log.error("dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod " +
-      "(payloads go to the file) and an ADD of a meshed pod fails; if this is not meant, remove it from the " +
-      "container runtime's environment (or say \"dry_run\": true in the conflist entry for a dry run)");
+    log.error(
+      "dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod " +
+        "(payloads go to the file) and an ADD of a meshed pod fails; if this is not meant, remove it from the " +
+        'container runtime\'s environment (or say "dry_run": true in the conflist entry for a dry run)',
+    );
   } else {
-    log.warn(`dry run ("dry_run": true and MESHCNI_DRY_RUN_FILE): no rules are applied to this pod; payloads go to the file`);
+    log.warn(
+      `dry run ("dry_run": true and MESHCNI_DRY_RUN_FILE): no rules are applied to this pod; payloads go to the file`,
+    );
   }
   return deps;
 }
@@ -332,15 +394,37 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     const conf = parsePluginConf(stdin);
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, logContext(args.command, args.containerId));
     const profile = await loadProfile(conf.mesh);
-    if (!profile) throw new CniError(Code.InvalidConfig, "unsupported mesh", `mesh ${JSON.stringify(conf.mesh)} is not available in this build`);
+    if (!profile)
+      throw new CniError(
+        Code.InvalidConfig,
+        "unsupported mesh",
+        `mesh ${JSON.stringify(conf.mesh)} is not available in this build`,
+      );
     const deps = dryRunGate(conf, inv.deps, log);
     const bound = AbortSignal.timeout(conf.timeout_seconds * 1000);
-    const ctx: Ctx = { args, conf, profile, deps, log, signal: inv.deadline ? AbortSignal.any([bound, inv.deadline]) : bound, summary };
+    const ctx: Ctx = {
+      args,
+      conf,
+      profile,
+      deps,
+      log,
+      signal: inv.deadline ? AbortSignal.any([bound, inv.deadline]) : bound,
+      summary,
+    };
     if (inv.planOnly) {
-      if (args.command !== "ADD" || deps.dryRunFile) throw new NotPlannable(`only ADD is planned by the agent, not ${args.command}${deps.dryRunFile ? " (dry run)" : ""}`);
+      if (args.command !== "ADD" || deps.dryRunFile)
+        throw new NotPlannable(
+          `only ADD is planned by the agent, not ${args.command}${deps.dryRunFile ? " (dry run)" : ""}`,
+        );
       ctx.planOnly = true;
       const stdout = await add(ctx);
-      return { stdout, exitCode: 0, summary, ...(ctx.planned ? { planned: ctx.planned } : {}), cniVersion: requestVersion };
+      return {
+        stdout,
+        exitCode: 0,
+        summary,
+        ...(ctx.planned ? { planned: ctx.planned } : {}),
+        cniVersion: requestVersion,
+      };
     }
     switch (args.command) {
       case "ADD":
@@ -362,7 +446,11 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     if (inv.planOnly && e instanceof NotPlannable) throw e;
     const err = toCniError(e);
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
-    Object.assign(summary, { outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code });
+    Object.assign(summary, {
+      outcome: "failed",
+      reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`,
+      code: err.code,
+    });
     return { stdout: renderError(err, requestVersion), exitCode: 1, summary, cniVersion: requestVersion };
   }
 }

@@ -24,7 +24,34 @@ describe("escaping pod-controlled text for log lines", () => {
 });
 
 test("isPlainValue agrees with PLAIN_VALUE", () => {
-  expect(disagreements(isPlainValue, PLAIN_VALUE, {
-    alphabet: ["a", "Z", "0", "9", ".", "_", ":", "/", "@", "+", "-", ",", ";", "*", "?", "[", "`", "{", " ", '"', "\n"], valid: "azAZ09._:/@+-", bounds: [1, 64], depth: 4,
-  })).toEqual([]);
+  expect(
+    disagreements(isPlainValue, PLAIN_VALUE, {
+      alphabet: [
+        "a",
+        "Z",
+        "0",
+        "9",
+        ".",
+        "_",
+        ":",
+        "/",
+        "@",
+        "+",
+        "-",
+        ",",
+        ";",
+        "*",
+        "?",
+        "[",
+        "`",
+        "{",
+        " ",
+        '"',
+        "\n",
+      ],
+      valid: "azAZ09._:/@+-",
+      bounds: [1, 64],
+      depth: 4,
+    }),
+  ).toEqual([]);
 });

@@ -24,21 +24,36 @@ const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith(
  */
 export function checkAddAnswer(a: unknown, cniArgs: string | undefined): AddAnswer | string {
   if (!isObj(a) || a.v !== 1) return "the agent's answer is not an AddAnswer (v: 1)";
-  if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean") return "the agent's answer lacks stdout, exitCode or record";
+  if (typeof a.stdout !== "string" || (a.exitCode !== 0 && a.exitCode !== 1) || typeof a.record !== "boolean")
+    return "the agent's answer lacks stdout, exitCode or record";
   if (!Array.isArray(a.lines)) return "the agent's answer has no lines";
-  if (a.reported !== undefined && (a.reported !== true || a.apply !== undefined)) return "the agent's answer says it reported an ADD with rules";
+  if (a.reported !== undefined && (a.reported !== true || a.apply !== undefined))
+    return "the agent's answer says it reported an ADD with rules";
   if (a.lines.length > L.lines) return "the agent's answer has too many lines";
   // Loops, not every/some/map: each callback builtin costs the plugin its first-use compile.
-  for (const l of a.lines) if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
-  if (typeof a.level !== "string" || !(LOG_LEVELS as readonly string[]).includes(a.level) || typeof a.context !== "string" || !isContext(a.context)) {
+  for (const l of a.lines)
+    if (typeof l !== "string" || l.length > L.line) return "the agent's answer has lines that are not text or too long";
+  if (
+    typeof a.level !== "string" ||
+    !(LOG_LEVELS as readonly string[]).includes(a.level) ||
+    typeof a.context !== "string" ||
+    !isContext(a.context)
+  ) {
     return "the agent's answer has no log level or context";
   }
   const summary = parseSummary(a.summary);
   if (!summary) return "the agent's answer has no summary a report can carry";
   if (a.apply !== undefined) {
-    if (a.exitCode !== 0 || summary.outcome !== "meshed") return "the agent's answer has rules but is not a meshed success";
+    if (a.exitCode !== 0 || summary.outcome !== "meshed")
+      return "the agent's answer has rules but is not a meshed success";
     const st = isObj(a.apply) ? a.apply.settings : undefined;
-    if (!isObj(st) || typeof st.mode !== "string" || !(IPTABLES_MODES as readonly string[]).includes(st.mode) || typeof st.wait !== "boolean" || typeof st.simulate !== "boolean") {
+    if (
+      !isObj(st) ||
+      typeof st.mode !== "string" ||
+      !(IPTABLES_MODES as readonly string[]).includes(st.mode) ||
+      typeof st.wait !== "boolean" ||
+      typeof st.simulate !== "boolean"
+    ) {
       return "the agent's plan has no firewall settings";
     }
   } else if (a.exitCode === 0 && summary.outcome !== "skipped") {
@@ -69,11 +84,13 @@ export function checkAddAnswer(a: unknown, cniArgs: string | undefined): AddAnsw
 /** The outcomes an ADD can have. */
 const ADD_OUTCOMES: readonly string[] = ["meshed", "skipped", "failed", "ok"] satisfies Outcome[];
 const str = (x: unknown, max: number): x is string => typeof x === "string" && x.length <= max;
-const count = (x: unknown, max: number): x is number => typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
+const count = (x: unknown, max: number): x is number =>
+  typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
 
 /** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
 function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
-  if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason)) return undefined;
+  if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason))
+    return undefined;
   const out: AddAnswer["summary"] = { outcome: s.outcome as AddAnswer["summary"]["outcome"], reason: s.reason };
   if (s.code !== undefined) {
     if (!count(s.code, L.code)) return undefined;
@@ -89,9 +106,9 @@ function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
   }
   if (s.pod !== undefined) {
     const p = s.pod;
-    if (!isObj(p) || !str(p.namespace, L.name) || !str(p.name, L.name) || (p.uid !== undefined && !str(p.uid, L.uid))) return undefined;
+    if (!isObj(p) || !str(p.namespace, L.name) || !str(p.name, L.name) || (p.uid !== undefined && !str(p.uid, L.uid)))
+      return undefined;
     out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
   }
   return out;
 }
-

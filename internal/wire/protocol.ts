@@ -52,7 +52,14 @@ export const REPORTS_PATH = "/v1/reports";
 export const ADD_PATH = "/v1/add";
 
 /** The CNI variables the plugin passes on in an AddRequest (PATH stays with the plugin: binaries are the host's). */
-export const ADD_ENV_KEYS = ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"] as const;
+export const ADD_ENV_KEYS = [
+  "CNI_COMMAND",
+  "CNI_CONTAINERID",
+  "CNI_NETNS",
+  "CNI_IFNAME",
+  "CNI_ARGS",
+  "CNI_PATH",
+] as const;
 
 /** POST /v1/add: the plugin's command as the runtime gave it. */
 export interface AddRequest {
@@ -87,7 +94,14 @@ export interface AddAnswer {
   /** The request's cniVersion, for an error the plugin renders when its apply fails. */
   cniVersion?: unknown;
   /** What was decided, as far as the agent got (the plugin completes it for its report). */
-  summary: { outcome: Outcome; reason: string; code?: number; rules?: number; lookup?: LookupSource; pod?: { namespace: string; name: string; uid?: string } };
+  summary: {
+    outcome: Outcome;
+    reason: string;
+    code?: number;
+    rules?: number;
+    lookup?: LookupSource;
+    pod?: { namespace: string; name: string; uid?: string };
+  };
   /** For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin checks and applies them. */
   apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
   /**
@@ -137,10 +151,30 @@ export type LookupSource = "agent-cache" | "agent-api" | "kubeconfig" | "none";
 // The values a Report may carry: agent/report.ts's schema checks reports with them, and the
 // plugin (which loads no schema library) checks the agent's answers with the same ones.
 export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
-export const OUTCOMES = ["meshed", "skipped", "removed", "untouched", "failed", "ok"] as const satisfies readonly Outcome[];
-export const LOOKUP_SOURCES = ["agent-cache", "agent-api", "kubeconfig", "none"] as const satisfies readonly LookupSource[];
+export const OUTCOMES = [
+  "meshed",
+  "skipped",
+  "removed",
+  "untouched",
+  "failed",
+  "ok",
+] as const satisfies readonly Outcome[];
+export const LOOKUP_SOURCES = [
+  "agent-cache",
+  "agent-api",
+  "kubeconfig",
+  "none",
+] as const satisfies readonly LookupSource[];
 /** The longest text a report field may hold, and the largest numbers. */
-export const REPORT_LIMITS = { reason: 16_384, line: 16_384, lines: 2000, name: 253, uid: 128, code: 999, rules: 1_000_000 } as const;
+export const REPORT_LIMITS = {
+  reason: 16_384,
+  line: 16_384,
+  lines: 2000,
+  name: 253,
+  uid: 128,
+  code: 999,
+  rules: 1_000_000,
+} as const;
 
 export interface Report {
   v: 1;

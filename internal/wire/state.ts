@@ -111,7 +111,8 @@ export function parseRecord(text: string): PodRecord | undefined {
     return undefined;
   }
   if (typeof r !== "object" || r === null || Array.isArray(r)) return undefined;
-  if (r.v !== 1 || !isStr(r.containerId) || !isStr(r.namespace) || !isStr(r.name) || !isStr(r.reason) || !isStr(r.time)) return undefined;
+  if (r.v !== 1 || !isStr(r.containerId) || !isStr(r.namespace) || !isStr(r.name) || !isStr(r.reason) || !isStr(r.time))
+    return undefined;
   if (r.decision !== "meshed" && r.decision !== "skipped") return undefined;
   if (r.uid !== undefined && !isStr(r.uid)) return undefined;
   return r as unknown as PodRecord;

@@ -21,7 +21,8 @@ export function completeSummary(s: Summary, command: string, cniArgs: string | u
 export function podOfArgs(cniArgs: string | undefined): Summary["pod"] {
   try {
     const k = parseK8sArgs(cniArgs);
-    if (k.podName && k.podNamespace) return { namespace: k.podNamespace, name: k.podName, ...(k.podUid ? { uid: k.podUid } : {}) };
+    if (k.podName && k.podNamespace)
+      return { namespace: k.podNamespace, name: k.podName, ...(k.podUid ? { uid: k.podUid } : {}) };
   } catch {
     // no pod
   }
@@ -29,7 +30,13 @@ export function podOfArgs(cniArgs: string | undefined): Summary["pod"] {
 }
 
 export function buildReport(o: {
-  command: Command; containerId?: string | undefined; summary: Summary; lines: string[]; started: Date; durationMs: number; version: string;
+  command: Command;
+  containerId?: string | undefined;
+  summary: Summary;
+  lines: string[];
+  started: Date;
+  durationMs: number;
+  version: string;
 }): Report {
   const s = o.summary;
   // Loops, not flatMap/filter/map: on the plugin's hot path each of JSC's callback builtins is
@@ -37,9 +44,14 @@ export function buildReport(o: {
   const lines: string[] = [];
   for (const l of o.lines) for (const p of l.split("\n")) if (p !== "") lines.push(p.slice(0, 16_384));
   const r: Report = {
-    v: 1, command: o.command, outcome: s.outcome, reason: s.reason, durationMs: Math.max(0, Math.round(o.durationMs * 1000) / 1000),
+    v: 1,
+    command: o.command,
+    outcome: s.outcome,
+    reason: s.reason,
+    durationMs: Math.max(0, Math.round(o.durationMs * 1000) / 1000),
     lines: lines.length > 2000 ? lines.slice(-2000) : lines,
-    time: o.started.toISOString(), version: o.version,
+    time: o.started.toISOString(),
+    version: o.version,
   };
   if (o.containerId !== undefined) r.containerId = o.containerId.slice(0, 256);
   if (s.pod) r.pod = s.pod;
@@ -56,7 +68,9 @@ const field = (s: string) => (isPlainValue(s) ? s : JSON.stringify(s));
 
 /** The report as fallback-log lines: the plugin's own lines, then one summary line, each "meshcni: ...". */
 export function fallbackText(r: Report): string {
-  const f = [`${r.outcome === "failed" ? "error" : "info"} ${r.command}${r.containerId ? ` ${r.containerId.slice(0, 12)}` : ""}: summary`];
+  const f = [
+    `${r.outcome === "failed" ? "error" : "info"} ${r.command}${r.containerId ? ` ${r.containerId.slice(0, 12)}` : ""}: summary`,
+  ];
   if (r.pod) f.push(`pod=${field(`${r.pod.namespace}/${r.pod.name}`)}`);
   f.push(`outcome=${r.outcome}`);
   if (r.code !== undefined) f.push(`code=${r.code}`);

@@ -9,7 +9,14 @@ import { ADD_PATH } from "../../internal/wire/protocol.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import {
-  type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, startCluster, startInstaller,
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  type InstallerProcess,
+  isChainedIn,
+  startCluster,
+  startInstaller,
   until,
 } from "./harness.ts";
 
@@ -63,9 +70,14 @@ async function startAgent(extra: string[] = []) {
     const res = await ask(ADD_PATH, {
       method: "POST",
       body: JSON.stringify({
-        v: 1, version, stdin: JSON.stringify(entry),
+        v: 1,
+        version,
+        stdin: JSON.stringify(entry),
         env: {
-          CNI_COMMAND: "ADD", CNI_CONTAINERID: containerId, CNI_NETNS: netnsPath, CNI_IFNAME: "eth0",
+          CNI_COMMAND: "ADD",
+          CNI_CONTAINERID: containerId,
+          CNI_NETNS: netnsPath,
+          CNI_IFNAME: "eth0",
           CNI_PATH: "/opt/cni/bin",
           CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.namespace};K8S_POD_NAME=${pod.name}${uid}`,
         },
@@ -136,8 +148,9 @@ describe.if(isRoot())("a forged ADD writes no record", () => {
     expect(existsSync(a.record("far00001"))).toBe(false);
     // The agent asked for this node's pod of that name only, and never GET it by name.
     const asked = cluster.api.requests.slice(seen).filter((q) => q.path.startsWith("/api/v1/namespaces/default/pods"));
-    expect(asked.map((q) => `${q.path}?${decodeURIComponent(q.query)}`))
-      .toEqual([`/api/v1/namespaces/default/pods?fieldSelector=metadata.name=${pod.name},spec.nodeName=node-a`]);
+    expect(asked.map((q) => `${q.path}?${decodeURIComponent(q.query)}`)).toEqual([
+      `/api/v1/namespaces/default/pods?fieldSelector=metadata.name=${pod.name},spec.nodeName=node-a`,
+    ]);
     cluster.api.deletePod("default", pod.name);
   }, 30_000);
 });
@@ -172,9 +185,16 @@ describe.if(isRoot())("the records are bounded", () => {
 
 describe("the plugin's DEL reports", () => {
   const del = (containerId: string) => ({
-    v: 1, command: "DEL", containerId, pod: { namespace: "default", name: "web-1" }, outcome: "removed",
-    reason: "rules removed", durationMs: 3, lines: [`meshcni: info container=${containerId}: removed the rules`],
-    time: new Date().toISOString(), version: "0.1.0",
+    v: 1,
+    command: "DEL",
+    containerId,
+    pod: { namespace: "default", name: "web-1" },
+    outcome: "removed",
+    reason: "rules removed",
+    durationMs: 3,
+    lines: [`meshcni: info container=${containerId}: removed the rules`],
+    time: new Date().toISOString(),
+    version: "0.1.0",
   });
 
   test("printed only for a container the agent held a record of; others counted, not printed", async () => {
@@ -220,9 +240,13 @@ describe.if(isRoot())("/status from memory", () => {
     // The plugin removes one, writes another: /status follows through the watch alone.
     await Bun.file(a.record("mem00000")).delete();
     Bun.write(a.record("new00001"), recordText("new00001", "n", "meshed"));
-    await until(async () => {
-      const ids = (await a.status()).pods.containers.map((c: { containerId: string }) => c.containerId);
-      return ids.length === 50 && ids.includes("new00001") && !ids.includes("mem00000");
-    }, 3000, "the change in /status");
+    await until(
+      async () => {
+        const ids = (await a.status()).pods.containers.map((c: { containerId: string }) => c.containerId);
+        return ids.length === 50 && ids.includes("new00001") && !ids.includes("mem00000");
+      },
+      3000,
+      "the change in /status",
+    );
   }, 30_000);
 });

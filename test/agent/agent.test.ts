@@ -11,7 +11,23 @@ import type { Report } from "../../internal/wire/protocol.ts";
 import type { PodRecord } from "../../internal/wire/state.ts";
 import { repoPath } from "../support/golden.ts";
 import { checkExposition } from "../support/prometheus.ts";
-import { type Cluster, DAEMONSET_PATH, daemonSet, ensureBuilt, freePort, type HostDirs, INSTALLER, type InstallerProcess, installerArgs, isChainedIn, NODE_PATH, readyz, startCluster, startInstaller, until } from "./harness.ts";
+import {
+  type Cluster,
+  DAEMONSET_PATH,
+  daemonSet,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  INSTALLER,
+  type InstallerProcess,
+  installerArgs,
+  isChainedIn,
+  NODE_PATH,
+  readyz,
+  startCluster,
+  startInstaller,
+  until,
+} from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const KUBECONFIG = "ZZZ-meshcni-kubeconfig";
@@ -32,7 +48,12 @@ afterEach(async () => {
   cluster.api.faults.clear();
   cluster.setDaemonSet("absent");
   cluster.api.addNamespace({ metadata: { name: "meshcni" } });
-  cluster.api.objects.set(NODE_PATH, { apiVersion: "v1", kind: "Node", metadata: { name: "node-a", labels: { "kubernetes.io/os": "linux" } }, spec: {} });
+  cluster.api.objects.set(NODE_PATH, {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: "node-a", labels: { "kubernetes.io/os": "linux" } },
+    spec: {},
+  });
   dirs?.cleanup();
 });
 
@@ -55,8 +76,13 @@ const isSocket = (path: string) => statSync(path, { throwIfNoEntry: false })?.is
 /** Started, chained, and answering on its socket. */
 async function startAgent(extra: string[] = [], env: Record<string, string> = {}): Promise<InstallerProcess> {
   const p = start(extra, env);
-  await until(() => isChainedIn(dirs, "10-calico.conflist") && existsSync(join(dirs.net, KUBECONFIG)) && isSocket(dirs.socket), 10_000, "the agent up")
-    .catch((e) => { throw new Error(`${e.message}\n${p.log()}`); });
+  await until(
+    () => isChainedIn(dirs, "10-calico.conflist") && existsSync(join(dirs.net, KUBECONFIG)) && isSocket(dirs.socket),
+    10_000,
+    "the agent up",
+  ).catch((e) => {
+    throw new Error(`${e.message}\n${p.log()}`);
+  });
   return p;
 }
 
@@ -72,17 +98,40 @@ function installation(): Record<string, string | undefined> {
 
 function writeRecord(r: Partial<PodRecord> & { containerId: string }): void {
   mkdirSync(join(dirs.state, "containers"), { recursive: true });
-  const record: PodRecord = { v: 1, namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f", decision: "meshed", reason: "has a linkerd-proxy container", backend: "iptables-nft", families: [4], time: "2026-01-01T10:00:00.000Z", ...r };
+  const record: PodRecord = {
+    v: 1,
+    namespace: "emojivoto",
+    name: "web-1",
+    uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
+    decision: "meshed",
+    reason: "has a linkerd-proxy container",
+    backend: "iptables-nft",
+    families: [4],
+    time: "2026-01-01T10:00:00.000Z",
+    ...r,
+  };
   writeFileSync(join(dirs.state, "containers", `${r.containerId}.json`), JSON.stringify(record));
 }
 
-const ask = (path: string, init: RequestInit = {}) => fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
+const ask = (path: string, init: RequestInit = {}) =>
+  fetch(`http://localhost${path}`, { ...init, unix: dirs.socket } as RequestInit);
 
 function report(over: Partial<Report> = {}): Report {
   return {
-    v: 1, command: "ADD", containerId: "3f0c9b6a1e2d", pod: { namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" },
-    outcome: "meshed", reason: "pod emojivoto/web-1: has a linkerd-proxy container", rules: 12, backend: "iptables-nft", lookup: "agent-cache",
-    durationMs: 21, lines: ["meshcni: info container=3f0c9b6a1e2d pod=emojivoto/web-1: applied 12 rules"], time: new Date().toISOString(), version: "0.1.0", ...over,
+    v: 1,
+    command: "ADD",
+    containerId: "3f0c9b6a1e2d",
+    pod: { namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" },
+    outcome: "meshed",
+    reason: "pod emojivoto/web-1: has a linkerd-proxy container",
+    rules: 12,
+    backend: "iptables-nft",
+    lookup: "agent-cache",
+    durationMs: 21,
+    lines: ["meshcni: info container=3f0c9b6a1e2d pod=emojivoto/web-1: applied 12 rules"],
+    time: new Date().toISOString(),
+    version: "0.1.0",
+    ...over,
   };
 }
 
@@ -94,7 +143,9 @@ describe("restarts never unmesh the node", () => {
     writeRecord({ containerId: "aaaa1111" });
     const before = installation();
     expect(await first.stop("SIGTERM")).toBe(0);
-    expect(first.log()).toContain("stopping: its DaemonSet meshcni/meshcni-node exists and runs on node node-a: a new agent will take over; leaving meshcni installed");
+    expect(first.log()).toContain(
+      "stopping: its DaemonSet meshcni/meshcni-node exists and runs on node node-a: a new agent will take over; leaving meshcni installed",
+    );
     expect(installation()).toEqual(before);
     expect(existsSync(join(dirs.state, "containers", "aaaa1111.json"))).toBe(true);
     // Its socket goes with it: the plugin falls back to its kubeconfig until the next agent.
@@ -102,7 +153,9 @@ describe("restarts never unmesh the node", () => {
 
     const second = await startAgent();
     await second.waitForLog(/meshcni is chained in .*10-calico\.conflist/);
-    expect(second.log()).not.toMatch(/chained meshcni: wrote|wrote the plugin's kubeconfig|installed the plugin binary/);
+    expect(second.log()).not.toMatch(
+      /chained meshcni: wrote|wrote the plugin's kubeconfig|installed the plugin binary/,
+    );
     expect(await second.stop("SIGINT")).toBe(0);
     expect(installation()).toEqual(before);
     // It asked the API server with the service account's token.
@@ -113,23 +166,47 @@ describe("restarts never unmesh the node", () => {
   }, 30_000);
 
   const undoCases: [string, () => void, RegExp][] = [
-    ["the DaemonSet is gone (404)", () => cluster.setDaemonSet("absent"), /its DaemonSet meshcni\/meshcni-node is gone \(404\)/],
-    ["the DaemonSet is being deleted", () => cluster.setDaemonSet("deleting"), /is being deleted \(deletionTimestamp 2026-01-01T00:00:00Z\)/],
-    ["the namespace is being deleted", () => {
-      cluster.setDaemonSet("present");
-      cluster.api.addNamespace({ metadata: { name: "meshcni", deletionTimestamp: "2026-01-01T00:00:00Z" } } as never);
-    }, /its namespace meshcni is being deleted/],
-    ["the service account was deleted (401)", () => {
-      cluster.setDaemonSet("present");
-      cluster.api.faults.set(DAEMONSET_PATH, { kind: "status", code: 401 });
-    }, /no longer accepts the agent's service account token \(401\)/],
-    ["the RBAC was deleted (403)", () => {
-      cluster.setDaemonSet("present");
-      cluster.api.faults.set(DAEMONSET_PATH, { kind: "status", code: 403 });
-    }, /may no longer read its DaemonSet meshcni\/meshcni-node \(403\)/],
-    ["the DaemonSet no longer selects the node", () => {
-      cluster.api.objects.set(DAEMONSET_PATH, daemonSet({ nodeSelector: { "meshcni.io/enabled": "true" } }));
-    }, /no longer runs on node node-a: its nodeSelector wants meshcni.io\/enabled=true/],
+    [
+      "the DaemonSet is gone (404)",
+      () => cluster.setDaemonSet("absent"),
+      /its DaemonSet meshcni\/meshcni-node is gone \(404\)/,
+    ],
+    [
+      "the DaemonSet is being deleted",
+      () => cluster.setDaemonSet("deleting"),
+      /is being deleted \(deletionTimestamp 2026-01-01T00:00:00Z\)/,
+    ],
+    [
+      "the namespace is being deleted",
+      () => {
+        cluster.setDaemonSet("present");
+        cluster.api.addNamespace({ metadata: { name: "meshcni", deletionTimestamp: "2026-01-01T00:00:00Z" } } as never);
+      },
+      /its namespace meshcni is being deleted/,
+    ],
+    [
+      "the service account was deleted (401)",
+      () => {
+        cluster.setDaemonSet("present");
+        cluster.api.faults.set(DAEMONSET_PATH, { kind: "status", code: 401 });
+      },
+      /no longer accepts the agent's service account token \(401\)/,
+    ],
+    [
+      "the RBAC was deleted (403)",
+      () => {
+        cluster.setDaemonSet("present");
+        cluster.api.faults.set(DAEMONSET_PATH, { kind: "status", code: 403 });
+      },
+      /may no longer read its DaemonSet meshcni\/meshcni-node \(403\)/,
+    ],
+    [
+      "the DaemonSet no longer selects the node",
+      () => {
+        cluster.api.objects.set(DAEMONSET_PATH, daemonSet({ nodeSelector: { "meshcni.io/enabled": "true" } }));
+      },
+      /no longer runs on node node-a: its nodeSelector wants meshcni.io\/enabled=true/,
+    ],
   ];
   for (const [what, arrange, why] of undoCases) {
     test(`SIGTERM undoes when ${what}: chain, binary, kubeconfig, socket; the records and the fallback log stay for a reinstall`, async () => {
@@ -142,7 +219,9 @@ describe("restarts never unmesh the node", () => {
       expect(await p.stop("SIGTERM")).toBe(0);
       expect(p.log()).toMatch(why);
       expect(p.log()).toContain("meshcni is uninstalled from this node");
-      expect(p.log()).toContain(`the plugin's records stay in ${dirs.state} for a later install (--uninstall removes them; a reboot empties the folder)`);
+      expect(p.log()).toContain(
+        `the plugin's records stay in ${dirs.state} for a later install (--uninstall removes them; a reboot empties the folder)`,
+      );
       expect(dirs.file("10-calico.conflist")).toBe(CALICO);
       expect(dirs.names()).toEqual(["10-calico.conflist"]);
       expect(readdirSync(dirs.bin)).toEqual([]);
@@ -163,7 +242,9 @@ describe("restarts never unmesh the node", () => {
     } finally {
       cluster.api.setGlobalFault(undefined);
     }
-    expect(p.log()).toMatch(/stopping: cannot tell whether its DaemonSet meshcni\/meshcni-node still exists: the API server answered 503.*; leaving meshcni installed/);
+    expect(p.log()).toMatch(
+      /stopping: cannot tell whether its DaemonSet meshcni\/meshcni-node still exists: the API server answered 503.*; leaving meshcni installed/,
+    );
     expect(installation()).toEqual(before);
     // It asked again while the answers were 503, not just once.
     expect(cluster.api.requests.filter((r) => r.path === DAEMONSET_PATH).length).toBeGreaterThan(2);
@@ -178,7 +259,11 @@ describe("restarts never unmesh the node", () => {
     for (const note of ["records-since", "chained-since"]) writeFileSync(join(dirs.state, note), "1764000000000\n");
     p.proc.kill("SIGKILL");
     await p.stop();
-    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], { env: { PATH: Bun.env.PATH ?? "/usr/bin:/bin" }, stdout: "pipe", stderr: "pipe" });
+    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], {
+      env: { PATH: Bun.env.PATH ?? "/usr/bin:/bin" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(u.exitCode).toBe(0);
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
     expect(dirs.file("10-calico.conflist")).toBe(CALICO);
@@ -190,9 +275,17 @@ describe("restarts never unmesh the node", () => {
 describe("the agent's socket", () => {
   test("mode 0000 in a 0700 folder, named in the conflist entry; the node's pods answered from the watch cache with no API request, others through one list by name and node", async () => {
     setup();
-    cluster.api.addPod({ metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } } as never);
-    cluster.api.addPod({ metadata: { name: "elsewhere", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" }, spec: { nodeName: "node-b", containers: [{ name: "app" }] } } as never);
-    cluster.api.addNamespace({ metadata: { name: "emojivoto", annotations: { "config.linkerd.io/skip-outbound-ports": "443" } } });
+    cluster.api.addPod({
+      metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" },
+      spec: { nodeName: "node-a", containers: [{ name: "app" }] },
+    } as never);
+    cluster.api.addPod({
+      metadata: { name: "elsewhere", namespace: "emojivoto", uid: "1c8a8b1f-3d2e-4e9f-8b66-5a4c3d2e1f00" },
+      spec: { nodeName: "node-b", containers: [{ name: "app" }] },
+    } as never);
+    cluster.api.addNamespace({
+      metadata: { name: "emojivoto", annotations: { "config.linkerd.io/skip-outbound-ports": "443" } },
+    });
     const port = freePort();
     const before = cluster.api.requests.length;
     await startAgent(["--health-port", String(port)]);
@@ -201,7 +294,11 @@ describe("the agent's socket", () => {
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
     expect([entry.agent_socket, entry.state_dir]).toEqual([dirs.socket, dirs.state]);
     const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
-    await until(async () => (await status()).cache?.pods?.synced && (await status()).cache?.namespaces?.synced, 10_000, "the cache in sync");
+    await until(
+      async () => (await status()).cache?.pods?.synced && (await status()).cache?.namespaces?.synced,
+      10_000,
+      "the cache in sync",
+    );
 
     const podPath = "/api/v1/namespaces/emojivoto/pods/web-1";
     const seen = cluster.api.requests.length;
@@ -216,13 +313,22 @@ describe("the agent's socket", () => {
     expect(cluster.api.count("/api/v1/namespaces/emojivoto", "get")).toBe(0);
     expect(cluster.api.requests.slice(seen)).toEqual([]);
     // The cache's own requests: one list and one watch of this node's pods, one of namespaces, with the agent's own service account.
-    const cacheRequests = cluster.api.requests.slice(before).filter((r) => r.path === "/api/v1/pods" || r.path === "/api/v1/namespaces");
-    expect(cacheRequests.filter((r) => r.path === "/api/v1/pods").map((r) => new URLSearchParams(r.query).get("fieldSelector"))).toEqual(["spec.nodeName=node-a", "spec.nodeName=node-a"]);
+    const cacheRequests = cluster.api.requests
+      .slice(before)
+      .filter((r) => r.path === "/api/v1/pods" || r.path === "/api/v1/namespaces");
+    expect(
+      cacheRequests
+        .filter((r) => r.path === "/api/v1/pods")
+        .map((r) => new URLSearchParams(r.query).get("fieldSelector")),
+    ).toEqual(["spec.nodeName=node-a", "spec.nodeName=node-a"]);
     expect(cacheRequests.every((r) => r.authorization === "Bearer token-one")).toBe(true);
 
     // A pod of this node the watch has not delivered: the agent's own list, by name and node.
     const list = "/api/v1/namespaces/emojivoto/pods";
-    cluster.api.objects.set(`${list}/late`, { metadata: { name: "late", namespace: "emojivoto", uid: "2d9b9c20-4e3f-4fa0-9c77-6b5d4e3f2a11" }, spec: { nodeName: "node-a", containers: [{ name: "app" }] } });
+    cluster.api.objects.set(`${list}/late`, {
+      metadata: { name: "late", namespace: "emojivoto", uid: "2d9b9c20-4e3f-4fa0-9c77-6b5d4e3f2a11" },
+      spec: { nodeName: "node-a", containers: [{ name: "app" }] },
+    });
     const late = await ask("/v1/pods/emojivoto/late");
     expect(late.status).toBe(200);
     expect(((await late.json()) as any).source).toBe("api");
@@ -232,8 +338,9 @@ describe("the agent's socket", () => {
     expect(elsewhere.status).toBe(404);
     expect(await elsewhere.text()).not.toContain("1c8a8b1f");
     expect(cluster.api.count(`${list}/late`, "get") + cluster.api.count(`${list}/elsewhere`, "get")).toBe(0);
-    expect(cluster.api.requests.filter((r) => r.path === list).map((r) => new URLSearchParams(r.query).get("fieldSelector")))
-      .toEqual(["metadata.name=late,spec.nodeName=node-a", "metadata.name=elsewhere,spec.nodeName=node-a"]);
+    expect(
+      cluster.api.requests.filter((r) => r.path === list).map((r) => new URLSearchParams(r.query).get("fieldSelector")),
+    ).toEqual(["metadata.name=late,spec.nodeName=node-a", "metadata.name=elsewhere,spec.nodeName=node-a"]);
 
     const missing = await ask("/v1/pods/emojivoto/web-2");
     expect(missing.status).toBe(404);
@@ -249,7 +356,11 @@ describe("the agent's socket", () => {
     cluster.api.faults.delete(list);
     expect((await ask("/v1/pods/Emojivoto/web-1")).status).toBe(400);
     const s = await status();
-    expect(s.cache).toMatchObject({ pods: { synced: true, objects: 1, lists: 1 }, namespaces: { synced: true }, lookups: { cache: 1, api: 1, failed: 4 } });
+    expect(s.cache).toMatchObject({
+      pods: { synced: true, objects: 1, lists: 1 },
+      namespaces: { synced: true },
+      lookups: { cache: 1, api: 1, failed: 4 },
+    });
     const { samples } = checkExposition(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text());
     expect(samples.get("meshcni_agent_cached_pods")).toBe(1);
     expect(samples.get('meshcni_agent_cache_synced{resource="pods"}')).toBe(1);
@@ -267,24 +378,47 @@ describe("every plugin decision on the agent's stdout", () => {
     const p = await startAgent();
     const sent = [
       report(),
-      report({ containerId: "9a8b7c6d5e4f", outcome: "failed", code: 11, lookup: "kubeconfig", durationMs: 5003, rules: undefined, backend: undefined, pod: { namespace: "emojivoto", name: "voting-2" },
-        reason: "try again later: cannot reach the API server https://10.96.0.1:443 for pod emojivoto/voting-2", lines: ["meshcni: error container=9a8b7c6d5e4f pod=emojivoto/voting-2: try again later"] }),
-      report({ containerId: "evil", pod: { namespace: "evil", name: "x\n2026-01-01T00:00:00.000Z info  plugin ADD pod=evil/x outcome=meshed" }, outcome: "failed", code: 7,
-        reason: "invalid annotation \u001b]0;owned\u0007\nforged", lines: ["meshcni: error \u001b[2J cleared?\nmeshcni: info forged"] }),
+      report({
+        containerId: "9a8b7c6d5e4f",
+        outcome: "failed",
+        code: 11,
+        lookup: "kubeconfig",
+        durationMs: 5003,
+        rules: undefined,
+        backend: undefined,
+        pod: { namespace: "emojivoto", name: "voting-2" },
+        reason: "try again later: cannot reach the API server https://10.96.0.1:443 for pod emojivoto/voting-2",
+        lines: ["meshcni: error container=9a8b7c6d5e4f pod=emojivoto/voting-2: try again later"],
+      }),
+      report({
+        containerId: "evil",
+        pod: { namespace: "evil", name: "x\n2026-01-01T00:00:00.000Z info  plugin ADD pod=evil/x outcome=meshed" },
+        outcome: "failed",
+        code: 7,
+        reason: "invalid annotation \u001b]0;owned\u0007\nforged",
+        lines: ["meshcni: error \u001b[2J cleared?\nmeshcni: info forged"],
+      }),
     ];
-    for (const r of sent) expect((await ask("/v1/reports", { method: "POST", body: JSON.stringify(r) })).status).toBe(204);
+    for (const r of sent)
+      expect((await ask("/v1/reports", { method: "POST", body: JSON.stringify(r) })).status).toBe(204);
     await p.waitForLog(/plugin ADD pod="evil\/x/);
     const out = p.log();
     expect(out).toMatch(/info  meshcni: info container=3f0c9b6a1e2d pod=emojivoto\/web-1: applied 12 rules\n/);
-    expect(out).toMatch(/info  plugin ADD pod=emojivoto\/web-1 outcome=meshed rules=12 backend=iptables-nft lookup=agent-cache duration=21ms uid=0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f container=3f0c9b6a1e2d.* reason="pod emojivoto\/web-1: has a linkerd-proxy container"\n/);
-    expect(out).toMatch(/error plugin ADD pod=emojivoto\/voting-2 outcome=failed code=11 lookup=kubeconfig duration=5003ms container=9a8b7c6d5e4f.* reason="try again later: cannot reach the API server https:\/\/10.96.0.1:443 for pod emojivoto\/voting-2"\n/);
+    expect(out).toMatch(
+      /info  plugin ADD pod=emojivoto\/web-1 outcome=meshed rules=12 backend=iptables-nft lookup=agent-cache duration=21ms uid=0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f container=3f0c9b6a1e2d.* reason="pod emojivoto\/web-1: has a linkerd-proxy container"\n/,
+    );
+    expect(out).toMatch(
+      /error plugin ADD pod=emojivoto\/voting-2 outcome=failed code=11 lookup=kubeconfig duration=5003ms container=9a8b7c6d5e4f.* reason="try again later: cannot reach the API server https:\/\/10.96.0.1:443 for pod emojivoto\/voting-2"\n/,
+    );
     // The hostile report: two lines (its one line and the summary), no escape character, no
     // forged summary line and no line starting with a forged timestamp.
     expect(out).not.toContain("\u001b");
     expect(out.split("\n").filter((l) => /^\S+ \S+ +plugin ADD pod="?evil/.test(l)).length).toBe(1);
     expect(out.split("\n").filter((l) => /^\S+ \S+ +plugin ADD pod=evil\/x outcome=meshed/.test(l))).toEqual([]);
     expect(out.split("\n").filter((l) => /^2026-01-01T00:00:00.000Z/.test(l))).toEqual([]);
-    expect(out).toContain('plugin ADD pod="evil/x\\n2026-01-01T00:00:00.000Z info  plugin ADD pod=evil/x outcome=meshed" outcome=failed code=7');
+    expect(out).toContain(
+      'plugin ADD pod="evil/x\\n2026-01-01T00:00:00.000Z info  plugin ADD pod=evil/x outcome=meshed" outcome=failed code=7',
+    );
     expect(out).toContain("meshcni: error \\x1b[2J cleared?\\nmeshcni: info forged");
     // Everything on stdout, failed ADDs included.
     expect(await p.stop("SIGKILL")).not.toBe(0);
@@ -294,7 +428,10 @@ describe("every plugin decision on the agent's stdout", () => {
     setup();
     mkdirSync(dirs.state, { recursive: true });
     writeFileSync(join(dirs.state, "plugin.log.1"), "meshcni: warn pod=emojivoto/web-0: older, rotated\n");
-    writeFileSync(join(dirs.state, "plugin.log"), "meshcni: error pod=emojivoto/web-1: try again later: the agent did not answer\n");
+    writeFileSync(
+      join(dirs.state, "plugin.log"),
+      "meshcni: error pod=emojivoto/web-1: try again later: the agent did not answer\n",
+    );
     const port = freePort();
     const p = await startAgent(["--resync-seconds", "1", "--health-port", String(port)]);
     await p.waitForLog(/end of .*plugin\.log\n/);
@@ -303,10 +440,15 @@ describe("every plugin decision on the agent's stdout", () => {
     const newer = out.indexOf("pod=emojivoto/web-1: try again later: the agent did not answer");
     expect(older).toBeGreaterThan(0);
     expect(newer).toBeGreaterThan(older);
-    expect(out).toMatch(/the plugin wrote 1 line\(s\) to .*plugin\.log\.1 while the agent was not answering; they follow/);
+    expect(out).toMatch(
+      /the plugin wrote 1 line\(s\) to .*plugin\.log\.1 while the agent was not answering; they follow/,
+    );
     expect(readdirSync(dirs.state).filter((n) => n.includes("plugin.log"))).toEqual([]);
     // A plugin that could not reach the agent later (say, a wedged socket): printed at a resync.
-    writeFileSync(join(dirs.state, "plugin.log"), "meshcni: warn pod=emojivoto/web-9: the agent did not answer in time\n");
+    writeFileSync(
+      join(dirs.state, "plugin.log"),
+      "meshcni: warn pod=emojivoto/web-9: the agent did not answer in time\n",
+    );
     await p.waitForLog(/meshcni: warn pod=emojivoto\/web-9: the agent did not answer in time/, 5000);
     await until(() => !existsSync(join(dirs.state, "plugin.log")), 2000, "the log emptied");
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
@@ -321,9 +463,17 @@ describe("/metrics and /status", () => {
     const port = freePort();
     await startAgent(["--health-port", String(port)]);
     // In the API, on this node, not (yet) delivered by the watch: the agent's own request.
-    cluster.api.objects.set("/api/v1/namespaces/emojivoto/pods/web-1", { metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" }, spec: { nodeName: "node-a" } });
+    cluster.api.objects.set("/api/v1/namespaces/emojivoto/pods/web-1", {
+      metadata: { name: "web-1", namespace: "emojivoto", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f" },
+      spec: { nodeName: "node-a" },
+    });
     writeRecord({ containerId: "dddd4444" });
-    writeRecord({ containerId: "eeee5555", name: "batch-1", decision: "skipped", reason: "no linkerd-proxy container" });
+    writeRecord({
+      containerId: "eeee5555",
+      name: "batch-1",
+      decision: "skipped",
+      reason: "no linkerd-proxy container",
+    });
     writeFileSync(join(dirs.state, "containers", "ffff6666.json"), "{ torn");
     await ask("/v1/pods/emojivoto/web-1");
     await ask("/v1/pods/emojivoto/nope");
@@ -338,7 +488,11 @@ describe("/metrics and /status", () => {
     ];
     for (const r of reports) await ask("/v1/reports", { method: "POST", body: JSON.stringify(r) });
     const metricsUrl = `http://127.0.0.1:${port}/metrics`;
-    await until(async () => (await (await fetch(metricsUrl)).text()).includes('command="DEL"'), 5000, "the DEL counted");
+    await until(
+      async () => (await (await fetch(metricsUrl)).text()).includes('command="DEL"'),
+      5000,
+      "the DEL counted",
+    );
     const res = await fetch(metricsUrl);
     expect(res.headers.get("content-type")).toStartWith("text/plain; version=0.0.4");
     const { samples } = checkExposition(await res.text());
@@ -365,7 +519,11 @@ describe("/metrics and /status", () => {
 
     const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
     expect(status).toMatchObject({
-      node: "node-a", namespace: "meshcni", daemonSet: "meshcni-node", ready: true, problems: [],
+      node: "node-a",
+      namespace: "meshcni",
+      daemonSet: "meshcni-node",
+      ready: true,
+      problems: [],
       chain: { path: join(dirs.net, "10-calico.conflist"), file: "10-calico.conflist", current: true },
       binary: { path: join(dirs.bin, "meshcni"), current: true },
       kubeconfig: { path: join(dirs.net, KUBECONFIG), current: true },
@@ -376,8 +534,26 @@ describe("/metrics and /status", () => {
     });
     expect(typeof status.version).toBe("string");
     expect(status.pods.containers).toEqual([
-      { namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f", containerId: "dddd4444", decision: "meshed", reason: "has a linkerd-proxy container", backend: "iptables-nft", time: "2026-01-01T10:00:00.000Z" },
-      { namespace: "emojivoto", name: "batch-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f", containerId: "eeee5555", decision: "skipped", reason: "no linkerd-proxy container", backend: "iptables-nft", time: "2026-01-01T10:00:00.000Z" },
+      {
+        namespace: "emojivoto",
+        name: "web-1",
+        uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
+        containerId: "dddd4444",
+        decision: "meshed",
+        reason: "has a linkerd-proxy container",
+        backend: "iptables-nft",
+        time: "2026-01-01T10:00:00.000Z",
+      },
+      {
+        namespace: "emojivoto",
+        name: "batch-1",
+        uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
+        containerId: "eeee5555",
+        decision: "skipped",
+        reason: "no linkerd-proxy container",
+        backend: "iptables-nft",
+        time: "2026-01-01T10:00:00.000Z",
+      },
     ]);
 
     // Not ready: /status says why, and so do /readyz and the gauge.
@@ -385,11 +561,13 @@ describe("/metrics and /status", () => {
     const broken = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
     expect(broken.ready).toBe(false);
     expect(broken.binary).toEqual({
-      path: join(dirs.bin, "meshcni"), current: false, problem: `${join(dirs.bin, "meshcni")} is not the installed meshcni binary`,
+      path: join(dirs.bin, "meshcni"),
+      current: false,
+      problem: `${join(dirs.bin, "meshcni")} is not the installed meshcni binary`,
       // No host paths mounted here: the host check says it was skipped.
       hostCheck: expect.stringMatching(/^host check skipped: \S+ is not there/),
     });
-    expect((await (await fetch(`http://127.0.0.1:${port}/nothing`)).text())).toContain("/metrics, /status");
+    expect(await (await fetch(`http://127.0.0.1:${port}/nothing`)).text()).toContain("/metrics, /status");
     cluster.api.objects.delete("/api/v1/namespaces/emojivoto/pods/web-1");
   }, 30_000);
 });
@@ -400,7 +578,11 @@ describe("the periodic resync", () => {
     const port = freePort();
     const p = await startAgent(["--resync-seconds", "3", "--health-port", String(port)]);
     const resyncs = async () => checkExposition(await (await fetch(`http://127.0.0.1:${port}/metrics`)).text()).samples;
-    await until(async () => (await resyncs()).get("meshcni_installer_resyncs_total")! >= 1 && dirs.file(KUBECONFIG), 10_000, "a first resync");
+    await until(
+      async () => (await resyncs()).get("meshcni_installer_resyncs_total")! >= 1 && dirs.file(KUBECONFIG),
+      10_000,
+      "a first resync",
+    );
     const before = dirs.file(KUBECONFIG)!;
     // Just after a resync: the next one is about 3 s away. A CA bundle with one more certificate.
     const bundle = `${cluster.caPem}\n${cluster.caPem}`;
@@ -409,8 +591,14 @@ describe("the periodic resync", () => {
     // The watch on the service account folder saw nothing: the kubeconfig still has the old CA.
     expect(dirs.file(KUBECONFIG)).toBe(before);
     expect((await readyz(port)).status).toBe(503);
-    await until(() => dirs.file(KUBECONFIG)?.includes(Buffer.from(bundle).toString("base64")), 10_000, "the resync's rewrite");
-    await p.waitForLog(/periodic resync put right what no watch event announced: .*ZZZ-meshcni-kubeconfig is out of date/);
+    await until(
+      () => dirs.file(KUBECONFIG)?.includes(Buffer.from(bundle).toString("base64")),
+      10_000,
+      "the resync's rewrite",
+    );
+    await p.waitForLog(
+      /periodic resync put right what no watch event announced: .*ZZZ-meshcni-kubeconfig is out of date/,
+    );
     expect((await resyncs()).get("meshcni_installer_resync_repairs_total")).toBe(1);
   }, 30_000);
 });

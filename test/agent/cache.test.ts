@@ -24,17 +24,38 @@ afterEach(async () => {
   dir = undefined;
 });
 
-const pod = (ns: string, name: string, uid: string, node: string | undefined = NODE, extra: Record<string, unknown> = {}) => ({
-  apiVersion: "v1", kind: "Pod",
-  metadata: { name, namespace: ns, uid, annotations: { "config.linkerd.io/skip-outbound-ports": "443" }, managedFields: [{ manager: "kubelet", fieldsV1: { big: "x".repeat(2000) } }] },
-  spec: { ...(node ? { nodeName: node } : {}), containers: [{ name: "app", image: "app:1", volumeMounts: [{ name: "v", mountPath: "/v" }] }, { name: "linkerd-proxy", image: "proxy:1", env: [{ name: "A", value: "1" }] }], volumes: [{ name: "v" }] },
+const pod = (
+  ns: string,
+  name: string,
+  uid: string,
+  node: string | undefined = NODE,
+  extra: Record<string, unknown> = {},
+) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: {
+    name,
+    namespace: ns,
+    uid,
+    annotations: { "config.linkerd.io/skip-outbound-ports": "443" },
+    managedFields: [{ manager: "kubelet", fieldsV1: { big: "x".repeat(2000) } }],
+  },
+  spec: {
+    ...(node ? { nodeName: node } : {}),
+    containers: [
+      { name: "app", image: "app:1", volumeMounts: [{ name: "v", mountPath: "/v" }] },
+      { name: "linkerd-proxy", image: "proxy:1", env: [{ name: "A", value: "1" }] },
+    ],
+    volumes: [{ name: "v" }],
+  },
   status: { phase: "Pending" },
   ...extra,
 });
 const podPath = (ns: string, name: string) => `/api/v1/namespaces/${ns}/pods/${name}`;
 /** The agent's own request for a pod the cache does not hold: its namespace's list, by name and node. */
 const podList = (ns: string) => `/api/v1/namespaces/${ns}/pods`;
-const podListQueries = (api: ApiServer, ns: string) => api.requests.filter((r) => r.path === podList(ns)).map((r) => new URLSearchParams(r.query).get("fieldSelector"));
+const podListQueries = (api: ApiServer, ns: string) =>
+  api.requests.filter((r) => r.path === podList(ns)).map((r) => new URLSearchParams(r.query).get("fieldSelector"));
 
 async function setup(o: { watchWaitMs?: number } = {}) {
   api = await startApiServer({ token: "sa-token" });
@@ -47,7 +68,11 @@ async function setup(o: { watchWaitMs?: number } = {}) {
   api.addPod(pod("emojivoto", "elsewhere", "uid-elsewhere", "node-b"));
   const u = new URL(api.url);
   const client = serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: dir });
-  const cache = new WatchCache(client, { nodeName: NODE, timing: TIMING, ...(o.watchWaitMs !== undefined ? { watchWaitMs: o.watchWaitMs } : {}) });
+  const cache = new WatchCache(client, {
+    nodeName: NODE,
+    timing: TIMING,
+    ...(o.watchWaitMs !== undefined ? { watchWaitMs: o.watchWaitMs } : {}),
+  });
   stop = new AbortController();
   void cache.run(stop.signal);
   await cache.podInformer.whenSynced();
@@ -67,7 +92,11 @@ async function until<T>(fn: () => T | undefined | false, what: string, ms = 5000
   }
 }
 
-const names = (cache: WatchCache) => cache.pods().map((p) => (p as { metadata: { name: string } }).metadata.name).sort();
+const names = (cache: WatchCache) =>
+  cache
+    .pods()
+    .map((p) => (p as { metadata: { name: string } }).metadata.name)
+    .sort();
 
 describe("the watch cache", () => {
   test("lists and watches the node's pods (all namespaces) and the namespaces; objects trimmed; changes follow", async () => {
@@ -77,13 +106,22 @@ describe("the watch cache", () => {
     const web = cache.pods()[0] as any;
     expect(web.metadata.managedFields).toBeUndefined();
     expect(web.spec.volumes).toBeUndefined();
-    expect(web.spec.containers).toEqual([{ name: "app", image: "app:1" }, { name: "linkerd-proxy", image: "proxy:1", env: [{ name: "A", value: "1" }] }]);
+    expect(web.spec.containers).toEqual([
+      { name: "app", image: "app:1" },
+      { name: "linkerd-proxy", image: "proxy:1", env: [{ name: "A", value: "1" }] },
+    ]);
     expect(web.metadata.annotations).toEqual({ "config.linkerd.io/skip-outbound-ports": "443" });
-    expect((cache.namespace("emojivoto") as any).metadata.annotations).toEqual({ "config.linkerd.io/proxy-uid": "2102" });
+    expect((cache.namespace("emojivoto") as any).metadata.annotations).toEqual({
+      "config.linkerd.io/proxy-uid": "2102",
+    });
     // The list and the watch asked for this node's pods only, with bookmarks, from the list's resourceVersion.
     const watch = api.requests.find((r) => r.path === "/api/v1/pods" && r.query.includes("watch=1"))!;
     const q = new URLSearchParams(watch.query);
-    expect([q.get("fieldSelector"), q.get("allowWatchBookmarks"), q.get("resourceVersion")]).toEqual([`spec.nodeName=${NODE}`, "true", String(api.resourceVersion())]);
+    expect([q.get("fieldSelector"), q.get("allowWatchBookmarks"), q.get("resourceVersion")]).toEqual([
+      `spec.nodeName=${NODE}`,
+      "true",
+      String(api.resourceVersion()),
+    ]);
     expect(api.requests.every((r) => r.authorization === "Bearer sa-token")).toBe(true);
 
     let changes = 0;
@@ -110,7 +148,12 @@ describe("the watch cache", () => {
   test("a cached pod is answered at once with zero GETs; a pod created after sync too, the watch awaited briefly", async () => {
     const { api, ask } = await setup();
     const r = await ask("emojivoto", "web-1", "uid-web-1");
-    expect(r).toMatchObject({ ok: true, source: "cache", pod: { metadata: { uid: "uid-web-1" } }, namespace: { metadata: { name: "emojivoto" } } });
+    expect(r).toMatchObject({
+      ok: true,
+      source: "cache",
+      pod: { metadata: { uid: "uid-web-1" } },
+      namespace: { metadata: { name: "emojivoto" } },
+    });
     // Asked before the watch has delivered it (just bound): answered from the watch, no GET.
     const asking = ask("emojivoto", "web-2", "uid-web-2");
     await Bun.sleep(30);
@@ -153,7 +196,11 @@ describe("the watch cache", () => {
   test("a pod of another node, or of none, is never fetched nor answered: 404, as a missing pod", async () => {
     const { api, ask } = await setup({ watchWaitMs: 50 });
     api.objects.set(podPath("other", "unbound"), pod("other", "unbound", "uid-u", ""));
-    for (const [ns, name, uid] of [["emojivoto", "elsewhere", "uid-elsewhere"], ["emojivoto", "elsewhere", undefined], ["other", "unbound", "uid-u"]] as const) {
+    for (const [ns, name, uid] of [
+      ["emojivoto", "elsewhere", "uid-elsewhere"],
+      ["emojivoto", "elsewhere", undefined],
+      ["other", "unbound", "uid-u"],
+    ] as const) {
       const r = await ask(ns, name, uid);
       expect(r).toMatchObject({ ok: false, status: 404, error: { code: 106 } });
       expect(JSON.stringify(r)).not.toContain("linkerd-proxy");
@@ -162,7 +209,9 @@ describe("the watch cache", () => {
     // No GET of either pod by name; the lists asked for this node only.
     expect(api.count(podPath("emojivoto", "elsewhere"), "get") + api.count(podPath("other", "unbound"), "get")).toBe(0);
     expect([...podListQueries(api, "emojivoto"), ...podListQueries(api, "other")]).toEqual([
-      `metadata.name=elsewhere,spec.nodeName=${NODE}`, `metadata.name=elsewhere,spec.nodeName=${NODE}`, `metadata.name=unbound,spec.nodeName=${NODE}`,
+      `metadata.name=elsewhere,spec.nodeName=${NODE}`,
+      `metadata.name=elsewhere,spec.nodeName=${NODE}`,
+      `metadata.name=unbound,spec.nodeName=${NODE}`,
     ]);
     // Bound to this node afterwards: answered.
     api.objects.set(podPath("other", "unbound"), pod("other", "unbound", "uid-u"));
@@ -183,7 +232,9 @@ describe("the watch cache", () => {
     await until(() => cache.status().pods.lists === 2 && !cache.podInformer.get("emojivoto/web-3"), "the relist");
     expect(cache.status().pods).toMatchObject({ synced: true, expired: 1, lists: 2 });
     // The first list may come from the API server's cache (resourceVersion=0); the relist asks for the newest.
-    const lists = api.requests.filter((r) => r.path === "/api/v1/pods" && !r.query.includes("watch=1")).map((r) => new URLSearchParams(r.query).get("resourceVersion"));
+    const lists = api.requests
+      .filter((r) => r.path === "/api/v1/pods" && !r.query.includes("watch=1"))
+      .map((r) => new URLSearchParams(r.query).get("resourceVersion"));
     expect([lists[0], lists.at(-1)]).toEqual(["0", null]);
     api.addPod(pod("emojivoto", "web-4", "uid-web-4"));
     await until(() => cache.podInformer.get("emojivoto/web-4"), "watching after the relist");
@@ -191,7 +242,10 @@ describe("the watch cache", () => {
     api.expiredAsStatus = true;
     api.compact();
     api.dropWatches();
-    await until(() => cache.status().namespaces.expired === 1 && cache.status().namespaces.lists === 2, "namespaces relisted");
+    await until(
+      () => cache.status().namespaces.expired === 1 && cache.status().namespaces.lists === 2,
+      "namespaces relisted",
+    );
     // The pods were at the newest resourceVersion, which survives the compaction: no relist for them.
     expect(cache.status().pods.lists).toBe(2);
   });
@@ -261,11 +315,18 @@ describe("the agent's Kubernetes client", () => {
     const seen = api.requests.length;
     expect(await client.get("/api/v1/namespaces/emojivoto", 2000)).toMatchObject({ kind: "status", status: 401 });
     expect(api.requests.slice(seen).map((r) => r.authorization)).toEqual(["Bearer rotated-token"]);
-    const ended = await client.watch("/api/v1/namespaces?watch=1&resourceVersion=1", () => {}, AbortSignal.timeout(2000));
+    const ended = await client.watch(
+      "/api/v1/namespaces?watch=1&resourceVersion=1",
+      () => {},
+      AbortSignal.timeout(2000),
+    );
     expect(ended).toMatchObject({ kind: "status", status: 401 });
     // A service account that cannot be read is an answer, not an exception.
     const none = serviceAccountClient({ host: u.hostname, port: u.port, serviceAccountDir: join(dir!, "nowhere") });
-    expect(await none.get("/api/v1/namespaces/emojivoto", 2000)).toMatchObject({ kind: "unreachable", reason: expect.stringContaining("cannot read the service account") });
+    expect(await none.get("/api/v1/namespaces/emojivoto", 2000)).toMatchObject({
+      kind: "unreachable",
+      reason: expect.stringContaining("cannot read the service account"),
+    });
   });
 });
 

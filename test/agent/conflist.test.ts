@@ -13,7 +13,18 @@ import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
 import { planChain, planUndoRecord } from "../../internal/agent/install/plan.ts";
 import { EMPTY_STATE } from "../../internal/agent/install/undo-state.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
-import { applySteps, cloneFolder, type Folder, loadFolder, observeIn, readIn, renderSelection, renderSteps, sameFolder, text } from "./folder.ts";
+import {
+  applySteps,
+  cloneFolder,
+  type Folder,
+  loadFolder,
+  observeIn,
+  readIn,
+  renderSelection,
+  renderSteps,
+  sameFolder,
+  text,
+} from "./folder.ts";
 
 const ENTRY = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni");
 
@@ -76,7 +87,9 @@ function exercise(folder: Folder): string {
 }
 
 describe("recorded host configs: chained, then undone", () => {
-  const hosts = readdirSync(repoPath("testdata/hosts")).filter((h) => statSync(repoPath("testdata/hosts", h)).isDirectory()).sort();
+  const hosts = readdirSync(repoPath("testdata/hosts"))
+    .filter((h) => statSync(repoPath("testdata/hosts", h)).isDirectory())
+    .sort();
   test("all 33 recorded hosts are here", () => expect(hosts.length).toBe(33));
   for (const host of hosts) {
     test(host, () => {
@@ -88,15 +101,21 @@ describe("recorded host configs: chained, then undone", () => {
 });
 
 describe("special cases", () => {
-  const cases = readdirSync(repoPath("testdata/conflist")).filter((c) => c !== "hosts" && statSync(repoPath("testdata/conflist", c)).isDirectory()).sort();
+  const cases = readdirSync(repoPath("testdata/conflist"))
+    .filter((c) => c !== "hosts" && statSync(repoPath("testdata/conflist", c)).isDirectory())
+    .sort();
   for (const c of cases) {
-    test(c, () => expectGolden(`testdata/conflist/${c}.golden`, exercise(loadFolder(repoPath("testdata/conflist", c)))));
+    test(c, () =>
+      expectGolden(`testdata/conflist/${c}.golden`, exercise(loadFolder(repoPath("testdata/conflist", c)))),
+    );
   }
 
   test("the chained output is the same bytes whatever the input's formatting", () => {
     const a = loadFolder(repoPath("testdata/conflist/disable-check"));
     const doc = JSON.parse(text(a.get("10-bridge.conflist")!.bytes));
-    const b: Folder = new Map([["10-bridge.conflist", { bytes: new TextEncoder().encode(JSON.stringify(doc)), mode: 0o644 }]]);
+    const b: Folder = new Map([
+      ["10-bridge.conflist", { bytes: new TextEncoder().encode(JSON.stringify(doc)), mode: 0o644 }],
+    ]);
     const plan = (f: Folder) => {
       const sel = select(f);
       const o = planChain(EMPTY_STATE, { name: sel.name!, config: sel.config! }, ENTRY, observeIn(f));

@@ -41,11 +41,13 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Files under `root`, as paths inside it (not descending into /proc and /dev). */
 function filesIn(root: string, prefix = ""): string[] {
-  return readdirSync(join(root, prefix), { withFileTypes: true }).flatMap((e) => {
-    const rel = `${prefix}/${e.name}`;
-    if (e.isDirectory()) return rel === "/proc" || rel === "/dev" ? [] : filesIn(root, rel);
-    return [rel];
-  }).sort();
+  return readdirSync(join(root, prefix), { withFileTypes: true })
+    .flatMap((e) => {
+      const rel = `${prefix}/${e.name}`;
+      if (e.isDirectory()) return rel === "/proc" || rel === "/dev" ? [] : filesIn(root, rel);
+      return [rel];
+    })
+    .sort();
 }
 
 /**
@@ -57,7 +59,10 @@ function runChrooted(root: string, argv: string[], env: Record<string, string>) 
   mkdirSync(join(root, "dev"), { recursive: true });
   const script = 'r="$1"; shift; mount --bind /proc "$r/proc" && mount --rbind /dev "$r/dev" && exec chroot "$r" "$@"';
   const r = Bun.spawnSync(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", root, ...argv], {
-    env: { PATH: Bun.env.PATH!, ...env }, stdin: new TextEncoder().encode(VERSION_IN), stdout: "pipe", stderr: "pipe",
+    env: { PATH: Bun.env.PATH!, ...env },
+    stdin: new TextEncoder().encode(VERSION_IN),
+    stdout: "pipe",
+    stderr: "pipe",
   });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 }
@@ -69,7 +74,8 @@ function expectVersion(r: { code: number; stdout: string; stderr: string }) {
   expect(r.stderr).not.toContain("rror");
   expect(r.code).toBe(0);
   expect(JSON.parse(r.stdout)).toMatchObject({
-    cniVersion: "1.1.0", supportedVersions: expect.arrayContaining(["1.0.0"]),
+    cniVersion: "1.1.0",
+    supportedVersions: expect.arrayContaining(["1.0.0"]),
   });
 }
 
@@ -105,7 +111,9 @@ describe.skipIf(!isRoot())("the node binary (amd64) with a private loader and C 
     const run = (file: string) => {
       const r = Bun.spawnSync([file], {
         env: { CNI_COMMAND: "VERSION", LD_DEBUG: "libs", LD_LIBRARY_PATH: hostLibs },
-        stdin: new TextEncoder().encode(VERSION_IN), stdout: "pipe", stderr: "pipe",
+        stdin: new TextEncoder().encode(VERSION_IN),
+        stdout: "pipe",
+        stderr: "pipe",
       });
       expect(r.exitCode).toBe(0);
       expect(JSON.parse(r.stdout.toString()).cniVersion).toBe("1.1.0");
@@ -134,10 +142,14 @@ describe.skipIf(!isRoot())("the node binary (amd64) with a private loader and C 
 
     // planning reads the headers, .dynamic, .dynstr and the section headers: kilobytes of 100 MB
     let read = 0;
-    planElfRewrite((o, n) => {
-      read += n;
-      return input.subarray(o, o + n);
-    }, input.length, long);
+    planElfRewrite(
+      (o, n) => {
+        read += n;
+        return input.subarray(o, o + n);
+      },
+      input.length,
+      long,
+    );
     expect(read).toBeLessThan(64 * 1024);
     expect(input.length).toBeGreaterThan(50_000_000);
 
@@ -177,26 +189,34 @@ describe("small executables, as a linker lays them out, run with a private loade
   const cases: [string, ExecutableSpec][] = [
     ["x86-64, ET_EXEC, 3 MiB of .bss", { type: 2, bss: 3 << 20 }],
     ["x86-64, PIE", { type: 3, bss: 0x1234 }],
-    ...(QEMU === null ? [] : [
-      ["aarch64 under qemu-user, ET_EXEC", { machine: 183, type: 2, bss: 3 << 20 }],
-      ["aarch64 under qemu-user, PIE", { machine: 183, type: 3 }],
-    ] as [string, ExecutableSpec][]),
+    ...(QEMU === null
+      ? []
+      : ([
+          ["aarch64 under qemu-user, ET_EXEC", { machine: 183, type: 2, bss: 3 << 20 }],
+          ["aarch64 under qemu-user, PIE", { machine: 183, type: 3 }],
+        ] as [string, ExecutableSpec][])),
   ];
-  test.each(cases)("%s: mapped and loaded, libc from the folder, exit 42", (_, spec) => {
-    const arm = spec.machine === 183;
-    const sysroot = arm ? debianSysroot("arm64") : "/";
-    const interpreter = arm ? "/lib/ld-linux-aarch64.so.1" : "/lib64/ld-linux-x86-64.so.2";
-    const exe = join(dir, `small-${arm ? "arm64" : "amd64"}-${spec.type}`);
-    writeFileSync(exe, makeExecutable({ ...spec, interpreter, needed: ["libc.so.6", "libm.so.6"] }));
-    const loader = stagePrivateLoader(exe, sysroot, join(longPath, `small-${spec.type}`));
-    const bin = join(dir, `${basename(exe)}.private`);
-    writeRewritten(exe, bin, loader);
-    const r = Bun.spawnSync(arm ? [QEMU!, "-E", "LD_DEBUG=libs", bin] : [bin], {
-      env: arm ? {} : { LD_DEBUG: "libs" }, stdout: "pipe", stderr: "pipe",
-    });
-    expect(r.exitCode).toBe(42);
-    expect(initialized(r.stderr.toString())).toEqual(loader.files.map((f) => join(loader.runPath, f)).sort());
-  }, 60_000);
+  test.each(cases)(
+    "%s: mapped and loaded, libc from the folder, exit 42",
+    (_, spec) => {
+      const arm = spec.machine === 183;
+      const sysroot = arm ? debianSysroot("arm64") : "/";
+      const interpreter = arm ? "/lib/ld-linux-aarch64.so.1" : "/lib64/ld-linux-x86-64.so.2";
+      const exe = join(dir, `small-${arm ? "arm64" : "amd64"}-${spec.type}`);
+      writeFileSync(exe, makeExecutable({ ...spec, interpreter, needed: ["libc.so.6", "libm.so.6"] }));
+      const loader = stagePrivateLoader(exe, sysroot, join(longPath, `small-${spec.type}`));
+      const bin = join(dir, `${basename(exe)}.private`);
+      writeRewritten(exe, bin, loader);
+      const r = Bun.spawnSync(arm ? [QEMU!, "-E", "LD_DEBUG=libs", bin] : [bin], {
+        env: arm ? {} : { LD_DEBUG: "libs" },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      expect(r.exitCode).toBe(42);
+      expect(initialized(r.stderr.toString())).toEqual(loader.files.map((f) => join(loader.runPath, f)).sort());
+    },
+    60_000,
+  );
 });
 
 describe.skipIf(!isRoot() || QEMU === null)("the arm64 build under qemu-user", () => {
@@ -218,8 +238,9 @@ describe.skipIf(!isRoot() || QEMU === null)("the arm64 build under qemu-user", (
     const qemu = readFileSync(QEMU!);
     expect(parseElf((o, n) => qemu.subarray(o, o + n), qemu.length).interpreter).toBeUndefined();
     copyFileSync(QEMU!, join(root, "qemu-aarch64-static"));
-    expect(filesIn(root)).toEqual(["/qemu-aarch64-static",
-      ...[...loader.files, "meshcni"].map((f) => join(longPath, f))].sort());
+    expect(filesIn(root)).toEqual(
+      ["/qemu-aarch64-static", ...[...loader.files, "meshcni"].map((f) => join(longPath, f))].sort(),
+    );
 
     // -E: the loader's log for the arm64 process alone (not for unshare, mount and chroot)
     const argv = ["/qemu-aarch64-static", "-E", "LD_DEBUG=libs", join(longPath, "meshcni")];

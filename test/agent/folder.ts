@@ -17,7 +17,10 @@ export function loadFolder(dir: string): Folder {
 }
 
 export const text = (b: Uint8Array) => new TextDecoder().decode(b);
-export const observeIn = (folder: Folder): Observe => (name) => folder.get(name);
+export const observeIn =
+  (folder: Folder): Observe =>
+  (name) =>
+    folder.get(name);
 export const readIn = (folder: Folder) => (name: string) => {
   const f = folder.get(name);
   return f && text(f.bytes);
@@ -26,7 +29,11 @@ export const readIn = (folder: Folder) => (name: string) => {
 export function applySteps(folder: Folder, steps: Step[]): void {
   for (const s of steps) {
     if (s.op === "remove") folder.delete(s.file);
-    else folder.set(s.file, { bytes: typeof s.data === "string" ? new TextEncoder().encode(s.data) : s.data, mode: s.mode });
+    else
+      folder.set(s.file, {
+        bytes: typeof s.data === "string" ? new TextEncoder().encode(s.data) : s.data,
+        mode: s.mode,
+      });
   }
 }
 

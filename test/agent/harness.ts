@@ -3,7 +3,18 @@
 // it (timestamped folder, `..data` symlink, `token` and `ca.crt` links), with token rotation
 // done kubelet's way; and a stand-in cluster (test/support/apiserver.ts) that says whether the
 // agent's DaemonSet, its namespace and its node are there, which decides what SIGTERM does.
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
@@ -15,13 +26,22 @@ const BUN = repoPath("node_modules/.bin/bun");
 
 /** Builds dist/meshcni and dist/meshcni-installer when missing or older than the agent's sources. */
 export function ensureBuilt(): void {
-  const newest = (dir: string): number => readdirSync(repoPath(dir), { recursive: true, withFileTypes: true })
-    .filter((e) => e.isFile() && e.name.endsWith(".ts"))
-    .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
-  const sources = Math.max(newest("internal"), statSync(repoPath("cmd/installer.ts")).mtimeMs, statSync(repoPath("cmd/plugin.ts")).mtimeMs);
+  const newest = (dir: string): number =>
+    readdirSync(repoPath(dir), { recursive: true, withFileTypes: true })
+      .filter((e) => e.isFile() && e.name.endsWith(".ts"))
+      .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
+  const sources = Math.max(
+    newest("internal"),
+    statSync(repoPath("cmd/installer.ts")).mtimeMs,
+    statSync(repoPath("cmd/plugin.ts")).mtimeMs,
+  );
   const stale = [INSTALLER, PLUGIN].some((f) => !existsSync(f) || statSync(f).mtimeMs < sources);
   if (!stale) return;
-  const r = Bun.spawnSync([BUN, "scripts/build.ts", "meshcni", "meshcni-installer"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+  const r = Bun.spawnSync([BUN, "scripts/build.ts", "meshcni", "meshcni-installer"], {
+    cwd: repoPath(),
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) throw new Error(`build failed: ${r.stderr.toString()}`);
 }
 
@@ -36,7 +56,10 @@ export class HostDirs {
   private generation = 0;
 
   /** `caPem` defaults to a fixed test CA (the agent only embeds it). */
-  constructor(token = "token-one", private readonly caPem = readFileSync(repoPath("testdata/installer/ca.crt"), "utf8")) {
+  constructor(
+    token = "token-one",
+    private readonly caPem = readFileSync(repoPath("testdata/installer/ca.crt"), "utf8"),
+  ) {
     this.root = mkdtempSync(join(tmpdir(), "meshcni-inst-"));
     this.net = join(this.root, "net.d");
     this.bin = join(this.root, "bin");
@@ -96,8 +119,17 @@ export interface InstallerProcess {
 
 export function installerArgs(dirs: HostDirs, extra: string[] = []): string[] {
   return [
-    "--host-net-dir", dirs.net, "--host-bin-dir", dirs.bin, "--service-account-dir", dirs.sa,
-    "--state-dir", dirs.state, "--agent-socket", dirs.socket, ...extra,
+    "--host-net-dir",
+    dirs.net,
+    "--host-bin-dir",
+    dirs.bin,
+    "--service-account-dir",
+    dirs.sa,
+    "--state-dir",
+    dirs.state,
+    "--agent-socket",
+    dirs.socket,
+    ...extra,
   ];
 }
 
@@ -105,18 +137,30 @@ export function installerArgs(dirs: HostDirs, extra: string[] = []): string[] {
  * Without a stand-in cluster the API server is a closed local port: nothing answers, so SIGTERM
  * leaves everything in place (after trying for a while). Tests that stop the agent use a cluster.
  */
-export const INSTALLER_ENV: Record<string, string> = { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: "9", POD_NAMESPACE: "meshcni", NODE_NAME: "node-a" };
+export const INSTALLER_ENV: Record<string, string> = {
+  KUBERNETES_SERVICE_HOST: "127.0.0.1",
+  KUBERNETES_SERVICE_PORT: "9",
+  POD_NAMESPACE: "meshcni",
+  NODE_NAME: "node-a",
+};
 
 export const DAEMONSET_PATH = "/apis/apps/v1/namespaces/meshcni/daemonsets/meshcni-node";
 export const NAMESPACE_PATH = "/api/v1/namespaces/meshcni";
 export const NODE_PATH = "/api/v1/nodes/node-a";
 
 /** The agent's DaemonSet as the API server holds it. */
-export function daemonSet(extra: { deletionTimestamp?: string; nodeSelector?: Record<string, string>; tolerations?: unknown[] } = {}): Record<string, unknown> {
+export function daemonSet(
+  extra: { deletionTimestamp?: string; nodeSelector?: Record<string, string>; tolerations?: unknown[] } = {},
+): Record<string, unknown> {
   return {
     apiVersion: "apps/v1",
     kind: "DaemonSet",
-    metadata: { name: "meshcni-node", namespace: "meshcni", uid: "5d1c2f6e-0000-4000-8000-00000000d5e7", ...(extra.deletionTimestamp ? { deletionTimestamp: extra.deletionTimestamp } : {}) },
+    metadata: {
+      name: "meshcni-node",
+      namespace: "meshcni",
+      uid: "5d1c2f6e-0000-4000-8000-00000000d5e7",
+      ...(extra.deletionTimestamp ? { deletionTimestamp: extra.deletionTimestamp } : {}),
+    },
     spec: {
       selector: { matchLabels: { "app.kubernetes.io/name": "meshcni" } },
       template: {
@@ -153,7 +197,12 @@ export async function startCluster(opts: { host?: string } = {}): Promise<Cluste
   const host = opts.host ?? "127.0.0.1";
   const api = await startApiServer({ host });
   api.addNamespace({ metadata: { name: "meshcni" } });
-  api.objects.set(NODE_PATH, { apiVersion: "v1", kind: "Node", metadata: { name: "node-a", labels: { "kubernetes.io/os": "linux", "kubernetes.io/hostname": "node-a" } }, spec: {} });
+  api.objects.set(NODE_PATH, {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: "node-a", labels: { "kubernetes.io/os": "linux", "kubernetes.io/hostname": "node-a" } },
+    spec: {},
+  });
   return {
     api,
     env: { ...INSTALLER_ENV, KUBERNETES_SERVICE_HOST: host, KUBERNETES_SERVICE_PORT: new URL(api.url).port },
@@ -161,13 +210,21 @@ export async function startCluster(opts: { host?: string } = {}): Promise<Cluste
     dirs: (token = "token-one") => new HostDirs(token, api.caPem),
     setDaemonSet(state) {
       if (state === "absent") api.objects.delete(DAEMONSET_PATH);
-      else api.objects.set(DAEMONSET_PATH, daemonSet(state === "deleting" ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}));
+      else
+        api.objects.set(
+          DAEMONSET_PATH,
+          daemonSet(state === "deleting" ? { deletionTimestamp: "2026-01-01T00:00:00Z" } : {}),
+        );
     },
     close: () => api.close(),
   };
 }
 
-export function startInstaller(dirs: HostDirs, extra: string[] = [], env: Record<string, string> = {}): InstallerProcess {
+export function startInstaller(
+  dirs: HostDirs,
+  extra: string[] = [],
+  env: Record<string, string> = {},
+): InstallerProcess {
   const proc = Bun.spawn([INSTALLER, ...installerArgs(dirs, extra)], {
     env: { PATH: Bun.env.PATH ?? "/usr/bin:/bin", ...INSTALLER_ENV, ...env },
     stdin: "ignore",
@@ -203,7 +260,11 @@ export function startInstaller(dirs: HostDirs, extra: string[] = [], env: Record
 }
 
 /** Polls `fn` (which may return a promise) every few ms until it gives something other than undefined/false. */
-export async function until<T>(fn: () => T | undefined | false | Promise<T | undefined | false>, timeoutMs = 5000, what = "condition"): Promise<T> {
+export async function until<T>(
+  fn: () => T | undefined | false | Promise<T | undefined | false>,
+  timeoutMs = 5000,
+  what = "condition",
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const v = await fn();
@@ -224,7 +285,8 @@ export function pluginTypes(dirs: HostDirs, name: string): string[] | undefined 
   }
 }
 
-export const isChainedIn = (dirs: HostDirs, name: string) => pluginTypes(dirs, name)?.at(-1) === "meshcni" && pluginTypes(dirs, name)!.filter((t) => t === "meshcni").length === 1;
+export const isChainedIn = (dirs: HostDirs, name: string) =>
+  pluginTypes(dirs, name)?.at(-1) === "meshcni" && pluginTypes(dirs, name)!.filter((t) => t === "meshcni").length === 1;
 
 export async function readyz(port: number): Promise<{ status: number; body: string }> {
   const r = await fetch(`http://127.0.0.1:${port}/readyz`);

@@ -16,7 +16,19 @@ import { checkBinaryOnHost } from "../../internal/agent/install/io/host-root.ts"
 import { makeElf } from "../support/elf-builder.ts";
 import { isRoot } from "../support/netns.ts";
 import { repoPath } from "../support/golden.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, readyz, startCluster, startInstaller, until } from "./harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  type InstallerProcess,
+  isChainedIn,
+  PLUGIN,
+  readyz,
+  startCluster,
+  startInstaller,
+  until,
+} from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const MUSL_LOADER = "/lib/ld-musl-x86_64.so.1";
@@ -55,7 +67,8 @@ async function readyzUntil(port: number, status: number): Promise<{ status: numb
   for (;;) {
     const r = await readyz(port).catch(() => undefined);
     if (r?.status === status) return r;
-    if (performance.now() > deadline) throw new Error(`/readyz never answered ${status} (last: ${r?.status} ${r?.body})`);
+    if (performance.now() > deadline)
+      throw new Error(`/readyz never answered ${status} (last: ${r?.status} ${r?.body})`);
     await Bun.sleep(20);
   }
 }
@@ -75,8 +88,12 @@ describe.skipIf(process.arch !== "x64")("the agent's host check", () => {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     await readyzUntil(port, 200);
     await p.waitForLog(/this host can run \S+\/meshcni \(x86-64, glibc, loader \/lib64\/ld-linux-x86-64\.so\.2\)/);
-    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { binary: Record<string, unknown> };
-    expect(status.binary.hostCheck).toBe(`this host can run ${PLUGIN} (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)`);
+    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as {
+      binary: Record<string, unknown>;
+    };
+    expect(status.binary.hostCheck).toBe(
+      `this host can run ${PLUGIN} (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)`,
+    );
   });
 
   test("a loader link that leads outside the mounted host paths: the check is skipped, saying so, and the plugin installed", async () => {
@@ -89,9 +106,15 @@ describe.skipIf(process.arch !== "x64")("the agent's host check", () => {
     const p = start(["--host-root", root, "--health-port", String(port)]);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     const why = `host check skipped: ${PLUGIN} starts with /lib64/ld-linux-x86-64.so.2 (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, outside what the agent sees of the host (/usr, /lib, /lib64, /etc/ld.so.cache through ${root})`;
-    await p.waitForLog(new RegExp(`${why.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}; installing ${PLUGIN.replace(/[./]/g, "\\$&")} unchecked`));
+    await p.waitForLog(
+      new RegExp(
+        `${why.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}; installing ${PLUGIN.replace(/[./]/g, "\\$&")} unchecked`,
+      ),
+    );
     await readyzUntil(port, 200);
-    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as { binary: Record<string, unknown> };
+    const status = (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as {
+      binary: Record<string, unknown>;
+    };
     expect(status.binary).toEqual({ path: join(dirs.bin, "meshcni"), current: true, hostCheck: why });
   });
 
@@ -119,38 +142,45 @@ describe.skipIf(process.arch !== "x64")("the agent's host check", () => {
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const root = alpineRoot();
     const musl = join(dirs.root, "meshcni-musl");
-    writeFileSync(musl, makeElf({ interpreter: MUSL_LOADER, needed: ["libstdc++.so.6", "libc.musl-x86_64.so.1"] }), { mode: 0o755 });
+    writeFileSync(musl, makeElf({ interpreter: MUSL_LOADER, needed: ["libstdc++.so.6", "libc.musl-x86_64.so.1"] }), {
+      mode: 0o755,
+    });
     const port = freePort();
     const p = start(["--host-root", root, "--plugin-binary", `${PLUGIN},${musl}`, "--health-port", String(port)]);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
     expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(musl))).toBe(0);
     await readyzUntil(port, 200);
-    await p.waitForLog(/this host can run \S+meshcni-musl \(x86-64, musl, loader \/lib\/ld-musl-x86_64\.so\.1\) \(not \S+\/meshcni: the host has no \/lib64\/ld-linux-x86-64\.so\.2/);
+    await p.waitForLog(
+      /this host can run \S+meshcni-musl \(x86-64, musl, loader \/lib\/ld-musl-x86_64\.so\.1\) \(not \S+\/meshcni: the host has no \/lib64\/ld-linux-x86-64\.so\.2/,
+    );
   });
 });
 
-describe.skipIf(process.arch !== "x64" || !isRoot())("this machine's paths mounted as the DaemonSet mounts them", () => {
-  test("the same loader and libraries, at the same real paths, as through the whole root", () => {
-    const root = mkdtempSync(join(tmpdir(), "meshcni-host-root-"));
-    const mounted: string[] = [];
-    try {
-      for (const p of HOST_CHECK_PATHS) {
-        const at = join(root, p);
-        if (p.endsWith(".cache")) {
-          mkdirSync(dirname(at), { recursive: true });
-          writeFileSync(at, "");
-        } else mkdirSync(at, { recursive: true });
-        const r = Bun.spawnSync(["mount", "--bind", "-o", "ro", p, at], { stderr: "pipe" });
-        if (r.exitCode !== 0) throw new Error(`mount --bind ${p}: ${r.stderr}`);
-        mounted.push(at);
+describe.skipIf(process.arch !== "x64" || !isRoot())(
+  "this machine's paths mounted as the DaemonSet mounts them",
+  () => {
+    test("the same loader and libraries, at the same real paths, as through the whole root", () => {
+      const root = mkdtempSync(join(tmpdir(), "meshcni-host-root-"));
+      const mounted: string[] = [];
+      try {
+        for (const p of HOST_CHECK_PATHS) {
+          const at = join(root, p);
+          if (p.endsWith(".cache")) {
+            mkdirSync(dirname(at), { recursive: true });
+            writeFileSync(at, "");
+          } else mkdirSync(at, { recursive: true });
+          const r = Bun.spawnSync(["mount", "--bind", "-o", "ro", p, at], { stderr: "pipe" });
+          if (r.exitCode !== 0) throw new Error(`mount --bind ${p}: ${r.stderr}`);
+          mounted.push(at);
+        }
+        const whole = checkBinaryOnHost("/", PLUGIN, "meshcni", ["/"]);
+        const viaMounts = checkBinaryOnHost(root, PLUGIN, "meshcni");
+        expect(whole.ok).toBe(true);
+        expect(viaMounts).toEqual(whole);
+      } finally {
+        for (const at of mounted.reverse()) Bun.spawnSync(["umount", at]);
+        rmSync(root, { recursive: true, force: true });
       }
-      const whole = checkBinaryOnHost("/", PLUGIN, "meshcni", ["/"]);
-      const viaMounts = checkBinaryOnHost(root, PLUGIN, "meshcni");
-      expect(whole.ok).toBe(true);
-      expect(viaMounts).toEqual(whole);
-    } finally {
-      for (const at of mounted.reverse()) Bun.spawnSync(["umount", at]);
-      rmSync(root, { recursive: true, force: true });
-    }
-  });
-});
+    });
+  },
+);

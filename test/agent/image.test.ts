@@ -9,7 +9,16 @@
 // arm64 image's files run under qemu-user: VERSION, an ADD in dry-run mode against the stand-in
 // API server (the same payload as amd64), and the agent's --once against a temp folder.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HOST_CHECK_PATHS } from "../../internal/agent/install/hostcheck/check.ts";
@@ -19,7 +28,18 @@ import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { repoPath } from "../support/golden.ts";
 import { isRoot, uniq } from "../support/netns.ts";
 import { cniEnv, PLUGIN as AMD64_PLUGIN, runPlugin } from "../support/plugin-run.ts";
-import { type Cluster, ensureBuilt, freePort, HostDirs, INSTALLER_ENV, installerArgs, isChainedIn, readyz, startCluster, until } from "./harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  HostDirs,
+  INSTALLER_ENV,
+  installerArgs,
+  isChainedIn,
+  readyz,
+  startCluster,
+  until,
+} from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
 const QEMU = Bun.which("qemu-aarch64-static");
@@ -71,13 +91,28 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     cluster = await startCluster({ host: "::1" });
     scratch = mkdtempSync(join(tmpdir(), "meshcni-image-"));
     mkdirSync(join(scratch, "net.d"));
-    writeFileSync(join(scratch, "containers.conf"), [
-      "[network]", 'network_backend = "cni"', `network_config_dir = ${JSON.stringify(join(scratch, "net.d"))}`,
-      "[engine]", 'runtime = "runc"', 'cgroup_manager = "cgroupfs"', 'events_logger = "file"', "",
-    ].join("\n"));
+    writeFileSync(
+      join(scratch, "containers.conf"),
+      [
+        "[network]",
+        'network_backend = "cni"',
+        `network_config_dir = ${JSON.stringify(join(scratch, "net.d"))}`,
+        "[engine]",
+        'runtime = "runc"',
+        'cgroup_manager = "cgroupfs"',
+        'events_logger = "file"',
+        "",
+      ].join("\n"),
+    );
     dirs = cluster.dirs("image-token");
     mkdirSync(dirs.state, { recursive: true });
-    images = await buildImages({ archs: ["amd64", "arm64"], tag: list, outdir: join(scratch, "context"), podman, log: (l) => console.log(l) });
+    images = await buildImages({
+      archs: ["amd64", "arm64"],
+      tag: list,
+      outdir: join(scratch, "context"),
+      podman,
+      log: (l) => console.log(l),
+    });
   }, 300_000);
 
   afterAll(async () => {
@@ -88,8 +123,11 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     podman(["manifest", "rm", list]);
     for (const i of images ?? []) podman(["rmi", "-f", i.tag]);
     // Podman's overlay storage leaves mounts under its root: undo them, deepest first.
-    const mounts = readFileSync("/proc/self/mounts", "utf8").split("\n").map((l) => l.split(" ")[1] ?? "")
-      .filter((m) => m.startsWith(scratch)).sort((a, b) => b.length - a.length);
+    const mounts = readFileSync("/proc/self/mounts", "utf8")
+      .split("\n")
+      .map((l) => l.split(" ")[1] ?? "")
+      .filter((m) => m.startsWith(scratch))
+      .sort((a, b) => b.length - a.length);
     for (const m of mounts) Bun.spawnSync(["umount", "-l", m]);
     rmSync(scratch, { recursive: true, force: true });
   });
@@ -104,11 +142,16 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
       // The interpreter at its path, one file per needed library (the loader's own name is the interpreter).
       expect(staged.libraries).toContain(elf.interpreter);
       expect(staged.libraries.map(base).sort()).toEqual([...new Set([base(elf.interpreter), ...elf.needed])].sort());
-      expect(staged.files.map((f) => f.path)).toEqual([...staged.libraries, "/opt/meshcni/meshcni", "/opt/meshcni/meshcni-installer"].sort());
+      expect(staged.files.map((f) => f.path)).toEqual(
+        [...staged.libraries, "/opt/meshcni/meshcni", "/opt/meshcni/meshcni-installer"].sort(),
+      );
       // Each library is of the binary's architecture.
       for (const lib of staged.libraries) {
         const b = readFileSync(join(staged.dir, lib));
-        expect({ lib, machine: parseElf((o, n) => b.subarray(o, o + n), b.length).machine }).toEqual({ lib, machine: arch === "amd64" ? 62 : 183 });
+        expect({ lib, machine: parseElf((o, n) => b.subarray(o, o + n), b.length).machine }).toEqual({
+          lib,
+          machine: arch === "amd64" ? 62 : 183,
+        });
       }
     }
     // On this (amd64) machine ldd can load the amd64 binary: it names the same files.
@@ -117,9 +160,19 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
 
   test("a manifest list ties linux/amd64 and linux/arm64", () => {
     const m = JSON.parse(podman(["manifest", "inspect", list]).stdout);
-    expect(m.manifests.map((x: { platform: { os: string; architecture: string } }) => `${x.platform.os}/${x.platform.architecture}`).sort()).toEqual(["linux/amd64", "linux/arm64"]);
+    expect(
+      m.manifests
+        .map((x: { platform: { os: string; architecture: string } }) => `${x.platform.os}/${x.platform.architecture}`)
+        .sort(),
+    ).toEqual(["linux/amd64", "linux/arm64"]);
     for (const i of images) {
-      const arch = podman(["image", "inspect", "--format", "{{.Os}}/{{.Architecture}} {{.Config.Entrypoint}}", i.tag]).stdout.trim();
+      const arch = podman([
+        "image",
+        "inspect",
+        "--format",
+        "{{.Os}}/{{.Architecture}} {{.Config.Entrypoint}}",
+        i.tag,
+      ]).stdout.trim();
       expect(arch).toBe(`linux/${i.arch} [/opt/meshcni/meshcni-installer]`);
     }
   });
@@ -138,12 +191,35 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     const apiPort = cluster.env.KUBERNETES_SERVICE_PORT!;
     // The DaemonSet's mounts: the host's CNI folders, the agent's folder at its own path, and
     // the host paths the host check reads, read-only under /host/root.
-    const run = podman(["run", "-d", "--name", name, ...ULIMITS, "--network", "host",
-      "-v", `${dirs.net}:/host/etc/cni/net.d`, "-v", `${dirs.bin}:/host/opt/cni/bin`, "-v", `${dirs.state}:/var/run/meshcni`,
+    const run = podman([
+      "run",
+      "-d",
+      "--name",
+      name,
+      ...ULIMITS,
+      "--network",
+      "host",
+      "-v",
+      `${dirs.net}:/host/etc/cni/net.d`,
+      "-v",
+      `${dirs.bin}:/host/opt/cni/bin`,
+      "-v",
+      `${dirs.state}:/var/run/meshcni`,
       ...HOST_CHECK_PATHS.flatMap((p) => ["-v", `${p}:/host/root${p}:ro`]),
-      "-v", `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
-      "-e", "KUBERNETES_SERVICE_HOST=::1", "-e", `KUBERNETES_SERVICE_PORT=${apiPort}`, "-e", "POD_NAMESPACE=meshcni", "-e", "NODE_NAME=node-a",
-      image("amd64").tag, "--health-port", String(port)]);
+      "-v",
+      `${dirs.sa}:/var/run/secrets/kubernetes.io/serviceaccount:ro`,
+      "-e",
+      "KUBERNETES_SERVICE_HOST=::1",
+      "-e",
+      `KUBERNETES_SERVICE_PORT=${apiPort}`,
+      "-e",
+      "POD_NAMESPACE=meshcni",
+      "-e",
+      "NODE_NAME=node-a",
+      image("amd64").tag,
+      "--health-port",
+      String(port),
+    ]);
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
 
@@ -153,11 +229,18 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
       if (performance.now() > deadline) throw new Error("/readyz never answered 200");
       await Bun.sleep(50);
     }
-    expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(join(image("amd64").staged.dir, "opt/meshcni/meshcni")))).toBe(0);
+    expect(
+      Buffer.compare(
+        readFileSync(join(dirs.bin, "meshcni")),
+        readFileSync(join(image("amd64").staged.dir, "opt/meshcni/meshcni")),
+      ),
+    ).toBe(0);
     const kubeconfig = readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8");
     expect(kubeconfig).toContain(`server: https://[::1]:${apiPort}`);
     // A token of the plugin's own account, which the agent asked for: never its own.
-    const pluginToken = cluster.api.issued.filter((t) => t.user === "system:serviceaccount:meshcni:meshcni-plugin").at(-1)!;
+    const pluginToken = cluster.api.issued
+      .filter((t) => t.user === "system:serviceaccount:meshcni:meshcni-plugin")
+      .at(-1)!;
     expect(kubeconfig).toContain(`token: "${pluginToken.token}"`);
     expect(kubeconfig).not.toContain("image-token");
     const entry = JSON.parse(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).plugins.at(-1);
@@ -165,14 +248,24 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     expect([entry.agent_socket, entry.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
     // The socket the container serves is there on the host, root only, and answers.
     const socket = join(dirs.state, "agent.sock");
-    await until(() => statSync(socket, { throwIfNoEntry: false })?.isSocket() === true, 5000, "the agent's socket on the host");
+    await until(
+      () => statSync(socket, { throwIfNoEntry: false })?.isSocket() === true,
+      5000,
+      "the agent's socket on the host",
+    );
     expect(statSync(socket).mode & 0o7777).toBe(0);
     const answer = await fetch("http://localhost/v1/pods/Not_A_Name/x", { unix: socket } as RequestInit);
     expect(answer.status).toBe(400);
 
     const rewritten = CALICO.replace('"mtu": 0', '"mtu": 1450');
     dirs.writeHost("10-calico.conflist", rewritten);
-    await until(() => isChainedIn(dirs, "10-calico.conflist") && readFileSync(join(dirs.net, "10-calico.conflist"), "utf8").includes('"mtu": 1450'), 5000, "the re-chain");
+    await until(
+      () =>
+        isChainedIn(dirs, "10-calico.conflist") &&
+        readFileSync(join(dirs.net, "10-calico.conflist"), "utf8").includes('"mtu": 1450'),
+      5000,
+      "the re-chain",
+    );
 
     // kubelet rotating the agent's own token leaves the plugin's kubeconfig as it is.
     dirs.projectToken("image-token-2");
@@ -182,9 +275,14 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     // podman stop sends SIGTERM: with its DaemonSet gone (the stand-in holds none) the
     // container undoes everything and exits 0.
     // Not spawnSync: the stand-in API server in this process must answer the agent meanwhile.
-    const stop = Bun.spawn(["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), "stop", "-t", "20", name], {
-      env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") }, stdout: "ignore", stderr: "inherit",
-    });
+    const stop = Bun.spawn(
+      ["podman", "--root", join(scratch, "root"), "--runroot", join(scratch, "run"), "stop", "-t", "20", name],
+      {
+        env: { ...Bun.env, CONTAINERS_CONF: join(scratch, "containers.conf") },
+        stdout: "ignore",
+        stderr: "inherit",
+      },
+    );
     expect(await stop.exited).toBe(0);
     expect(podman(["inspect", "--format", "{{.State.ExitCode}}", name]).stdout.trim()).toBe("0");
     expect(dirs.names()).toEqual(["10-calico.conflist"]);
@@ -192,9 +290,13 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     expect(readdirSync(dirs.bin)).toEqual([]);
     expect(readdirSync(dirs.state)).toEqual([]);
     const logs = podman(["logs", name]);
-    expect(logs.stdout + logs.stderr).toContain("its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
+    expect(logs.stdout + logs.stderr).toContain(
+      "its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation",
+    );
     // The host check ran against this machine's root, mounted as the DaemonSet mounts the node's.
-    expect(logs.stdout + logs.stderr).toContain("this host can run /opt/meshcni/meshcni (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)");
+    expect(logs.stdout + logs.stderr).toContain(
+      "this host can run /opt/meshcni/meshcni (x86-64, glibc, loader /lib64/ld-linux-x86-64.so.2)",
+    );
     expect(logs.stdout + logs.stderr).toContain("meshcni is uninstalled from this node");
     expect(logs.stdout + logs.stderr).not.toContain("image-token");
     expect(logs.stdout + logs.stderr).not.toContain(pluginToken.token);
@@ -207,9 +309,16 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     /** Runs an arm64 program of the image under qemu-user, its loader and libraries from the image (-L). Async: the stand-in API server answers from this process. */
     const arm = async (argv: string[], env: Record<string, string>, stdin?: string) => {
       const p = Bun.spawn([QEMU!, "-L", root, ...argv], {
-        env: { PATH: Bun.env.PATH!, ...env }, stdin: stdin === undefined ? "ignore" : new Blob([stdin]), stdout: "pipe", stderr: "pipe",
+        env: { PATH: Bun.env.PATH!, ...env },
+        stdin: stdin === undefined ? "ignore" : new Blob([stdin]),
+        stdout: "pipe",
+        stderr: "pipe",
       });
-      const [stdout, stderr, code] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text(), p.exited]);
+      const [stdout, stderr, code] = await Promise.all([
+        new Response(p.stdout).text(),
+        new Response(p.stderr).text(),
+        p.exited,
+      ]);
       return { code, stdout, stderr };
     };
 
@@ -236,25 +345,38 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     test("VERSION", async () => {
       const r = await arm([join(root, "opt/meshcni/meshcni")], { CNI_COMMAND: "VERSION" }, '{"cniVersion":"1.0.0"}');
       expect(r.stderr).toBe("");
-      expect(JSON.parse(r.stdout)).toEqual({ cniVersion: "1.1.0", supportedVersions: ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"] });
+      expect(JSON.parse(r.stdout)).toEqual({
+        cniVersion: "1.1.0",
+        supportedVersions: ["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"],
+      });
     });
 
     test("ADD for a meshed pod in dry-run mode: the same result and payload as amd64", async () => {
-      const env = cniEnv("ADD", { CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-5b8b6f7c9d-x2x7q" });
+      const env = cniEnv("ADD", {
+        CNI_ARGS: "IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=web-5b8b6f7c9d-x2x7q",
+      });
       const stdin = JSON.stringify({
-        cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", dry_run: true, kubernetes: { kubeconfig },
+        cniVersion: "1.0.0",
+        name: "k8s-pod-network",
+        type: "meshcni",
+        dry_run: true,
+        kubernetes: { kubeconfig },
         prevResult: JSON.parse(readFileSync(repoPath("testdata/cni/prev-results/flannel-bridge.json"), "utf8")),
       });
       const dry = join(scratch, "arm64-payload");
       const r = await arm([join(root, "opt/meshcni/meshcni")], { ...env, MESHCNI_DRY_RUN_FILE: dry }, stdin);
       expect(r.code).toBe(0);
       const payload = readFileSync(dry, "utf8");
-      expect(payload).toContain(`-A PROXY_INIT_REDIRECT -p tcp -m comment --comment "proxy-init/redirect-all-incoming-to-proxy-port" -j REDIRECT --to-ports 4143`);
+      expect(payload).toContain(
+        `-A PROXY_INIT_REDIRECT -p tcp -m comment --comment "proxy-init/redirect-all-incoming-to-proxy-port" -j REDIRECT --to-ports 4143`,
+      );
       const amd = await runPlugin(env, stdin, { dryRun: true });
       expect(amd.code).toBe(0);
       expect(r.stdout).toBe(amd.stdout);
       expect(payload).toBe(amd.payload!);
-      expect(api.requests.filter((q) => q.path === "/api/v1/namespaces/emojivoto/pods/web-5b8b6f7c9d-x2x7q").length).toBe(2);
+      expect(
+        api.requests.filter((q) => q.path === "/api/v1/namespaces/emojivoto/pods/web-5b8b6f7c9d-x2x7q").length,
+      ).toBe(2);
     });
 
     test("the agent's --once (run as meshcni-installer) installs the arm64 plugin into a temp folder, checked against an arm64 host root", async () => {
@@ -262,16 +384,29 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
       try {
         writeFileSync(join(node.net, "10-calico.conflist"), CALICO);
         // The host check looks at the exported image as the host's root: it has the arm64 loader.
-        const env = { ...INSTALLER_ENV, KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(api.url).port };
-        const r = await arm([join(root, "opt/meshcni/meshcni-installer"), ...installerArgs(node, ["--once", "--host-root", root])], env);
+        const env = {
+          ...INSTALLER_ENV,
+          KUBERNETES_SERVICE_HOST: "127.0.0.1",
+          KUBERNETES_SERVICE_PORT: new URL(api.url).port,
+        };
+        const r = await arm(
+          [join(root, "opt/meshcni/meshcni-installer"), ...installerArgs(node, ["--once", "--host-root", root])],
+          env,
+        );
         expect(r.stderr).not.toContain("error");
         expect(r.code).toBe(0);
-        expect(r.stdout + r.stderr).toContain(`this host can run ${root}/opt/meshcni/meshcni (aarch64, glibc, loader /lib/ld-linux-aarch64.so.1)`);
+        expect(r.stdout + r.stderr).toContain(
+          `this host can run ${root}/opt/meshcni/meshcni (aarch64, glibc, loader /lib/ld-linux-aarch64.so.1)`,
+        );
         expect(isChainedIn(node, "10-calico.conflist")).toBe(true);
-        expect(Buffer.compare(readFileSync(join(node.bin, "meshcni")), readFileSync(join(root, "opt/meshcni/meshcni")))).toBe(0);
+        expect(
+          Buffer.compare(readFileSync(join(node.bin, "meshcni")), readFileSync(join(root, "opt/meshcni/meshcni"))),
+        ).toBe(0);
         // The plugin's token, asked for with the agent's ("arm-token").
         expect(api.issued.at(-1)?.user).toBe("system:serviceaccount:meshcni:meshcni-plugin");
-        expect(readFileSync(join(node.net, "ZZZ-meshcni-kubeconfig"), "utf8")).toContain(`token: "${api.issued.at(-1)!.token}"`);
+        expect(readFileSync(join(node.net, "ZZZ-meshcni-kubeconfig"), "utf8")).toContain(
+          `token: "${api.issued.at(-1)!.token}"`,
+        );
       } finally {
         node.cleanup();
       }
@@ -282,9 +417,20 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
       // The amd64 image's files as the host's root (under qemu -L, / itself is mixed with the
       // arm64 root, so this machine's own / cannot stand for a host here).
       const amd64Root = image("amd64").staged.dir;
-      const p = Bun.spawn([QEMU!, "-L", root, join(root, "opt/meshcni/meshcni-installer"), ...installerArgs(node, ["--host-root", amd64Root])], {
-        env: { PATH: Bun.env.PATH!, ...INSTALLER_ENV }, stdout: "pipe", stderr: "pipe",
-      });
+      const p = Bun.spawn(
+        [
+          QEMU!,
+          "-L",
+          root,
+          join(root, "opt/meshcni/meshcni-installer"),
+          ...installerArgs(node, ["--host-root", amd64Root]),
+        ],
+        {
+          env: { PATH: Bun.env.PATH!, ...INSTALLER_ENV },
+          stdout: "pipe",
+          stderr: "pipe",
+        },
+      );
       try {
         writeFileSync(join(node.net, "10-calico.conflist"), CALICO);
         let out = "";
@@ -295,7 +441,9 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
           if (done) break;
           out += new TextDecoder().decode(value);
         }
-        expect(out).toContain(`this host cannot run the plugin, so meshcni is not installed here: ${root}/opt/meshcni/meshcni: the host has no /lib/ld-linux-aarch64.so.1 (glibc's loader for aarch64)`);
+        expect(out).toContain(
+          `this host cannot run the plugin, so meshcni is not installed here: ${root}/opt/meshcni/meshcni: the host has no /lib/ld-linux-aarch64.so.1 (glibc's loader for aarch64)`,
+        );
         expect(readdirSync(node.bin)).toEqual([]);
         expect(readFileSync(join(node.net, "10-calico.conflist"), "utf8")).toBe(CALICO);
       } finally {

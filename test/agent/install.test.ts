@@ -29,7 +29,13 @@ class Tokens implements PluginTokens {
   /** A token of the plugin's account, issued now, living `seconds`. */
   issue(value: string, seconds = 86400): void {
     const now = Date.now();
-    this.token = { token: value, account: ACCOUNT, issuedAt: now, expiresAt: now + seconds * 1000, lifetimeMs: seconds * 1000 };
+    this.token = {
+      token: value,
+      account: ACCOUNT,
+      issuedAt: now,
+      expiresAt: now + seconds * 1000,
+      lifetimeMs: seconds * 1000,
+    };
   }
 }
 
@@ -38,13 +44,26 @@ function make(extra: Partial<ConstructorParameters<typeof Installer>[0]> = {}) {
   const plugin = join(dirs.root, "meshcni-build");
   writeFileSync(plugin, "#!/bin/sh\n", { mode: 0o755 });
   const lines: string[] = [];
-  const log = { debug: () => {}, info: (m: string) => lines.push(`info ${m}`), warn: (m: string) => lines.push(`warn ${m}`), error: (m: string) => lines.push(`error ${m}`) };
+  const log = {
+    debug: () => {},
+    info: (m: string) => lines.push(`info ${m}`),
+    warn: (m: string) => lines.push(`warn ${m}`),
+    error: (m: string) => lines.push(`error ${m}`),
+  };
   const tokens = new Tokens();
   tokens.issue("plugin-token-1");
-  const inst = new Installer({
-    hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
-    entry: entryFromConfigText(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" }, ...extra,
-  }, { fs: createHostFs(), log, now: () => performance.now(), tokens });
+  const inst = new Installer(
+    {
+      hostNetDir: dirs.net,
+      hostBinDir: dirs.bin,
+      pluginBinary: plugin,
+      serviceAccountDir: dirs.sa,
+      entry: entryFromConfigText(undefined, "/etc/cni/net.d"),
+      service: { host: "10.96.0.1", port: "443" },
+      ...extra,
+    },
+    { fs: createHostFs(), log, now: () => performance.now(), tokens },
+  );
   inst.prepare();
   return { inst, lines, plugin, tokens };
 }
@@ -54,7 +73,11 @@ describe("Installer", () => {
     const { inst, plugin } = make();
     expect(inst.check()).toEqual({
       ready: false,
-      problems: [`no CNI network config in ${dirs.net} yet`, `${dirs.bin}/meshcni is missing`, `${dirs.net}/ZZZ-meshcni-kubeconfig is missing`],
+      problems: [
+        `no CNI network config in ${dirs.net} yet`,
+        `${dirs.bin}/meshcni is missing`,
+        `${dirs.net}/ZZZ-meshcni-kubeconfig is missing`,
+      ],
     });
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     expect(inst.reconcile()).toEqual({ kind: "chained", file: "10-calico.conflist" });
@@ -94,7 +117,9 @@ describe("Installer", () => {
     unlinkSync(join(dirs.sa, "ca.crt"));
     inst.reconcile();
     inst.reconcile();
-    expect(lines.filter((l) => l.includes("no cluster CA"))).toEqual([`error no cluster CA at ${dirs.sa}/ca.crt (see --service-account-dir)`]);
+    expect(lines.filter((l) => l.includes("no cluster CA"))).toEqual([
+      `error no cluster CA at ${dirs.sa}/ca.crt (see --service-account-dir)`,
+    ]);
     expect(inst.check().problems).toEqual([`no cluster CA at ${dirs.sa}/ca.crt (see --service-account-dir)`]);
     symlinkSync("..data/ca.crt", join(dirs.sa, "ca.crt"));
     inst.reconcile();
@@ -106,10 +131,13 @@ describe("Installer", () => {
     const { inst, lines, tokens } = make();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     tokens.token = undefined;
-    tokens.why = "cannot get a token of meshcni/meshcni-plugin from https://10.96.0.1:443: the API server did not answer: refused";
+    tokens.why =
+      "cannot get a token of meshcni/meshcni-plugin from https://10.96.0.1:443: the API server did not answer: refused";
     inst.reconcile();
     expect(existsSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"))).toBe(false);
-    expect(inst.check().problems).toEqual([`no token of meshcni/meshcni-plugin for the plugin's kubeconfig yet (${tokens.why})`]);
+    expect(inst.check().problems).toEqual([
+      `no token of meshcni/meshcni-plugin for the plugin's kubeconfig yet (${tokens.why})`,
+    ]);
     // The token source says why in the log; the agent does not repeat it at each look.
     expect(lines.filter((l) => l.includes("no token of"))).toEqual([]);
     tokens.issue("plugin-token-2");
@@ -121,25 +149,45 @@ describe("Installer", () => {
     // The agent's own token (the service account folder's) is not in it.
     expect(text).not.toContain("token-one");
     expect(inst.check().ready).toBe(true);
-    expect(inst.status().kubeconfig.token).toEqual({ account: "meshcni/meshcni-plugin", expiresAt: expect.stringMatching(/^\d{4}-.*Z$/), expired: false });
+    expect(inst.status().kubeconfig.token).toEqual({
+      account: "meshcni/meshcni-plugin",
+      expiresAt: expect.stringMatching(/^\d{4}-.*Z$/),
+      expired: false,
+    });
     // A new token: the file is rewritten with it.
     tokens.issue("plugin-token-3");
     expect(inst.check().problems).toEqual([`${dirs.net}/ZZZ-meshcni-kubeconfig is out of date`]);
     inst.reconcile();
     expect(readFileSync(join(dirs.net, "ZZZ-meshcni-kubeconfig"), "utf8")).toContain('token: "plugin-token-3"');
-    expect(lines.some((l) => l.startsWith("info rewrote the plugin's kubeconfig with a new token for https://10.96.0.1:443 (service account meshcni/meshcni-plugin, valid until "))).toBe(true);
+    expect(
+      lines.some((l) =>
+        l.startsWith(
+          "info rewrote the plugin's kubeconfig with a new token for https://10.96.0.1:443 (service account meshcni/meshcni-plugin, valid until ",
+        ),
+      ),
+    ).toBe(true);
   });
 
   test("a kubeconfig whose token expired is not current", () => {
     const { inst, tokens } = make();
     writeFileSync(join(dirs.net, "10-calico.conflist"), CALICO);
     const now = Date.now();
-    tokens.token = { token: "short", account: ACCOUNT, issuedAt: now - 10_000, expiresAt: now - 1000, lifetimeMs: 9000 };
+    tokens.token = {
+      token: "short",
+      account: ACCOUNT,
+      issuedAt: now - 10_000,
+      expiresAt: now - 1000,
+      lifetimeMs: 9000,
+    };
     tokens.why = "cannot get a token of meshcni/meshcni-plugin: the API server did not answer";
     inst.reconcile();
     const r = inst.check();
     expect(r.ready).toBe(false);
-    expect(r.problems).toEqual([expect.stringMatching(/^the plugin's token in \S+ZZZ-meshcni-kubeconfig \(meshcni\/meshcni-plugin\) expired at \S+Z: cannot get a token of meshcni\/meshcni-plugin: the API server did not answer; the plugin's fallback fails closed until the agent gets a new one$/)]);
+    expect(r.problems).toEqual([
+      expect.stringMatching(
+        /^the plugin's token in \S+ZZZ-meshcni-kubeconfig \(meshcni\/meshcni-plugin\) expired at \S+Z: cannot get a token of meshcni\/meshcni-plugin: the API server did not answer; the plugin's fallback fails closed until the agent gets a new one$/,
+      ),
+    ]);
     expect(inst.status().kubeconfig.token!.expired).toBe(true);
   });
 
@@ -152,7 +200,11 @@ describe("Installer", () => {
     expect(inst.check().problems).toContain(`${dirs.net}/ZZZ-meshcni-kubeconfig is out of date`);
     inst.reconcile();
     expect(inst.check().ready).toBe(true);
-    expect(inst.readWrittenToken()).toEqual({ token: "plugin-token-1", account: ACCOUNT, expiresAt: expect.any(Number) });
+    expect(inst.readWrittenToken()).toEqual({
+      token: "plugin-token-1",
+      account: ACCOUNT,
+      expiresAt: expect.any(Number),
+    });
     expect(lines.filter((l) => l.includes("which held no token of the plugin's own account"))).toHaveLength(1);
   });
 
@@ -161,7 +213,9 @@ describe("Installer", () => {
     const weave = '{"name":"weave","plugins":[{"type":"weave-net"}]}';
     writeFileSync(join(dirs.net, "10-weave.conflist"), weave);
     expect(inst.reconcile().kind).toBe("blocked");
-    expect(lines.some((l) => l.startsWith("error cannot chain meshcni into 10-weave.conflist: it has no cniVersion"))).toBe(true);
+    expect(
+      lines.some((l) => l.startsWith("error cannot chain meshcni into 10-weave.conflist: it has no cniVersion")),
+    ).toBe(true);
     expect(readFileSync(join(dirs.net, "10-weave.conflist"), "utf8")).toBe(weave);
     expect(inst.check().ready).toBe(false);
   });

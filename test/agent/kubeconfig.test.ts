@@ -6,17 +6,29 @@ import { describe, expect, test } from "bun:test";
 import { parseKubeconfig } from "../../internal/kube/kubeconfig.ts";
 import { readWrittenToken, renderKubeconfig } from "../../internal/agent/install/kubeconfig.ts";
 import { KubeconfigInputError, renderServerUrl } from "../../internal/kube/server-url.ts";
-import { buildTokenRequest, judgeTokenAnswer, renewalDelayMs, retryDelayMs, tokenRequestPath, validUntil } from "../../internal/agent/install/token.ts";
+import {
+  buildTokenRequest,
+  judgeTokenAnswer,
+  renewalDelayMs,
+  retryDelayMs,
+  tokenRequestPath,
+  validUntil,
+} from "../../internal/agent/install/token.ts";
 import { expectGolden } from "../support/golden.ts";
 
 const CA = "-----BEGIN CERTIFICATE-----\nMIIBdzCCAR2gAwIBAgIUTEST\n-----END CERTIFICATE-----\n";
-const TOKEN = "eyJhbGciOiJSUzI1NiIsImtpZCI6InRlc3QifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6bWVzaGNuaTptZXNoY25pLXBsdWdpbiJ9.c2lnbmF0dXJl";
+const TOKEN =
+  "eyJhbGciOiJSUzI1NiIsImtpZCI6InRlc3QifQ.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6bWVzaGNuaTptZXNoY25pLXBsdWdpbiJ9.c2lnbmF0dXJl";
 const ACCOUNT = { namespace: "meshcni", name: "meshcni-plugin" };
 const EXPIRES = Date.parse("2026-01-02T10:00:00Z");
 const WHO = { account: ACCOUNT, expiresAt: EXPIRES };
 
 describe("renderKubeconfig", () => {
-  for (const [name, host] of [["ipv4", "10.96.0.1"], ["ipv6", "fd00:10:96::1"], ["dns", "kubernetes.default.svc"]] as const) {
+  for (const [name, host] of [
+    ["ipv4", "10.96.0.1"],
+    ["ipv6", "fd00:10:96::1"],
+    ["dns", "kubernetes.default.svc"],
+  ] as const) {
     test(`${name} service host`, () => {
       const text = renderKubeconfig({ host, port: "443", token: `${TOKEN}\n`, caPem: CA, ...WHO });
       expectGolden(`testdata/installer/kubeconfig-${name}.golden`, text);
@@ -38,7 +50,10 @@ describe("renderKubeconfig", () => {
 
   test("a token with YAML-special characters survives", () => {
     const odd = 'a: b # "c" \\ d';
-    const target = parseKubeconfig(renderKubeconfig({ host: "10.0.0.1", port: "443", token: odd, caPem: CA, ...WHO }), "/x");
+    const target = parseKubeconfig(
+      renderKubeconfig({ host: "10.0.0.1", port: "443", token: odd, caPem: CA, ...WHO }),
+      "/x",
+    );
     expect(target.token).toEqual({ data: odd });
   });
 
@@ -73,31 +88,68 @@ describe("the token's account and expiry, read back", () => {
     const old = [
       "# Kubeconfig for the meshcni CNI plugin, written by meshcni-installer. It is rewritten when",
       "# the service account token rotates and removed when meshcni is uninstalled.",
-      "apiVersion: v1", "kind: Config", "clusters:", "- name: local", "  cluster:", "    server: https://10.96.0.1:443",
-      "users:", "- name: meshcni", "  user:", `    token: "${TOKEN}"`, "contexts:", "- name: meshcni", "  context:",
-      "    cluster: local", "    user: meshcni", "current-context: meshcni", "",
+      "apiVersion: v1",
+      "kind: Config",
+      "clusters:",
+      "- name: local",
+      "  cluster:",
+      "    server: https://10.96.0.1:443",
+      "users:",
+      "- name: meshcni",
+      "  user:",
+      `    token: "${TOKEN}"`,
+      "contexts:",
+      "- name: meshcni",
+      "  context:",
+      "    cluster: local",
+      "    user: meshcni",
+      "current-context: meshcni",
+      "",
     ].join("\n");
     expect(readWrittenToken(old)).toBeUndefined();
     expect(readWrittenToken("# meshcni-plugin-token: account=meshcni/meshcni-plugin expires=never\n")).toBeUndefined();
-    expect(readWrittenToken("# meshcni-plugin-token: account=meshcni/meshcni-plugin expires=2026-01-02T10:00:00Z\n{ not yaml")).toBeUndefined();
+    expect(
+      readWrittenToken(
+        "# meshcni-plugin-token: account=meshcni/meshcni-plugin expires=2026-01-02T10:00:00Z\n{ not yaml",
+      ),
+    ).toBeUndefined();
   });
 });
 
 describe("the plugin's TokenRequest", () => {
   const answer = (status: number, body: unknown) => ({ kind: "answer" as const, status, body: JSON.stringify(body) });
-  const granted = (seconds: number, expirationTimestamp: string) => answer(201, {
-    kind: "TokenRequest", apiVersion: "authentication.k8s.io/v1", spec: { expirationSeconds: seconds }, status: { token: "tok", expirationTimestamp },
-  });
+  const granted = (seconds: number, expirationTimestamp: string) =>
+    answer(201, {
+      kind: "TokenRequest",
+      apiVersion: "authentication.k8s.io/v1",
+      spec: { expirationSeconds: seconds },
+      status: { token: "tok", expirationTimestamp },
+    });
   const SENT = Date.parse("2026-01-01T10:00:00Z");
 
   test("is a TokenRequest for the account, bound to no object, asking for the lifetime given", () => {
     expect(tokenRequestPath(ACCOUNT)).toBe("/api/v1/namespaces/meshcni/serviceaccounts/meshcni-plugin/token");
-    expect(buildTokenRequest(86400)).toEqual({ apiVersion: "authentication.k8s.io/v1", kind: "TokenRequest", spec: { expirationSeconds: 86400 } });
+    expect(buildTokenRequest(86400)).toEqual({
+      apiVersion: "authentication.k8s.io/v1",
+      kind: "TokenRequest",
+      spec: { expirationSeconds: 86400 },
+    });
   });
 
   test("a day granted: renewed after 80 % of it", () => {
     const r = judgeTokenAnswer(granted(86400, "2026-01-02T10:00:00Z"), ACCOUNT, SENT, 86400);
-    expect(r).toEqual({ ok: true, token: { token: "tok", account: ACCOUNT, expiresAt: EXPIRES, issuedAt: SENT, lifetimeMs: 86_400_000, requestedSeconds: 86400, grantedSeconds: 86400 } });
+    expect(r).toEqual({
+      ok: true,
+      token: {
+        token: "tok",
+        account: ACCOUNT,
+        expiresAt: EXPIRES,
+        issuedAt: SENT,
+        lifetimeMs: 86_400_000,
+        requestedSeconds: 86400,
+        grantedSeconds: 86400,
+      },
+    });
     if (!r.ok) return;
     expect(renewalDelayMs(r.token)).toBe(69_120_000);
     expect(validUntil(r.token)).toBe(EXPIRES);
@@ -107,7 +159,12 @@ describe("the plugin's TokenRequest", () => {
     const r = judgeTokenAnswer(granted(3600, "2026-01-01T11:00:00Z"), ACCOUNT, SENT, 86400);
     expect(r.ok && renewalDelayMs(r.token)).toBe(2_880_000);
     // Without spec.expirationSeconds, the expiry alone says it.
-    const bare = judgeTokenAnswer(answer(201, { status: { token: "tok", expirationTimestamp: "2026-01-01T10:10:00Z" } }), ACCOUNT, SENT, 86400);
+    const bare = judgeTokenAnswer(
+      answer(201, { status: { token: "tok", expirationTimestamp: "2026-01-01T10:10:00Z" } }),
+      ACCOUNT,
+      SENT,
+      86400,
+    );
     expect(bare.ok && bare.token.lifetimeMs).toBe(600_000);
     // A node clock ahead of the server's makes the lifetime shorter, never longer: renewed early.
     const ahead = judgeTokenAnswer(granted(86400, "2026-01-02T10:00:00Z"), ACCOUNT, SENT + 60_000, 86400);
@@ -124,13 +181,20 @@ describe("the plugin's TokenRequest", () => {
       const r = judgeTokenAnswer(a, ACCOUNT, SENT, 86400);
       return r.ok ? "ok" : r.why;
     };
-    expect(why(answer(403, { kind: "Status", message: "serviceaccounts \"meshcni-plugin\" is forbidden" }))).toBe(
-      "the agent may not create tokens for meshcni/meshcni-plugin (403): serviceaccounts \"meshcni-plugin\" is forbidden; its Role needs create on serviceaccounts/token for meshcni-plugin (meshcnictl install-cni renders it)");
-    expect(why(answer(404, { kind: "Status", message: "not found" }))).toBe("there is no ServiceAccount meshcni/meshcni-plugin (404): not found; meshcnictl install-cni renders it");
+    expect(why(answer(403, { kind: "Status", message: 'serviceaccounts "meshcni-plugin" is forbidden' }))).toBe(
+      'the agent may not create tokens for meshcni/meshcni-plugin (403): serviceaccounts "meshcni-plugin" is forbidden; its Role needs create on serviceaccounts/token for meshcni-plugin (meshcnictl install-cni renders it)',
+    );
+    expect(why(answer(404, { kind: "Status", message: "not found" }))).toBe(
+      "there is no ServiceAccount meshcni/meshcni-plugin (404): not found; meshcnictl install-cni renders it",
+    );
     expect(why(answer(401, {}))).toBe("the API server rejected the agent's own credentials (401)");
     expect(why(answer(500, "x"))).toBe("the API server answered 500");
-    expect(why({ kind: "unreachable", reason: "connection refused" })).toBe("the API server did not answer: connection refused");
-    expect(why(answer(201, { status: { token: "tok" } }))).toBe("the API server's answer holds no token and expirationTimestamp (status 201)");
+    expect(why({ kind: "unreachable", reason: "connection refused" })).toBe(
+      "the API server did not answer: connection refused",
+    );
+    expect(why(answer(201, { status: { token: "tok" } }))).toBe(
+      "the API server's answer holds no token and expirationTimestamp (status 201)",
+    );
     expect(why(granted(86400, "2025-01-01T00:00:00Z"))).toContain("has expired already");
   });
 

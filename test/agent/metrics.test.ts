@@ -10,11 +10,14 @@ import type { CacheStatus } from "../../internal/agent/types.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 import { checkExposition } from "../support/prometheus.ts";
 
-const reports: Report[] = readdirSync(repoPath("testdata/agent/reports")).filter((n) => n.endsWith(".json")).sort().map((n) => {
-  const r = parseReport(readFileSync(repoPath("testdata/agent/reports", n), "utf8"));
-  if (!r.ok) throw new Error(r.error);
-  return r.report;
-});
+const reports: Report[] = readdirSync(repoPath("testdata/agent/reports"))
+  .filter((n) => n.endsWith(".json"))
+  .sort()
+  .map((n) => {
+    const r = parseReport(readFileSync(repoPath("testdata/agent/reports", n), "utf8"));
+    if (!r.ok) throw new Error(r.error);
+    return r.report;
+  });
 
 const CACHE: CacheStatus = {
   pods: { synced: true, resourceVersion: "4711", objects: 110, lists: 2, watchRestarts: 3, expired: 1 },
@@ -34,25 +37,55 @@ describe("/metrics", () => {
     c.fallbackLogLines = 4;
     c.resyncs = 3;
     c.resyncRepairs = 1;
-    const text = renderMetrics({ counters: c, version: "0.1.0", node: "node-a", ready: true, cache: CACHE, repairs: 3, bypassing: 1, unverified: 4, refusals: 2 });
+    const text = renderMetrics({
+      counters: c,
+      version: "0.1.0",
+      node: "node-a",
+      ready: true,
+      cache: CACHE,
+      repairs: 3,
+      bypassing: 1,
+      unverified: 4,
+      refusals: 2,
+    });
     expectGolden("testdata/agent/metrics.golden.txt", text);
     const { families, samples } = checkExposition(text);
     // The names the contract promises.
-    for (const name of ["meshcni_plugin_requests_total", "meshcni_plugin_add_duration_seconds", "meshcni_agent_cached_pods", "meshcni_api_fallbacks_total", "meshcni_repairs_total"]) {
+    for (const name of [
+      "meshcni_plugin_requests_total",
+      "meshcni_plugin_add_duration_seconds",
+      "meshcni_agent_cached_pods",
+      "meshcni_api_fallbacks_total",
+      "meshcni_repairs_total",
+    ]) {
       expect(families.has(name)).toBe(true);
     }
     expect(families.get("meshcni_plugin_add_duration_seconds")).toBe("histogram");
     // The values follow from the reports: 5 ADDs (meshed, failed, skipped twice, hostile failed).
     const adds = reports.filter((r) => r.command === "ADD");
     expect(samples.get("meshcni_plugin_add_duration_seconds_count")).toBe(adds.length);
-    expect(samples.get('meshcni_plugin_requests_total{command="ADD",outcome="failed"}')).toBe(adds.filter((r) => r.outcome === "failed").length);
+    expect(samples.get('meshcni_plugin_requests_total{command="ADD",outcome="failed"}')).toBe(
+      adds.filter((r) => r.outcome === "failed").length,
+    );
     expect(samples.get("meshcni_api_fallbacks_total")).toBe(reports.filter((r) => r.lookup === "kubeconfig").length);
     expect(samples.get("meshcni_agent_cached_pods")).toBe(110);
     // Repair: acts, refused evictions, pods with evidence not acted on (yet), unverified pods.
-    expect([families.get("meshcni_repair_refusals_total"), families.get("meshcni_agent_unverified_pods")]).toEqual(["counter", "gauge"]);
-    expect(["meshcni_repairs_total", "meshcni_repair_refusals_total", "meshcni_agent_bypassing_pods", "meshcni_agent_unverified_pods"].map((n) => samples.get(n))).toEqual([3, 2, 1, 4]);
+    expect([families.get("meshcni_repair_refusals_total"), families.get("meshcni_agent_unverified_pods")]).toEqual([
+      "counter",
+      "gauge",
+    ]);
+    expect(
+      [
+        "meshcni_repairs_total",
+        "meshcni_repair_refusals_total",
+        "meshcni_agent_bypassing_pods",
+        "meshcni_agent_unverified_pods",
+      ].map((n) => samples.get(n)),
+    ).toEqual([3, 2, 1, 4]);
     // Buckets are cumulative and end with +Inf = count.
-    const buckets = [...samples].filter(([k]) => k.startsWith("meshcni_plugin_add_duration_seconds_bucket")).map(([, v]) => v);
+    const buckets = [...samples]
+      .filter(([k]) => k.startsWith("meshcni_plugin_add_duration_seconds_bucket"))
+      .map(([, v]) => v);
     for (let i = 1; i < buckets.length; i++) expect(buckets[i]!).toBeGreaterThanOrEqual(buckets[i - 1]!);
     expect(buckets.at(-1)).toBe(adds.length);
     const sum = adds.reduce((a, r) => a + r.durationMs / 1000, 0);

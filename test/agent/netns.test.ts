@@ -38,9 +38,18 @@ describe("CNI_NETNS names", () => {
   test("only a single name under /var/run/netns or /run/netns", () => {
     expect(netnsName("/var/run/netns/cni-7d1c3a2e")).toBe("cni-7d1c3a2e");
     expect(netnsName("/run/netns/netns-0b7f")).toBe("netns-0b7f");
-    for (const p of ["/proc/1234/ns/net", "/var/run/netns/", "/var/run/netns/..", "/var/run/netns/.",
-      "/var/run/netns/a/b", "/var/run/netns/../../etc/shadow", "var/run/netns/x", "/var/run//netns/x", "/tmp/netns/x",
-      undefined]) {
+    for (const p of [
+      "/proc/1234/ns/net",
+      "/var/run/netns/",
+      "/var/run/netns/..",
+      "/var/run/netns/.",
+      "/var/run/netns/a/b",
+      "/var/run/netns/../../etc/shadow",
+      "var/run/netns/x",
+      "/var/run//netns/x",
+      "/tmp/netns/x",
+      undefined,
+    ]) {
       expect(netnsName(p)).toBeUndefined();
     }
   });

@@ -34,14 +34,29 @@ describe("parseAgentOptions", () => {
   });
 
   test("repair and the startup taint: --repair evict|delete|off, grace and rate, --startup-taint KEY (each also MESHCNI_*)", () => {
-    const o = parseAgentOptions(["--repair", "off", "--startup-taint", "meshcni.io/not-ready"], { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" }, DEFAULTS);
-    expect([o.repair, o.repairGraceSeconds, o.repairRate, o.startupTaint]).toEqual(["off", 5, 2, "meshcni.io/not-ready"]);
-    expect(parseAgentOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe("node.example.com/cni");
+    const o = parseAgentOptions(
+      ["--repair", "off", "--startup-taint", "meshcni.io/not-ready"],
+      { MESHCNI_REPAIR_GRACE_SECONDS: "5", MESHCNI_REPAIR_RATE: "2" },
+      DEFAULTS,
+    );
+    expect([o.repair, o.repairGraceSeconds, o.repairRate, o.startupTaint]).toEqual([
+      "off",
+      5,
+      2,
+      "meshcni.io/not-ready",
+    ]);
+    expect(parseAgentOptions([], { MESHCNI_STARTUP_TAINT: "node.example.com/cni" }, DEFAULTS).startupTaint).toBe(
+      "node.example.com/cni",
+    );
     expect(parseAgentOptions(["--repair", "delete"], {}, DEFAULTS).repair).toBe("delete");
     expect(parseAgentOptions([], { MESHCNI_REPAIR: "evict" }, DEFAULTS).repair).toBe("evict");
-    expect(() => parseAgentOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow('--repair "yes": expected evict, delete or off');
+    expect(() => parseAgentOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow(
+      '--repair "yes": expected evict, delete or off',
+    );
     // The contract's in-place needs the agent to write rules itself: refused, saying why.
-    expect(() => parseAgentOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(/^--repair in-place: not in this release: .*use evict, delete or off$/);
+    expect(() => parseAgentOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(
+      /^--repair in-place: not in this release: .*use evict, delete or off$/,
+    );
     // The manifests render exactly the modes the agent takes.
     expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
     expect(() => parseAgentOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
@@ -49,29 +64,60 @@ describe("parseAgentOptions", () => {
   });
 
   test("the plugin's identity: --plugin-service-account NAME and --plugin-token-seconds N (each also MESHCNI_*)", () => {
-    const o = parseAgentOptions(["--plugin-service-account", "cni-reader"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS);
+    const o = parseAgentOptions(
+      ["--plugin-service-account", "cni-reader"],
+      { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" },
+      DEFAULTS,
+    );
     expect([o.pluginServiceAccount, o.pluginTokenSeconds]).toEqual(["cni-reader", 3600]);
-    expect(parseAgentOptions(["--plugin-token-seconds", "600"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS).pluginTokenSeconds).toBe(600);
+    expect(
+      parseAgentOptions(["--plugin-token-seconds", "600"], { MESHCNI_PLUGIN_TOKEN_SECONDS: "3600" }, DEFAULTS)
+        .pluginTokenSeconds,
+    ).toBe(600);
     // The API server refuses a TokenRequest under 10 minutes.
-    expect(() => parseAgentOptions(["--plugin-token-seconds", "599"], {}, DEFAULTS)).toThrow('--plugin-token-seconds "599": expected a whole number of seconds, 600');
+    expect(() => parseAgentOptions(["--plugin-token-seconds", "599"], {}, DEFAULTS)).toThrow(
+      '--plugin-token-seconds "599": expected a whole number of seconds, 600',
+    );
     expect(() => parseAgentOptions(["--plugin-token-seconds", "1d"], {}, DEFAULTS)).toThrow("--plugin-token-seconds");
-    expect(() => parseAgentOptions([], { MESHCNI_PLUGIN_SERVICE_ACCOUNT: "Not_A_Name" }, DEFAULTS)).toThrow('--plugin-service-account "Not_A_Name": not a Kubernetes object name');
+    expect(() => parseAgentOptions([], { MESHCNI_PLUGIN_SERVICE_ACCOUNT: "Not_A_Name" }, DEFAULTS)).toThrow(
+      '--plugin-service-account "Not_A_Name": not a Kubernetes object name',
+    );
   });
 
   test("the agent's flags: node name from NODE_NAME unless given, each flag also MESHCNI_<FLAG>", () => {
     expect(parseAgentOptions([], { NODE_NAME: "node-a" }, DEFAULTS).nodeName).toBe("node-a");
-    expect(parseAgentOptions([], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-b");
-    expect(parseAgentOptions(["--node-name", "node-c"], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe("node-c");
-    const o = parseAgentOptions(["--agent-socket", "/run/m/a.sock", "--state-dir", "/run/m/"], {
-      MESHCNI_DAEMONSET_NAME: "mesh-node", MESHCNI_RESYNC_SECONDS: "5",
-    }, DEFAULTS);
-    expect([o.agentSocket, o.stateDir, o.daemonSetName, o.resyncSeconds]).toEqual(["/run/m/a.sock", "/run/m", "mesh-node", 5]);
+    expect(parseAgentOptions([], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS).nodeName).toBe(
+      "node-b",
+    );
+    expect(
+      parseAgentOptions(["--node-name", "node-c"], { NODE_NAME: "node-a", MESHCNI_NODE_NAME: "node-b" }, DEFAULTS)
+        .nodeName,
+    ).toBe("node-c");
+    const o = parseAgentOptions(
+      ["--agent-socket", "/run/m/a.sock", "--state-dir", "/run/m/"],
+      {
+        MESHCNI_DAEMONSET_NAME: "mesh-node",
+        MESHCNI_RESYNC_SECONDS: "5",
+      },
+      DEFAULTS,
+    );
+    expect([o.agentSocket, o.stateDir, o.daemonSetName, o.resyncSeconds]).toEqual([
+      "/run/m/a.sock",
+      "/run/m",
+      "mesh-node",
+      5,
+    ]);
   });
 
   test("flags win over MESHCNI_* variables, which win over defaults", () => {
     const env = {
-      MESHCNI_HOST_NET_DIR: "/env/net", MESHCNI_HOST_BIN_DIR: "/env/bin", MESHCNI_CONF_NAME: "10-x.conflist",
-      MESHCNI_HEALTH_PORT: "8000", MESHCNI_ONCE: "true", KUBERNETES_SERVICE_HOST: "10.96.0.1", KUBERNETES_SERVICE_PORT: "443",
+      MESHCNI_HOST_NET_DIR: "/env/net",
+      MESHCNI_HOST_BIN_DIR: "/env/bin",
+      MESHCNI_CONF_NAME: "10-x.conflist",
+      MESHCNI_HEALTH_PORT: "8000",
+      MESHCNI_ONCE: "true",
+      KUBERNETES_SERVICE_HOST: "10.96.0.1",
+      KUBERNETES_SERVICE_PORT: "443",
       POD_NAMESPACE: "meshcni",
     };
     const o = parseAgentOptions(["--host-net-dir", "/flag/net/", "--plugin-config=/p.json"], env, DEFAULTS);
@@ -89,8 +135,25 @@ describe("parseAgentOptions", () => {
 
   test("every flag has its variable", () => {
     expect(envName("service-account-dir")).toBe("MESHCNI_SERVICE_ACCOUNT_DIR");
-    for (const flag of ["host-net-dir", "host-bin-dir", "dest-net-dir", "plugin-binary", "plugin-config", "service-account-dir", "conf-name", "health-port",
-      "node-name", "agent-socket", "state-dir", "daemonset-name", "resync-seconds", "plugin-service-account", "plugin-token-seconds", "once", "uninstall"]) {
+    for (const flag of [
+      "host-net-dir",
+      "host-bin-dir",
+      "dest-net-dir",
+      "plugin-binary",
+      "plugin-config",
+      "service-account-dir",
+      "conf-name",
+      "health-port",
+      "node-name",
+      "agent-socket",
+      "state-dir",
+      "daemonset-name",
+      "resync-seconds",
+      "plugin-service-account",
+      "plugin-token-seconds",
+      "once",
+      "uninstall",
+    ]) {
       expect(renderUsage()).toContain(`--${flag}`);
       expect(renderUsage()).toContain(envName(flag));
     }
@@ -121,31 +184,61 @@ describe("parseAgentOptions", () => {
 
 describe("entryFromConfigText", () => {
   test("the agent's socket and state folder, as the host sees them, go into the entry", () => {
-    const e = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni", { socket: "/var/run/meshcni/agent.sock", stateDir: "/var/run/meshcni" });
+    const e = entryFromConfigText(undefined, "/etc/cni/net.d", "meshcni", {
+      socket: "/var/run/meshcni/agent.sock",
+      stateDir: "/var/run/meshcni",
+    });
     expect([e.agent_socket, e.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
     // A --plugin-config's own values are replaced: the agent serves the socket it names.
-    const given = entryFromConfigText('{"type":"meshcni","agent_socket":"/elsewhere.sock"}', "/etc/cni/net.d", undefined, { socket: "/run/a.sock", stateDir: "/run" });
+    const given = entryFromConfigText(
+      '{"type":"meshcni","agent_socket":"/elsewhere.sock"}',
+      "/etc/cni/net.d",
+      undefined,
+      { socket: "/run/a.sock", stateDir: "/run" },
+    );
     expect(given.agent_socket).toBe("/run/a.sock");
   });
 
   test("the default entry points at the kubeconfig in the dest dir and names the DaemonSet's namespace", () => {
     const e = entryFromConfigText(undefined, "/var/lib/rancher/k3s/agent/etc/cni/net.d/", "mesh-system");
     expect(e.type).toBe("meshcni");
-    expect(e.kubernetes).toEqual({ kubeconfig: "/var/lib/rancher/k3s/agent/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: [], pod_namespace: "mesh-system" });
+    expect(e.kubernetes).toEqual({
+      kubeconfig: "/var/lib/rancher/k3s/agent/etc/cni/net.d/ZZZ-meshcni-kubeconfig",
+      exclude_namespaces: [],
+      pod_namespace: "mesh-system",
+    });
     expect("cniVersion" in e).toBe(false);
   });
 
   test("a --plugin-config entry keeps its keys; cniVersion goes, the kubeconfig path is set", () => {
-    const e = entryFromConfigText(JSON.stringify({ cniVersion: "0.3.1", type: "meshcni", mesh: "istio", kubernetes: { kubeconfig: "/elsewhere", exclude_namespaces: ["kube-system"] } }), "/etc/cni/net.d");
-    expect(e).toEqual({ type: "meshcni", mesh: "istio", kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"] } });
+    const e = entryFromConfigText(
+      JSON.stringify({
+        cniVersion: "0.3.1",
+        type: "meshcni",
+        mesh: "istio",
+        kubernetes: { kubeconfig: "/elsewhere", exclude_namespaces: ["kube-system"] },
+      }),
+      "/etc/cni/net.d",
+    );
+    expect(e).toEqual({
+      type: "meshcni",
+      mesh: "istio",
+      kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"] },
+    });
   });
 
   test("an entry the plugin would reject is refused now, with the reason", () => {
     expect(() => entryFromConfigText("{", "/d")).toThrow(/not JSON/);
     expect(() => entryFromConfigText("[]", "/d")).toThrow(/must be a JSON object/);
     expect(() => entryFromConfigText('{"type":"linkerd-cni"}', "/d")).toThrow(/"type" is "linkerd-cni"/);
-    expect(() => entryFromConfigText('{"type":"meshcni","mesh":"consul"}', "/d")).toThrow(/the plugin would reject it: mesh/);
-    expect(() => entryFromConfigText('{"type":"meshcni","linkerd":{"proxy-uid":"x"}}', "/d")).toThrow(/linkerd.proxy-uid/);
-    expect(() => entryFromConfigText('{"type":"meshcni","kubernetes":[]}', "/d")).toThrow(/"kubernetes" must be an object/);
+    expect(() => entryFromConfigText('{"type":"meshcni","mesh":"consul"}', "/d")).toThrow(
+      /the plugin would reject it: mesh/,
+    );
+    expect(() => entryFromConfigText('{"type":"meshcni","linkerd":{"proxy-uid":"x"}}', "/d")).toThrow(
+      /linkerd.proxy-uid/,
+    );
+    expect(() => entryFromConfigText('{"type":"meshcni","kubernetes":[]}', "/d")).toThrow(
+      /"kubernetes" must be an object/,
+    );
   });
 });

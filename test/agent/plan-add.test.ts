@@ -4,7 +4,13 @@
 // plan alone (a Service, the pod's own addresses, a pod it cannot look up) it declines, and a
 // plan that reaches the plugin always passes the model's check (plan/check.ts) unchanged.
 import { describe, expect, setSystemTime, test } from "bun:test";
-import { buildAnsweredReport, createAddPlanner, epochNow, parseAddRequest, reportsItself } from "../../internal/agent/socket/plan-add.ts";
+import {
+  buildAnsweredReport,
+  createAddPlanner,
+  epochNow,
+  parseAddRequest,
+  reportsItself,
+} from "../../internal/agent/socket/plan-add.ts";
 import type { AddRequest } from "../../internal/wire/protocol.ts";
 import type { PodRecord } from "../../internal/wire/state.ts";
 import type { Backend } from "../../internal/firewall/backend.ts";
@@ -35,9 +41,11 @@ interface Case {
 
 function withResult(entry: Record<string, unknown>, addresses: readonly string[]): Record<string, unknown> {
   return {
-    ...entry, state_dir: STATE,
+    ...entry,
+    state_dir: STATE,
     prevResult: {
-      cniVersion: "1.0.0", interfaces: [{ name: "eth0", sandbox: NETNS }],
+      cniVersion: "1.0.0",
+      interfaces: [{ name: "eth0", sandbox: NETNS }],
       ips: addresses.map((a) => ({ address: `${a}/${a.includes(":") ? 64 : 24}`, interface: 0 })),
     },
   };
@@ -46,22 +54,36 @@ function withResult(entry: Record<string, unknown>, addresses: readonly string[]
 function cases(): Case[] {
   const out: Case[] = [];
   for (const name of linkerd.listCases()) {
-    const input = JSON.parse(readFileSync(repoPath(linkerd.RULES_DIR, `${name}.input.json`), "utf8")) as linkerd.CaseInput;
-    const c: Case = { name: `linkerd/${name}`, pod: linkerd.buildCasePod(input), entry: withResult(linkerd.linkerdEntry(input.linkerd), input.podAddresses ?? ["10.244.1.12"]) };
+    const input = JSON.parse(
+      readFileSync(repoPath(linkerd.RULES_DIR, `${name}.input.json`), "utf8"),
+    ) as linkerd.CaseInput;
+    const c: Case = {
+      name: `linkerd/${name}`,
+      pod: linkerd.buildCasePod(input),
+      entry: withResult(linkerd.linkerdEntry(input.linkerd), input.podAddresses ?? ["10.244.1.12"]),
+    };
     if (input.namespace) c.namespace = JSON.parse(readFileSync(repoPath("testdata/pods", input.namespace), "utf8"));
     if (input.kubernetesService !== undefined) c.service = input.kubernetesService;
     out.push(c);
   }
   for (const name of istio.listCases()) {
     const input = JSON.parse(readFileSync(repoPath(istio.RULES_DIR, `${name}.input.json`), "utf8")) as istio.CaseInput;
-    out.push({ name: `istio/${name}`, pod: istio.buildCasePod(input), entry: withResult(istio.istioEntry({ istio: input.istio ?? {} }), input.podAddresses) });
+    out.push({
+      name: `istio/${name}`,
+      pod: istio.buildCasePod(input),
+      entry: withResult(istio.istioEntry({ istio: input.istio ?? {} }), input.podAddresses),
+    });
   }
   return out;
 }
 
 function envOf(pod: any, id: string): AddRequest["env"] {
   return {
-    CNI_COMMAND: "ADD", CNI_CONTAINERID: id, CNI_NETNS: NETNS, CNI_IFNAME: "eth0", CNI_PATH: "/opt/cni/bin",
+    CNI_COMMAND: "ADD",
+    CNI_CONTAINERID: id,
+    CNI_NETNS: NETNS,
+    CNI_IFNAME: "eth0",
+    CNI_PATH: "/opt/cni/bin",
     CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${pod.metadata.namespace};K8S_POD_NAME=${pod.metadata.name}`,
   };
 }
@@ -72,13 +94,22 @@ async function pluginAdd(c: Case, env: AddRequest["env"], stdin: string) {
   const records: PodRecord[] = [];
   const lines: string[] = [];
   const driver: Backend = {
-    name: "iptables", tools: () => ({ label: "fake", bins: {} }), render: () => "",
+    name: "iptables",
+    tools: () => ({ label: "fake", bins: {} }),
+    render: () => "",
     apply: async (_fw, plan) => {
       applied = plan;
     },
-    verify: async () => [], remove: async () => false,
+    verify: async () => [],
+    remove: async () => false,
   };
-  const fw: Firewall = { driver, backend: "fake", wait: false, run: async () => ({ code: 0, stdout: "", stderr: "" }), ip: async () => ({ code: 0, stdout: "", stderr: "" }) };
+  const fw: Firewall = {
+    driver,
+    backend: "fake",
+    wait: false,
+    run: async () => ({ code: 0, stdout: "", stderr: "" }),
+    ip: async () => ({ code: 0, stdout: "", stderr: "" }),
+  };
   const kube: KubeClient = {
     getPod: async () => parsePod(c.pod)!,
     // As the agent's lookup answers: the namespace fixture, else a namespace without annotations.
@@ -90,16 +121,28 @@ async function pluginAdd(c: Case, env: AddRequest["env"], stdin: string) {
     lookup: () => ({ source: "agent-cache" }),
   };
   const deps: PluginDeps = {
-    openKube: async () => kube, openFirewall: async () => fw, hostProblems: async () => [], netnsExists: async () => true,
-    podAddresses: async () => [], writeFile: async () => {},
-    records: { read: async () => undefined, write: async (_d, r) => void records.push(r), remove: async () => {}, prune: async () => [] },
+    openKube: async () => kube,
+    openFirewall: async () => fw,
+    hostProblems: async () => [],
+    netnsExists: async () => true,
+    podAddresses: async () => [],
+    writeFile: async () => {},
+    records: {
+      read: async () => undefined,
+      write: async (_d, r) => void records.push(r),
+      remove: async () => {},
+      prune: async () => [],
+    },
     logSink: (l) => lines.push(l),
   };
   const out = await runPlugin({ getenv: (k) => env[k as keyof typeof env], readStdin: async () => stdin, deps });
   return { out, applied, records, lines };
 }
 
-function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined) => string | undefined; recordsFull?: () => string | undefined } = {}) {
+function planner(
+  c: Case | undefined,
+  o: { netnsProblem?: (p: string | undefined) => string | undefined; recordsFull?: () => string | undefined } = {},
+) {
   const lookup = new MemoryPodLookup();
   if (c) {
     lookup.addPod(c.pod);
@@ -107,8 +150,12 @@ function planner(c: Case | undefined, o: { netnsProblem?: (p: string | undefined
   }
   const written: PodRecord[] = [];
   const plan = createAddPlanner({
-    lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async (_d, r) => void written.push(r),
-    netnsProblem: o.netnsProblem ?? (() => undefined), ...(o.recordsFull ? { recordsFull: o.recordsFull } : {}),
+    lookup,
+    stateDir: STATE,
+    onLookup: () => {},
+    writeRecord: async (_d, r) => void written.push(r),
+    netnsProblem: o.netnsProblem ?? (() => undefined),
+    ...(o.recordsFull ? { recordsFull: o.recordsFull } : {}),
   });
   return { plan, written, lookup };
 }
@@ -135,16 +182,25 @@ describe("the agent plans an ADD as the plugin would run it", () => {
       }
       if (!r.ok) throw new Error(`declined: ${r.why}`);
       const a = r.answer;
-      expect({ stdout: a.stdout, exitCode: a.exitCode }).toEqual({ stdout: own.out.stdout, exitCode: own.out.exitCode });
+      expect({ stdout: a.stdout, exitCode: a.exitCode }).toEqual({
+        stdout: own.out.stdout,
+        exitCode: own.out.exitCode,
+      });
       if (own.applied) {
         // The same plan, which survives the wire and the plugin's check unchanged.
         const wire = JSON.parse(JSON.stringify(a.apply!.plan));
         expect(wire).toEqual(JSON.parse(JSON.stringify(own.applied)));
         expect(checkPlan(wire)).toEqual(wire);
-        expect(a.summary).toMatchObject({ outcome: "meshed", reason: own.out.summary.reason, rules: own.out.summary.rules });
+        expect(a.summary).toMatchObject({
+          outcome: "meshed",
+          reason: own.out.summary.reason,
+          rules: own.out.summary.rules,
+        });
         // The plugin's own lines, but for those it writes once the rules are in.
         expect(a.lines).toEqual(own.lines.filter((l) => !/; applied \d+ rules \(fake|: applied:$/m.test(l)));
-        expect(written.map((w) => [w.decision, w.families])).toEqual([["meshed", own.applied.families.map((f) => f.family)]]);
+        expect(written.map((w) => [w.decision, w.families])).toEqual([
+          ["meshed", own.applied.families.map((f) => f.family)],
+        ]);
       } else {
         expect(a.apply).toBeUndefined();
         expect(a.lines).toEqual(own.lines);
@@ -166,35 +222,72 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const p = planner(base);
     p.lookup.unavailable = "not in sync";
     // Said so, so that the plugin does not ask the agent for the pod again.
-    expect(await ask(p.plan, base.entry)).toEqual({ ok: false, why: expect.stringContaining("not in sync"), lookupFailed: true });
+    expect(await ask(p.plan, base.entry)).toEqual({
+      ok: false,
+      why: expect.stringContaining("not in sync"),
+      lookupFailed: true,
+    });
     const empty = planner(undefined);
     const r = await ask(empty.plan, base.entry);
     if (!r.ok) throw new Error(r.why);
-    expect({ exitCode: r.answer.exitCode, code: JSON.parse(r.answer.stdout).code, record: r.answer.record, apply: r.answer.apply }).toEqual({ exitCode: 1, code: 106, record: false, apply: undefined });
+    expect({
+      exitCode: r.answer.exitCode,
+      code: JSON.parse(r.answer.stdout).code,
+      record: r.answer.record,
+      apply: r.answer.apply,
+    }).toEqual({ exitCode: 1, code: 106, record: false, apply: undefined });
     expect(r.answer.summary).toMatchObject({ outcome: "failed", code: 106 });
     expect(empty.written).toEqual([]);
   });
 
   test("another UID than K8S_POD_UID fails with 106, whatever the lookup answered", async () => {
     const p = planner(base);
-    const lie = { lookup: async () => ({ ok: true as const, pod: base.pod, namespace: null, source: "cache" as const }) };
-    const liar = createAddPlanner({ lookup: lie, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, netnsProblem: () => undefined });
-    const env = { ...envOf(base.pod, "c2"), CNI_ARGS: `${envOf(base.pod, "c2").CNI_ARGS};K8S_POD_UID=11111111-2222-3333-4444-555555555555` };
+    const lie = {
+      lookup: async () => ({ ok: true as const, pod: base.pod, namespace: null, source: "cache" as const }),
+    };
+    const liar = createAddPlanner({
+      lookup: lie,
+      stateDir: STATE,
+      onLookup: () => {},
+      writeRecord: async () => {},
+      netnsProblem: () => undefined,
+    });
+    const env = {
+      ...envOf(base.pod, "c2"),
+      CNI_ARGS: `${envOf(base.pod, "c2").CNI_ARGS};K8S_POD_UID=11111111-2222-3333-4444-555555555555`,
+    };
     const honest = await ask(p.plan, base.entry, env);
     const lied = await ask(liar, base.entry, env);
     if (!honest.ok || !lied.ok) throw new Error("declined");
     expect(JSON.parse(honest.answer.stdout)).toMatchObject({ code: 106 });
     // A lookup that answers whatever the UID: the planner checks the pod object itself.
-    expect(JSON.parse(lied.answer.stdout)).toMatchObject({ code: 106, details: expect.stringContaining("K8S_POD_UID") });
-    expect([honest.answer.apply, lied.answer.apply, honest.answer.record, lied.answer.record]).toEqual([undefined, undefined, false, false]);
+    expect(JSON.parse(lied.answer.stdout)).toMatchObject({
+      code: 106,
+      details: expect.stringContaining("K8S_POD_UID"),
+    });
+    expect([honest.answer.apply, lied.answer.apply, honest.answer.record, lied.answer.record]).toEqual([
+      undefined,
+      undefined,
+      false,
+      false,
+    ]);
   });
 
   test("the pod's addresses from its network namespace, another state_dir, a dry run: declined", async () => {
     const p = planner(base);
     const noIps = { ...base.entry, prevResult: { cniVersion: "1.0.0", interfaces: [{ name: "eth0" }], ips: [] } };
-    expect(await ask(p.plan, noIps)).toEqual({ ok: false, why: expect.stringContaining("the pod's network namespace") });
-    expect(await ask(p.plan, { ...base.entry, state_dir: "/elsewhere" })).toEqual({ ok: false, why: expect.stringContaining("/elsewhere") });
-    expect(await ask(p.plan, base.entry, { ...envOf(base.pod, "c3"), CNI_COMMAND: "DEL" })).toEqual({ ok: false, why: expect.stringContaining("only ADD") });
+    expect(await ask(p.plan, noIps)).toEqual({
+      ok: false,
+      why: expect.stringContaining("the pod's network namespace"),
+    });
+    expect(await ask(p.plan, { ...base.entry, state_dir: "/elsewhere" })).toEqual({
+      ok: false,
+      why: expect.stringContaining("/elsewhere"),
+    });
+    expect(await ask(p.plan, base.entry, { ...envOf(base.pod, "c3"), CNI_COMMAND: "DEL" })).toEqual({
+      ok: false,
+      why: expect.stringContaining("only ADD"),
+    });
     expect(p.written).toEqual([]);
   });
 
@@ -202,8 +295,14 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const plain = structuredClone(base.pod);
     plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
     const seen: (string | undefined)[] = [];
-    const gone = planner({ ...base, pod: plain }, { netnsProblem: (p) => (seen.push(p), `CNI_NETNS ${p} does not exist`) });
-    expect(await ask(gone.plan, base.entry, envOf(plain, "c7"))).toEqual({ ok: false, why: `CNI_NETNS ${NETNS} does not exist` });
+    const gone = planner(
+      { ...base, pod: plain },
+      { netnsProblem: (p) => (seen.push(p), `CNI_NETNS ${p} does not exist`) },
+    );
+    expect(await ask(gone.plan, base.entry, envOf(plain, "c7"))).toEqual({
+      ok: false,
+      why: `CNI_NETNS ${NETNS} does not exist`,
+    });
     expect(seen).toEqual([NETNS]);
     await new Promise((done) => setImmediate(done));
     expect([gone.written, gone.lookup.questions]).toEqual([[], []]);
@@ -213,7 +312,11 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const plain = structuredClone(base.pod);
     plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
     const full = planner({ ...base, pod: plain }, { recordsFull: () => "the state folder holds 4096 records" });
-    expect(await ask(full.plan, base.entry, envOf(plain, "c8"))).toEqual({ ok: false, why: "the state folder holds 4096 records", recordsFull: true });
+    expect(await ask(full.plan, base.entry, envOf(plain, "c8"))).toEqual({
+      ok: false,
+      why: "the state folder holds 4096 records",
+      recordsFull: true,
+    });
     await new Promise((done) => setImmediate(done));
     expect([full.written, full.lookup.questions]).toEqual([[], []]);
   });
@@ -237,7 +340,13 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const plain = structuredClone(base.pod);
     plain.spec.containers = plain.spec.containers.filter((c: { name: string }) => c.name !== "istio-proxy");
     const startedMs = performance.timeOrigin + performance.now() - 3;
-    const req = (pod: typeof base.pod, id: string) => ({ v: 1 as const, version: "test", env: envOf(pod, id), stdin: JSON.stringify(base.entry), startedMs });
+    const req = (pod: typeof base.pod, id: string) => ({
+      v: 1 as const,
+      version: "test",
+      env: envOf(pod, id),
+      stdin: JSON.stringify(base.entry),
+      startedMs,
+    });
     const skipped = await planner({ ...base, pod: plain }).plan(req(plain, "c7"));
     const meshed = await planner(base).plan(req(base.pod, "c8"));
     if (!skipped.ok || !meshed.ok) throw new Error("declined");
@@ -248,7 +357,12 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     // Its duration runs from the plugin's start to the agent's answer.
     const r = buildAnsweredReport(req(plain, "c7"), skipped.answer, startedMs + 3.5, "test");
     expect(r).toMatchObject({
-      command: "ADD", containerId: "c7", outcome: "skipped", durationMs: 3.5, time: new Date(startedMs).toISOString(), version: "test",
+      command: "ADD",
+      containerId: "c7",
+      outcome: "skipped",
+      durationMs: 3.5,
+      time: new Date(startedMs).toISOString(),
+      version: "test",
       lines: skipped.answer.lines.map((l) => l.replace(/\n$/, "")),
     });
     expect(r.pod).toMatchObject({ namespace: plain.metadata.namespace, name: plain.metadata.name });
@@ -279,11 +393,18 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const p = planner(base);
     const gone = new AbortController();
     gone.abort();
-    expect(await p.plan({ v: 1, version: "test", env: envOf(base.pod, "c4"), stdin: JSON.stringify(base.entry) }, gone.signal))
-      .toEqual({ ok: false, why: expect.stringContaining("stopped waiting") });
+    expect(
+      await p.plan(
+        { v: 1, version: "test", env: envOf(base.pod, "c4"), stdin: JSON.stringify(base.entry) },
+        gone.signal,
+      ),
+    ).toEqual({ ok: false, why: expect.stringContaining("stopped waiting") });
     p.lookup.delayMs = 200;
     const late = new AbortController();
-    const asked = p.plan({ v: 1, version: "test", env: envOf(base.pod, "c5"), stdin: JSON.stringify(base.entry) }, late.signal);
+    const asked = p.plan(
+      { v: 1, version: "test", env: envOf(base.pod, "c5"), stdin: JSON.stringify(base.entry) },
+      late.signal,
+    );
     setTimeout(() => late.abort(), 20);
     expect(await asked).toMatchObject({ ok: false, why: expect.stringContaining("aborted") });
     expect(p.written).toEqual([]);
@@ -292,9 +413,24 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
   test("a plugin of another version than the agent decides with its own rules", async () => {
     const lookup = new MemoryPodLookup();
     lookup.addPod(base.pod);
-    const p = createAddPlanner({ lookup, stateDir: STATE, onLookup: () => {}, writeRecord: async () => {}, version: "1.0", netnsProblem: () => undefined });
-    const req = (version: string) => ({ v: 1 as const, version, env: envOf(base.pod, "c6"), stdin: JSON.stringify(base.entry) });
-    expect(await p(req("2.0"))).toEqual({ ok: false, why: expect.stringContaining("the plugin is 2.0, the agent 1.0") });
+    const p = createAddPlanner({
+      lookup,
+      stateDir: STATE,
+      onLookup: () => {},
+      writeRecord: async () => {},
+      version: "1.0",
+      netnsProblem: () => undefined,
+    });
+    const req = (version: string) => ({
+      v: 1 as const,
+      version,
+      env: envOf(base.pod, "c6"),
+      stdin: JSON.stringify(base.entry),
+    });
+    expect(await p(req("2.0"))).toEqual({
+      ok: false,
+      why: expect.stringContaining("the plugin is 2.0, the agent 1.0"),
+    });
     expect((await p(req("1.0"))).ok).toBe(true);
   });
 
@@ -318,7 +454,11 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const r = await ask(p.plan, bad);
     if (!r.ok) throw new Error(r.why);
     const own = await pluginAdd(base, envOf(base.pod, "c1"), JSON.stringify(bad));
-    expect({ stdout: r.answer.stdout, exitCode: r.answer.exitCode, lines: r.answer.lines }).toEqual({ stdout: own.out.stdout, exitCode: 1, lines: own.lines });
+    expect({ stdout: r.answer.stdout, exitCode: r.answer.exitCode, lines: r.answer.lines }).toEqual({
+      stdout: own.out.stdout,
+      exitCode: 1,
+      lines: own.lines,
+    });
     expect(JSON.parse(r.answer.stdout).code).toBe(Code.InvalidConfig);
   });
 });

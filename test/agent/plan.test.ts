@@ -5,15 +5,23 @@ import { renderConfig } from "../../internal/agent/install/conflist/chain.ts";
 import { selectPrimaryConfig } from "../../internal/agent/install/conflist/select.ts";
 import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
 import { type ChainPlan, planChain, planUndoRecord } from "../../internal/agent/install/plan.ts";
-import { EMPTY_STATE, fromBase64, parseUndoState, renderUndoState, type UndoState } from "../../internal/agent/install/undo-state.ts";
+import {
+  EMPTY_STATE,
+  fromBase64,
+  parseUndoState,
+  renderUndoState,
+  type UndoState,
+} from "../../internal/agent/install/undo-state.ts";
 import { applySteps, cloneFolder, type Folder, observeIn, readIn, sameFolder, text } from "./folder.ts";
 
 const ENTRY = entryFromConfigText(undefined, "/etc/cni/net.d");
 const enc = (s: string) => new TextEncoder().encode(s);
 const file = (s: string, mode = 0o644) => ({ bytes: enc(s), mode });
 
-const FLANNEL = '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}';
-const FLANNEL_V2 = '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":false}}]}\n';
+const FLANNEL =
+  '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":true}},{"type":"portmap","capabilities":{"portMappings":true}}]}';
+const FLANNEL_V2 =
+  '{"name":"cbr0","cniVersion":"0.3.1","plugins":[{"type":"flannel","delegate":{"hairpinMode":false}}]}\n';
 const BRIDGE_CONF = '{"cniVersion":"1.0.0","name":"podnet","type":"bridge","bridge":"cni0"}';
 const BRIDGE_CONF_V2 = '{"cniVersion":"1.0.0","name":"podnet","type":"bridge","bridge":"cni9"}';
 
@@ -114,8 +122,13 @@ describe("undo record", () => {
   test("a list holding nothing but meshcni after the host's edit is removed", () => {
     const folder: Folder = new Map([["10-flannel.conflist", file(FLANNEL)]]);
     const plan = chain(folder, EMPTY_STATE);
-    folder.set("10-flannel.conflist", file(renderConfig({ name: "cbr0", cniVersion: "0.3.1", plugins: [ENTRY] }).replace(/\n/g, " ")));
-    expect(planUndoRecord(plan.state.records[0]!, observeIn(folder))).toMatchObject([{ op: "remove", file: "10-flannel.conflist", why: "it held nothing but meshcni" }]);
+    folder.set(
+      "10-flannel.conflist",
+      file(renderConfig({ name: "cbr0", cniVersion: "0.3.1", plugins: [ENTRY] }).replace(/\n/g, " ")),
+    );
+    expect(planUndoRecord(plan.state.records[0]!, observeIn(folder))).toMatchObject([
+      { op: "remove", file: "10-flannel.conflist", why: "it held nothing but meshcni" },
+    ]);
   });
 
   test("an unparseable file is never rewritten", () => {
@@ -138,7 +151,9 @@ describe("undo record", () => {
 
   test("a bad undo record is refused with the reason", () => {
     expect(() => parseUndoState("{}")).toThrow(/not a meshcni undo record: "version" is missing/);
-    expect(() => parseUndoState('{"version":1,"records":[{"file":"../x","before":null,"mode":420,"wrote":"00"}]}')).toThrow(/records\.0\.file: must be a file name/);
+    expect(() =>
+      parseUndoState('{"version":1,"records":[{"file":"../x","before":null,"mode":420,"wrote":"00"}]}'),
+    ).toThrow(/records\.0\.file: must be a file name/);
     expect(() => parseUndoState("{")).toThrow(/not JSON/);
   });
 });

@@ -21,8 +21,18 @@ import { repoPath } from "../support/golden.ts";
 import { Netns, uniq } from "../support/netns.ts";
 import { cniEnv, runPlugin } from "../support/plugin-run.ts";
 import {
-  DAEMONSET_PATH, daemonSet, ensureBuilt, freePort, HostDirs, INSTALLER_ENV, type InstallerProcess, isChainedIn,
-  NODE_PATH, readyz, startInstaller, until,
+  DAEMONSET_PATH,
+  daemonSet,
+  ensureBuilt,
+  freePort,
+  HostDirs,
+  INSTALLER_ENV,
+  type InstallerProcess,
+  isChainedIn,
+  NODE_PATH,
+  readyz,
+  startInstaller,
+  until,
 } from "./harness.ts";
 
 const CALICO = readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8");
@@ -67,7 +77,8 @@ async function cluster(maxTokenSeconds?: number): Promise<Record<string, string>
   api.objects.set(DAEMONSET_PATH, daemonSet());
   const service = (name: string) => ({ apiVersion: "v1", kind: "Service", metadata: { name, namespace: "default" } });
   api.objects.set("/api/v1/namespaces/default/services/kubernetes", {
-    ...service("kubernetes"), spec: { ports: [{ name: "https", port: 443, targetPort: 6443 }] },
+    ...service("kubernetes"),
+    spec: { ports: [{ name: "https", port: 443, targetPort: 6443 }] },
   });
   api.objects.set("/api/v1/namespaces/default/services/other", service("other"));
   dirs = new HostDirs("token-one", api.caPem);
@@ -83,7 +94,7 @@ function start(env: Record<string, string>, extra: string[] = []): InstallerProc
 
 const kubeconfigPath = () => join(dirs.net, "ZZZ-meshcni-kubeconfig");
 const written = () =>
-  (existsSync(kubeconfigPath()) ? readWrittenToken(readFileSync(kubeconfigPath(), "utf8")) : undefined);
+  existsSync(kubeconfigPath()) ? readWrittenToken(readFileSync(kubeconfigPath(), "utf8")) : undefined;
 const pluginTokens = () => api.issued.filter((t) => t.user === PLUGIN_USER);
 
 type Answer = { status: number; body: any };
@@ -94,7 +105,8 @@ async function call(token: string, method: string, path: string, body?: unknown)
   const res = await fetch(`${api.url}${path}`, {
     method,
     headers: {
-      Authorization: `Bearer ${token}`, Accept: "application/json",
+      Authorization: `Bearer ${token}`,
+      Accept: "application/json",
       ...(body !== undefined ? { "Content-Type": type } : {}),
     },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
@@ -127,7 +139,11 @@ describe("the plugin's own identity", () => {
     const [issued] = pluginTokens();
     expect(pluginTokens()).toHaveLength(1);
     expect(issued).toMatchObject({
-      user: PLUGIN_USER, by: AGENT, requestedSeconds: 86400, grantedSeconds: 86400, boundObjectRef: null,
+      user: PLUGIN_USER,
+      by: AGENT,
+      requestedSeconds: 86400,
+      grantedSeconds: 86400,
+      boundObjectRef: null,
     });
     const account = { namespace: "meshcni", name: "meshcni-plugin" };
     expect(written()).toEqual({ token: issued!.token, account, expiresAt: expect.any(Number) });
@@ -137,18 +153,24 @@ describe("the plugin's own identity", () => {
     expect(s.kubeconfig).toMatchObject({
       current: true,
       token: {
-        account: "meshcni/meshcni-plugin", expired: false, grantedSeconds: 86400, requestedSeconds: 86400,
-        obtained: 1, failures: 0,
+        account: "meshcni/meshcni-plugin",
+        expired: false,
+        grantedSeconds: 86400,
+        requestedSeconds: 86400,
+        obtained: 1,
+        failures: 0,
       },
     });
     expect(Math.abs(Date.parse(s.kubeconfig.token.expiresAt) - written()!.expiresAt)).toBeLessThan(1000);
     const renewal = Date.now() + 0.8 * 86_400_000;
     expect(Math.abs(Date.parse(s.kubeconfig.token.nextRequestAt) - renewal)).toBeLessThan(60_000);
     expect(JSON.stringify(s)).not.toContain(issued!.token);
-    await p.waitForLog(re(
-      /got the plugin's token: service account meshcni\/meshcni-plugin, /,
-      /valid until \S+Z; renewing it after 691(19|20) s/,
-    ));
+    await p.waitForLog(
+      re(
+        /got the plugin's token: service account meshcni\/meshcni-plugin, /,
+        /valid until \S+Z; renewing it after 691(19|20) s/,
+      ),
+    );
     expect(p.log()).not.toContain(issued!.token);
     // The agent did its own work with its own token, and the rendered RBAC let it.
     expect(api.requests.filter((q) => q.user === AGENT).length).toBeGreaterThan(2);
@@ -171,13 +193,24 @@ describe("the plugin's own identity", () => {
     }
     const refused: [string, string, unknown?][] = [
       ["DELETE", POD_PATH, { preconditions: { uid: POD.metadata.uid } }],
-      ["POST", `${POD_PATH}/eviction`, {
-        apiVersion: "policy/v1", kind: "Eviction", metadata: { name: POD.metadata.name, namespace: "emojivoto" },
-      }],
-      ["POST", "/api/v1/namespaces/emojivoto/events", {
-        kind: "Event", metadata: { namespace: "emojivoto", generateName: "x-" },
-        involvedObject: { name: POD.metadata.name },
-      }],
+      [
+        "POST",
+        `${POD_PATH}/eviction`,
+        {
+          apiVersion: "policy/v1",
+          kind: "Eviction",
+          metadata: { name: POD.metadata.name, namespace: "emojivoto" },
+        },
+      ],
+      [
+        "POST",
+        "/api/v1/namespaces/emojivoto/events",
+        {
+          kind: "Event",
+          metadata: { namespace: "emojivoto", generateName: "x-" },
+          involvedObject: { name: POD.metadata.name },
+        },
+      ],
       ["PATCH", NODE_PATH, [{ op: "replace", path: "/spec/unschedulable", value: true }]],
       ["GET", NODE_PATH],
       ["GET", "/api/v1/pods"],
@@ -200,7 +233,9 @@ describe("the plugin's own identity", () => {
     // The refusals are the identity's: the agent's own token may evict the pod (repair's default).
     expect(api.objects.has(POD_PATH)).toBe(true);
     const evicted = await call("token-one", "POST", `${POD_PATH}/eviction`, {
-      apiVersion: "policy/v1", kind: "Eviction", metadata: { name: POD.metadata.name, namespace: "emojivoto" },
+      apiVersion: "policy/v1",
+      kind: "Eviction",
+      metadata: { name: POD.metadata.name, namespace: "emojivoto" },
       deleteOptions: { preconditions: { uid: POD.metadata.uid } },
     });
     expect(evicted.status).toBe(201);
@@ -211,10 +246,12 @@ describe("the plugin's own identity", () => {
     const env = await cluster(5);
     const p = start(env);
     await until(() => written(), 10_000, "the kubeconfig");
-    await p.waitForLog(re(
-      /got the plugin's token: service account meshcni\/meshcni-plugin, valid until \S+ /,
-      /\(asked for 86400 s; the API server granted [45] s\); renewing it after [34] s/,
-    ));
+    await p.waitForLog(
+      re(
+        /got the plugin's token: service account meshcni\/meshcni-plugin, valid until \S+ /,
+        /\(asked for 86400 s; the API server granted [45] s\); renewing it after [34] s/,
+      ),
+    );
     // Every 250 ms for 11 s, the plugin's token on disk reads the pod.
     const t0 = performance.now();
     const answers: number[] = [];
@@ -251,21 +288,30 @@ describe("the plugin's own identity", () => {
     const withoutTokens = (o: K8sObject) =>
       (o.rules as { resources: string[] }[]).filter((r) => !r.resources.includes("serviceaccounts/token"));
     api.rbac = structuredClone(rbac).map((o) => (o.kind === "Role" ? { ...o, rules: withoutTokens(o) } : o));
-    const warned = await p.waitForLog(re(
-      /cannot get a token of meshcni\/meshcni-plugin from \S+: /,
-      /the agent may not create tokens for meshcni\/meshcni-plugin /,
-      /\(403\)[^\n]*; trying again in [\d.]+ s \(the current token stays valid until \S+Z\)/,
-    ), 10_000);
+    const warned = await p.waitForLog(
+      re(
+        /cannot get a token of meshcni\/meshcni-plugin from \S+: /,
+        /the agent may not create tokens for meshcni\/meshcni-plugin /,
+        /\(403\)[^\n]*; trying again in [\d.]+ s \(the current token stays valid until \S+Z\)/,
+      ),
+      10_000,
+    );
     expect(warned).toContain("its Role needs create on serviceaccounts/token for meshcni-plugin");
     // Past the expiry: not ready, and /status says why; the plugin's fallback would get 401.
-    const r = await until(async () => {
-      const x = await readyz(port);
-      return x.status === 503 ? x : undefined;
-    }, 10_000, "/readyz 503");
-    expect(r.body).toMatch(re(
-      /the plugin's token in \S+ZZZ-meshcni-kubeconfig \(meshcni\/meshcni-plugin\) expired at \S+Z: /,
-      /cannot get a token of meshcni\/meshcni-plugin from \S+: the agent may not create tokens/,
-    ));
+    const r = await until(
+      async () => {
+        const x = await readyz(port);
+        return x.status === 503 ? x : undefined;
+      },
+      10_000,
+      "/readyz 503",
+    );
+    expect(r.body).toMatch(
+      re(
+        /the plugin's token in \S+ZZZ-meshcni-kubeconfig \(meshcni\/meshcni-plugin\) expired at \S+Z: /,
+        /cannot get a token of meshcni\/meshcni-plugin from \S+: the agent may not create tokens/,
+      ),
+    );
     // The agent counts from the expiry the server said, in whole seconds: never after the server.
     expect(Date.now()).toBeLessThan(pluginTokens()[0]!.expiresAt + 500);
     await until(() => Date.now() > pluginTokens()[0]!.expiresAt, 2000, "the server's expiry");
@@ -273,7 +319,9 @@ describe("the plugin's own identity", () => {
     const s = await status(port);
     expect(s.ready).toBe(false);
     expect(s.kubeconfig.token).toMatchObject({
-      account: "meshcni/meshcni-plugin", expired: true, lastError: expect.stringContaining("(403)"),
+      account: "meshcni/meshcni-plugin",
+      expired: true,
+      lastError: expect.stringContaining("(403)"),
     });
     expect(s.kubeconfig.token.failures).toBeGreaterThanOrEqual(2);
     await p.waitForLog(/the current token expired at \S+Z: the plugin's fallback fails closed \(401\)/, 10_000);
@@ -295,20 +343,24 @@ describe("the plugin's own identity", () => {
     expect(isChainedIn(dirs, "10-calico.conflist")).toBe(true);
     expect(pluginTokens()).toHaveLength(1);
     expect(written()!.token).toBe(pluginTokens()[0]!.token);
-    expect(p.log()).toMatch(re(
-      /installed; exiting \(--once\); the plugin's token \(meshcni\/meshcni-plugin\) is valid until \S+Z and nothing /,
-      /renews it without an agent: after that the plugin's fallback to its kubeconfig fails closed/,
-    ));
+    expect(p.log()).toMatch(
+      re(
+        /installed; exiting \(--once\); the plugin's token \(meshcni\/meshcni-plugin\) is valid until \S+Z and nothing /,
+        /renews it without an agent: after that the plugin's fallback to its kubeconfig fails closed/,
+      ),
+    );
   }, 60_000);
 
   test("--once with no token to be had waits, saying why, and a stop before one arrives exits 1", async () => {
     const env = await cluster();
     api.objects.delete("/api/v1/namespaces/meshcni/serviceaccounts/meshcni-plugin");
     const p = start(env, ["--once"]);
-    await p.waitForLog(re(
-      /no ServiceAccount meshcni\/meshcni-plugin \(404\)[^\n]*; /,
-      /meshcnictl install-cni renders it; trying again in/,
-    ));
+    await p.waitForLog(
+      re(
+        /no ServiceAccount meshcni\/meshcni-plugin \(404\)[^\n]*; /,
+        /meshcnictl install-cni renders it; trying again in/,
+      ),
+    );
     expect(existsSync(kubeconfigPath())).toBe(false);
     expect(await p.stop("SIGTERM")).toBe(1);
     expect(p.log()).toContain("stopped before the plugin's kubeconfig had a token (--once)");
@@ -322,10 +374,12 @@ describe("the plugin's own identity", () => {
     const p = start(env);
     await until(() => written(), 10_000, "the kubeconfig rewritten");
     expect(readFileSync(kubeconfigPath(), "utf8")).not.toContain("token-one");
-    await p.waitForLog(re(
-      /ZZZ-meshcni-kubeconfig holds no token of the plugin's own account /,
-      /\(an older meshcni wrote the agent's token there\): it is rewritten/,
-    ));
+    await p.waitForLog(
+      re(
+        /ZZZ-meshcni-kubeconfig holds no token of the plugin's own account /,
+        /\(an older meshcni wrote the agent's token there\): it is rewritten/,
+      ),
+    );
     await p.waitForLog(/rewrote the plugin's kubeconfig, which held no token of the plugin's own account/);
   }, 60_000);
 
@@ -341,14 +395,18 @@ describe("the plugin's own identity", () => {
     expect(readFileSync(kubeconfigPath(), "utf8")).toBe(before);
     api.setOutage("refuse");
     const second = start(env, ["--health-port", String(port)]);
-    await second.waitForLog(re(
-      /the plugin's kubeconfig holds a token of meshcni\/meshcni-plugin, /,
-      /valid until \S+Z; asking for a new one/,
-    ));
-    await second.waitForLog(re(
-      /cannot get a token of meshcni\/meshcni-plugin from \S+: the API server did not answer/,
-      /[^\n]*\(the current token stays valid until/,
-    ));
+    await second.waitForLog(
+      re(
+        /the plugin's kubeconfig holds a token of meshcni\/meshcni-plugin, /,
+        /valid until \S+Z; asking for a new one/,
+      ),
+    );
+    await second.waitForLog(
+      re(
+        /cannot get a token of meshcni\/meshcni-plugin from \S+: the API server did not answer/,
+        /[^\n]*\(the current token stays valid until/,
+      ),
+    );
     const ready = async () => (await readyz(port).catch(() => ({ status: 0 }))).status === 200;
     await until(ready, 10_000, "/readyz 200 on the kept token");
     expect(readFileSync(kubeconfigPath(), "utf8")).toBe(before);
@@ -375,7 +433,9 @@ describe.skipIf(process.getuid?.() !== 0)("the plugin's fallback with its own to
     const token = written()!.token;
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
     const stdin = JSON.stringify({
-      cniVersion: "1.0.0", name: "k8s-pod-network", ...entry,
+      cniVersion: "1.0.0",
+      name: "k8s-pod-network",
+      ...entry,
       kubernetes: { ...entry.kubernetes, kubeconfig: kubeconfigPath() },
       linkerd: { ...entry.linkerd, "iptables-mode": "nft" },
     });

@@ -44,7 +44,10 @@ describe.skipIf(!canRun)("installer + podman (CNI backend) end to end", () => {
       .replace('"name": "bridge"', `"name": ${JSON.stringify(network)}`)
       .replace('"bridge": "bridge"', `"bridge": ${JSON.stringify(bridge)}`)
       .replace("10.244.0.0/16", `10.${octet}.9.0/24`)
-      .replace('"type": "host-local",', `"type": "host-local",\n      "dataDir": ${JSON.stringify(join(dirs.root, "ipam"))},`);
+      .replace(
+        '"type": "host-local",',
+        `"type": "host-local",\n      "dataDir": ${JSON.stringify(join(dirs.root, "ipam"))},`,
+      );
     expect(hostConf).toContain(`"subnet": "10.${octet}.9.0/24"`);
     writeFileSync(join(dirs.net, "1-k8s.conf"), hostConf);
     pm = new PodmanLab({ netDir: dirs.net, pluginDirs: ["/usr/lib/cni", dirs.bin] });
@@ -62,24 +65,38 @@ describe.skipIf(!canRun)("installer + podman (CNI backend) end to end", () => {
 
   test("podman's pod on the chained host config has its traffic redirected; undo restores the .conf", async () => {
     const port = new URL(api.url).port;
-    inst = startInstaller(dirs, ["--dest-net-dir", dirs.net], { KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: port });
+    inst = startInstaller(dirs, ["--dest-net-dir", dirs.net], {
+      KUBERNETES_SERVICE_HOST: "127.0.0.1",
+      KUBERNETES_SERVICE_PORT: port,
+    });
     await until(() => isChainedIn(dirs, "1-k8s.conflist"), 15_000, "the chain");
     await until(() => dirs.file("1-k8s.conf") === undefined, 2000, "the .conf to go");
 
-    const ip = await pm.run("web-e2e", network, tagScript({ 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }), "K8S_POD_NAMESPACE=emojivoto");
+    const ip = await pm.run(
+      "web-e2e",
+      network,
+      tagScript({ 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }),
+      "K8S_POD_NAMESPACE=emojivoto",
+    );
     expect(ip).toStartWith(`10.${octet}.9.`);
     await pm.waitListening("web-e2e", 4143);
     // Inbound to the app port lands on the proxy's inbound port; outbound on its outbound port.
     expect(probe(undefined, ip, 8080)).toBe("proxy-inbound port=4143");
-    expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)])).stdout.trim()).toBe("proxy-outbound port=4140");
+    expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)])).stdout.trim()).toBe(
+      "proxy-outbound port=4140",
+    );
     // The proxy's own user goes out directly.
-    expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)], "2102:2102")).stdout.trim()).toBe(`outside port=${outsidePort}`);
+    expect((await pm.exec("web-e2e", ["nc", "-w", "3", gateway, String(outsidePort)], "2102:2102")).stdout.trim()).toBe(
+      `outside port=${outsidePort}`,
+    );
     // The plugin's kubeconfig holds a token of the plugin's own account.
     const pluginToken = api.issued.at(-1)!;
     expect(pluginToken.user).toBe("system:serviceaccount:meshcni:meshcni-plugin");
     expect(dirs.file("ZZZ-meshcni-kubeconfig")).toContain(`token: "${pluginToken.token}"`);
     // The pod came from the agent's cache of its node's pods, listed with the service account token.
-    const list = api.requests.find((r) => r.path === "/api/v1/pods" && r.query.includes("spec.nodeName%3Dnode-a") && !r.query.includes("watch"));
+    const list = api.requests.find(
+      (r) => r.path === "/api/v1/pods" && r.query.includes("spec.nodeName%3Dnode-a") && !r.query.includes("watch"),
+    );
     expect(list?.authorization).toBe("Bearer e2e-sa-token");
     await pm.rm("web-e2e");
 

@@ -8,7 +8,23 @@ import { existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileS
 import { join } from "node:path";
 import { parseHostConfig } from "../../internal/agent/install/conflist/parse.ts";
 import { repoPath } from "../support/golden.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, INSTALLER, INSTALLER_ENV, type InstallerProcess, installerArgs, isChainedIn, PLUGIN, pluginTypes, readyz, startCluster, startInstaller, until } from "./harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  INSTALLER,
+  INSTALLER_ENV,
+  type InstallerProcess,
+  installerArgs,
+  isChainedIn,
+  PLUGIN,
+  pluginTypes,
+  readyz,
+  startCluster,
+  startInstaller,
+  until,
+} from "./harness.ts";
 
 const host = (h: string, f: string) => readFileSync(repoPath("testdata/hosts", h, f), "utf8");
 const CALICO = host("calico", "10-calico.conflist");
@@ -69,21 +85,35 @@ describe("meshcni-installer process", () => {
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);
     // A token of the plugin's own account, asked for with the agent's: never the agent's own.
     const issued = cluster.api.issued.at(-1)!;
-    expect([issued.user, issued.by === undefined, issued.boundObjectRef]).toEqual(["system:serviceaccount:meshcni:meshcni-plugin", true, null]);
-    expect(cluster.api.requests.find((q) => q.path.endsWith("/serviceaccounts/meshcni-plugin/token"))!.authorization).toBe("Bearer token-one");
+    expect([issued.user, issued.by === undefined, issued.boundObjectRef]).toEqual([
+      "system:serviceaccount:meshcni:meshcni-plugin",
+      true,
+      null,
+    ]);
+    expect(
+      cluster.api.requests.find((q) => q.path.endsWith("/serviceaccounts/meshcni-plugin/token"))!.authorization,
+    ).toBe("Bearer token-one");
     expect(readFileSync(kubeconfig, "utf8")).toContain(`token: "${issued.token}"`);
     expect(readFileSync(kubeconfig, "utf8")).not.toContain("token-one");
     const server = `https://127.0.0.1:${cluster.env.KUBERNETES_SERVICE_PORT}`;
     expect(readFileSync(kubeconfig, "utf8")).toContain(`server: ${server}`);
     const entry = JSON.parse(dirs.file("10-calico.conflist")!).plugins.at(-1);
-    expect(entry.kubernetes).toEqual({ kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: [], pod_namespace: "meshcni" });
+    expect(entry.kubernetes).toEqual({
+      kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig",
+      exclude_namespaces: [],
+      pod_namespace: "meshcni",
+    });
     expect([entry.agent_socket, entry.state_dir]).toEqual([dirs.socket, dirs.state]);
     await until(async () => (await readyz(port)).status === 200, 5000, "/readyz 200");
     expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
     // One line per action, naming the file.
     const log = p.log();
     expect(log).toMatch(new RegExp(`installed the plugin binary: wrote ${join(dirs.bin, "meshcni")}`));
-    expect(log).toMatch(new RegExp(`wrote the plugin's kubeconfig for ${server} \\(service account meshcni/meshcni-plugin, valid until \\S+\\): ${kubeconfig}`));
+    expect(log).toMatch(
+      new RegExp(
+        `wrote the plugin's kubeconfig for ${server} \\(service account meshcni/meshcni-plugin, valid until \\S+\\): ${kubeconfig}`,
+      ),
+    );
     expect(log).toMatch(new RegExp(`chained meshcni: wrote ${join(dirs.net, "10-calico.conflist")}`));
     expect(await p.stop()).toBe(0);
     expect(p.log()).toContain("stopping: its DaemonSet meshcni/meshcni-node is gone (404); undoing the installation");
@@ -114,7 +144,8 @@ describe("meshcni-installer process", () => {
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 5000, "the chain");
     const latencies: number[] = [];
     let last = CALICO;
-    for (let i = 0; i < 30; i++) { // under the back-off budget (40 re-chains of a file in 5 s)
+    for (let i = 0; i < 30; i++) {
+      // under the back-off budget (40 re-chains of a file in 5 s)
       last = CALICO.replace('"mtu": 0', `"mtu": ${1400 + i}`);
       expect(last).not.toBe(CALICO);
       // Half of the rewrites in place (Bun writes, then truncates: a reader can catch it torn),
@@ -122,12 +153,24 @@ describe("meshcni-installer process", () => {
       if (i % 2) writeFileSync(join(dirs.net, "10-calico.conflist"), last);
       else dirs.writeHost("10-calico.conflist", last);
       const t0 = performance.now();
-      await until(() => isChainedIn(dirs, "10-calico.conflist") && JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 1400 + i, 5000, `re-chain ${i}`);
+      await until(
+        () =>
+          isChainedIn(dirs, "10-calico.conflist") &&
+          JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 1400 + i,
+        5000,
+        `re-chain ${i}`,
+      );
       latencies.push(performance.now() - t0);
     }
     // And a burst with no pause at all: the agent catches up with the last one.
-    for (let i = 0; i < 50; i++) dirs.writeHost("10-calico.conflist", (last = CALICO.replace('"mtu": 0', `"mtu": ${2000 + i}`)));
-    await until(() => isChainedIn(dirs, "10-calico.conflist") && JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 2049, 5000, "catching up");
+    for (let i = 0; i < 50; i++)
+      dirs.writeHost("10-calico.conflist", (last = CALICO.replace('"mtu": 0', `"mtu": ${2000 + i}`)));
+    await until(
+      () =>
+        isChainedIn(dirs, "10-calico.conflist") && JSON.parse(dirs.file("10-calico.conflist")!).plugins[0].mtu === 2049,
+      5000,
+      "catching up",
+    );
     latencies.sort((a, b) => a - b);
     expect(latencies[Math.floor(latencies.length / 2)]!).toBeLessThan(100);
     expect(await p.stop()).toBe(0);
@@ -140,7 +183,11 @@ describe("meshcni-installer process", () => {
     const p = start();
     await until(() => isChainedIn(dirs, "10-kindnet.conflist"), 5000, "the chain");
     dirs.writeHost("05-flannel.conf", FLANNEL_CONF);
-    await until(() => isChainedIn(dirs, "05-flannel.conflist") && dirs.file("10-kindnet.conflist") === KINDNET, 2000, "the move");
+    await until(
+      () => isChainedIn(dirs, "05-flannel.conflist") && dirs.file("10-kindnet.conflist") === KINDNET,
+      2000,
+      "the move",
+    );
     expect(dirs.file("05-flannel.conf")).toBeUndefined();
     // The new first file goes away again: back to kindnet.
     unlinkSync(join(dirs.net, "05-flannel.conflist"));
@@ -210,15 +257,21 @@ describe("meshcni-installer process", () => {
     let hostLast = CALICO; // the last bytes the host wrote to 20-calico.conflist
     for (let round = 0; round < 6; round++) {
       const p = start();
-      await until(() => isChainedIn(dirs, "10-flannel.conflist") || isChainedIn(dirs, "05-calico.conflist"), 5000, "the chain")
-        .catch((e) => { throw new Error(`${e.message}; folder: ${dirs.names().join(" ")}\n${p.log()}`); });
+      await until(
+        () => isChainedIn(dirs, "10-flannel.conflist") || isChainedIn(dirs, "05-calico.conflist"),
+        5000,
+        "the chain",
+      ).catch((e) => {
+        throw new Error(`${e.message}; folder: ${dirs.names().join(" ")}\n${p.log()}`);
+      });
       // The host keeps writing; alternate which file is the first one.
       let stop = false;
       const writer = (async () => {
         for (let i = 0; !stop; i++) {
           const content = CALICO.replace('"mtu": 0', `"mtu": ${round * 1000 + i}`);
           if (i % 7 === 3) dirs.writeHost("05-calico.conflist", content);
-          else if (i % 7 === 5 && existsSync(join(dirs.net, "05-calico.conflist"))) unlinkSync(join(dirs.net, "05-calico.conflist"));
+          else if (i % 7 === 5 && existsSync(join(dirs.net, "05-calico.conflist")))
+            unlinkSync(join(dirs.net, "05-calico.conflist"));
           else dirs.writeHost("20-calico.conflist", (hostLast = content));
           await Bun.sleep(1 + (i % 3));
         }
@@ -246,7 +299,11 @@ describe("meshcni-installer process", () => {
     expect(dirs.names()).toEqual(["10-flannel.conflist", "ZZZ-meshcni-kubeconfig", "ZZZ-meshcni-undo"]);
     // As if the kill came between taking 10-flannel.conf aside and deleting it.
     writeFileSync(join(dirs.net, ".10-flannel.conf.0a1b2c3d.meshcni-held"), FLANNEL_CONF);
-    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], { env: {}, stdout: "pipe", stderr: "pipe" });
+    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], {
+      env: {},
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(u.exitCode).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf"]);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
@@ -258,7 +315,11 @@ describe("meshcni-installer process", () => {
     await until(() => isChainedIn(dirs, "10-flannel.conflist"), 5000, "the chain");
     p.proc.kill("SIGKILL");
     await p.stop();
-    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], { env: {}, stdout: "pipe", stderr: "pipe" });
+    const u = Bun.spawnSync([INSTALLER, ...installerArgs(dirs, ["--uninstall"])], {
+      env: {},
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     expect(u.exitCode).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf"]);
     expect(dirs.file("10-flannel.conf")).toBe(FLANNEL_CONF);
@@ -270,7 +331,11 @@ describe("meshcni-installer process", () => {
     const port = freePort();
     const p = start(["--once", "--health-port", String(port)]);
     await p.waitForLog(/waiting for a CNI network config in/);
-    await until(async () => (await readyz(port).catch(() => ({ status: 0, body: "" }))).status === 503, 5000, "/readyz 503");
+    await until(
+      async () => (await readyz(port).catch(() => ({ status: 0, body: "" }))).status === 503,
+      5000,
+      "/readyz 503",
+    );
     expect((await readyz(port)).body).toContain("no CNI network config in");
     writeFileSync(join(dirs.net, "10-broken.conflist"), '{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"bri');
     await p.waitForLog(/skipped .*10-broken\.conflist: not JSON/);
@@ -338,9 +403,18 @@ describe("meshcni-installer process", () => {
     };
     expect(run(["--bogus"])).toEqual({ code: 2, out: expect.stringContaining("Unknown option '--bogus'") });
     writeFileSync(join(dirs.root, "entry.json"), '{"type":"meshcni","mesh":"consul"}');
-    expect(run(installerArgs(dirs, ["--once", "--plugin-config", join(dirs.root, "entry.json")]))).toEqual({ code: 2, out: expect.stringContaining("the plugin would reject it: mesh") });
-    expect(run(installerArgs(dirs, ["--once", "--plugin-binary", fakePlugin]), {})).toEqual({ code: 1, out: expect.stringContaining("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set") });
-    expect(run(installerArgs(dirs, ["--once", "--plugin-binary", "/nonexistent/meshcni"]))).toEqual({ code: 1, out: expect.stringContaining("the plugin binary /nonexistent/meshcni does not exist") });
+    expect(run(installerArgs(dirs, ["--once", "--plugin-config", join(dirs.root, "entry.json")]))).toEqual({
+      code: 2,
+      out: expect.stringContaining("the plugin would reject it: mesh"),
+    });
+    expect(run(installerArgs(dirs, ["--once", "--plugin-binary", fakePlugin]), {})).toEqual({
+      code: 1,
+      out: expect.stringContaining("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set"),
+    });
+    expect(run(installerArgs(dirs, ["--once", "--plugin-binary", "/nonexistent/meshcni"]))).toEqual({
+      code: 1,
+      out: expect.stringContaining("the plugin binary /nonexistent/meshcni does not exist"),
+    });
     expect(run(["--help"]).out).toContain("MESHCNI_HOST_NET_DIR");
     expect(dirs.file("10-calico.conflist")).toBe(CALICO);
   }, 30_000);

@@ -4,7 +4,16 @@
 // and by a rescan that reads again only what changed; and the containers whose record went away,
 // remembered for a while (their DEL's report comes after the removal).
 import { afterEach, describe, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, unlinkSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  unlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PodRecord } from "../../internal/wire/state.ts";
@@ -20,8 +29,16 @@ afterEach(() => {
 });
 
 const record = (containerId: string, over: Partial<PodRecord> = {}): PodRecord => ({
-  v: 1, containerId, namespace: "emojivoto", name: `web-${containerId}`, uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
-  decision: "meshed", reason: "has a linkerd-proxy container", families: [4], time: "2026-01-01T10:00:00.000Z", ...over,
+  v: 1,
+  containerId,
+  namespace: "emojivoto",
+  name: `web-${containerId}`,
+  uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
+  decision: "meshed",
+  reason: "has a linkerd-proxy container",
+  families: [4],
+  time: "2026-01-01T10:00:00.000Z",
+  ...over,
 });
 
 function setup() {
@@ -142,8 +159,10 @@ describe("the records in memory", () => {
     pluginWrite(dir, record("cccc"));
     expect(ids(index)).toEqual(["aaaa", "bbbb"]);
     index.rescan();
-    expect(index.records().records.map((r) => [r.containerId, r.reason]))
-      .toEqual([["aaaa", "changed"], ["cccc", "has a linkerd-proxy container"]]);
+    expect(index.records().records.map((r) => [r.containerId, r.reason])).toEqual([
+      ["aaaa", "changed"],
+      ["cccc", "has a linkerd-proxy container"],
+    ]);
     expect(index.knows("bbbb")).toBe(true);
     // Unchanged files are not read again: a snapshot object survives a rescan that changed nothing.
     const before = index.records();

@@ -4,13 +4,32 @@
 // pod never covers the one running now.
 import { describe, expect, test } from "bun:test";
 import type { PodRecord } from "../../internal/wire/state.ts";
-import { ADD_BEFORE_READY_MAX_MS, matchRecord, recordOfPod, type SandboxRef } from "../../internal/agent/repair/record-match.ts";
+import {
+  ADD_BEFORE_READY_MAX_MS,
+  matchRecord,
+  recordOfPod,
+  type SandboxRef,
+} from "../../internal/agent/repair/record-match.ts";
 
 const READY = Date.parse("2026-11-24T10:00:05Z");
 const UID = "7d0c0001-1111-4222-8333-000000000001";
-const pod = (over: Partial<SandboxRef> = {}): SandboxRef => ({ namespace: "emojivoto", name: "web-1", uid: UID, readyAt: READY, ...over });
+const pod = (over: Partial<SandboxRef> = {}): SandboxRef => ({
+  namespace: "emojivoto",
+  name: "web-1",
+  uid: UID,
+  readyAt: READY,
+  ...over,
+});
 const rec = (containerId: string, atMs: number, over: Partial<PodRecord> = {}): PodRecord => ({
-  v: 1, containerId, namespace: "emojivoto", name: "web-1", uid: UID, decision: "meshed", reason: "runs linkerd-proxy", time: new Date(atMs).toISOString(), ...over,
+  v: 1,
+  containerId,
+  namespace: "emojivoto",
+  name: "web-1",
+  uid: UID,
+  decision: "meshed",
+  reason: "runs linkerd-proxy",
+  time: new Date(atMs).toISOString(),
+  ...over,
 });
 
 describe("whose record", () => {
@@ -64,6 +83,8 @@ describe("which sandbox", () => {
 
   test("no record of the pod, or only other pods' records: none", () => {
     expect(matchRecord(pod(), [])).toEqual({ kind: "none" });
-    expect(matchRecord(pod(), [rec("x", READY, { uid: "other" }), rec("y", READY, { namespace: "b", uid: undefined })])).toEqual({ kind: "none" });
+    expect(
+      matchRecord(pod(), [rec("x", READY, { uid: "other" }), rec("y", READY, { namespace: "b", uid: undefined })]),
+    ).toEqual({ kind: "none" });
   });
 });

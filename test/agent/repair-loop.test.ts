@@ -9,10 +9,19 @@ import { parsePluginConf } from "../../internal/config/plugin-config.ts";
 import { type RepairLoop, startRepair } from "../../internal/agent/repair/loop.ts";
 import { linkerdProfile } from "../../internal/mesh/linkerd/profile.ts";
 
-const conf = parsePluginConf(JSON.stringify({
-  cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", mesh: "linkerd",
-  kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
-}));
+const conf = parsePluginConf(
+  JSON.stringify({
+    cniVersion: "1.0.0",
+    name: "k8s-pod-network",
+    type: "meshcni",
+    mesh: "linkerd",
+    kubernetes: {
+      kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig",
+      exclude_namespaces: ["kube-system"],
+      pod_namespace: "meshcni",
+    },
+  }),
+);
 
 const INTERVAL_MS = 20;
 
@@ -49,9 +58,21 @@ function start(graceMs: number): Fake {
   const lines: string[] = [];
   const say = (m: string) => void lines.push(m);
   const log = { debug: say, info: say, warn: say, error: say };
-  const cfg: RepairConfig = { mode: "evict", node: "node-a", conf, profile: linkerdProfile, daemonSetName: "meshcni-node", graceMs, ratePerMinute: 10, retryMs: 60_000 };
+  const cfg: RepairConfig = {
+    mode: "evict",
+    node: "node-a",
+    conf,
+    profile: linkerdProfile,
+    daemonSetName: "meshcni-node",
+    graceMs,
+    ratePerMinute: 10,
+    retryMs: 60_000,
+  };
   const loop = startRepair({
-    cfg, log, records: () => [], intervalMs: INTERVAL_MS,
+    cfg,
+    log,
+    records: () => [],
+    intervalMs: INTERVAL_MS,
     view: {
       synced: () => true,
       pods: () => {
@@ -83,7 +104,10 @@ function start(graceMs: number): Fake {
   });
   loops.push(loop);
   return {
-    loop, lines, rounds: () => rounds, chainChecks: () => checks,
+    loop,
+    lines,
+    rounds: () => rounds,
+    chainChecks: () => checks,
     setChained: (on) => void (chained = on),
     throwOnce: () => void (throwNext = 1),
     change: () => {
@@ -99,13 +123,22 @@ const failing = {
   metadata: { name: "web-1", namespace: "emojivoto", uid: "uid-1", annotations: { "linkerd.io/inject": "enabled" } },
   spec: {
     nodeName: "node-a",
-    initContainers: [{ name: "linkerd-network-validator", image: "p" }, { name: "linkerd-proxy", image: "p", restartPolicy: "Always" }],
+    initContainers: [
+      { name: "linkerd-network-validator", image: "p" },
+      { name: "linkerd-proxy", image: "p", restartPolicy: "Always" },
+    ],
     containers: [{ name: "web", image: "web" }],
   },
   status: {
     phase: "Pending",
     conditions: [{ type: "PodReadyToStartContainers", status: "True" }],
-    initContainerStatuses: [{ name: "linkerd-network-validator", state: { waiting: { reason: "CrashLoopBackOff" } }, lastState: { terminated: { exitCode: 95 } } }],
+    initContainerStatuses: [
+      {
+        name: "linkerd-network-validator",
+        state: { waiting: { reason: "CrashLoopBackOff" } },
+        lastState: { terminated: { exitCode: 95 } },
+      },
+    ],
   },
 };
 
@@ -119,7 +152,10 @@ describe("the repair loop while it waits out the grace period", () => {
     await Bun.sleep(500);
     expect(f.loop.status().active).toBe(true);
     expect(f.rounds()).toBeLessThanOrEqual(3);
-    expect(f.lines.filter((l) => l.startsWith("repair waits: the chain has been in place for less than the grace period")).length).toBe(1);
+    expect(
+      f.lines.filter((l) => l.startsWith("repair waits: the chain has been in place for less than the grace period"))
+        .length,
+    ).toBe(1);
     expect(f.lines.filter((l) => l.startsWith("repair is active")).length).toBe(1);
   });
 
@@ -138,7 +174,9 @@ describe("the repair loop while it waits out the grace period", () => {
     f.change();
     await Bun.sleep(10);
     expect(f.rounds()).toBe(2);
-    expect(f.lines.filter((l) => l.startsWith("repair waits:"))).toEqual(["repair waits: the chain has been in place for less than the grace period (3 s left)"]);
+    expect(f.lines.filter((l) => l.startsWith("repair waits:"))).toEqual([
+      "repair waits: the chain has been in place for less than the grace period (3 s left)",
+    ]);
   });
 
   test("the chain is still looked at every interval: a break is noticed as soon as before", async () => {
@@ -180,7 +218,10 @@ describe("the repair loop once settled", () => {
     expect(f.loop.status().bypassing.map((b) => b.action)).toEqual(["waiting"]);
     // Before, the timer kept its settled pace (30 s) and the confirmed pod waited for it.
     await Bun.sleep(300);
-    expect(f.sent).toEqual(["POST /api/v1/namespaces/emojivoto/events", "POST /api/v1/namespaces/emojivoto/pods/web-1/eviction"]);
+    expect(f.sent).toEqual([
+      "POST /api/v1/namespaces/emojivoto/events",
+      "POST /api/v1/namespaces/emojivoto/pods/web-1/eviction",
+    ]);
     expect(f.loop.status().bypassing.map((b) => b.action)).toEqual(["evicted"]);
   });
 });

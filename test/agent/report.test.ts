@@ -3,12 +3,19 @@
 // pod-controlled text from forging lines or driving a terminal.
 import { describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";
-import { escapeText, parseReport, quoteValue, renderFallbackLog, renderReport } from "../../internal/agent/observe/report.ts";
+import {
+  escapeText,
+  parseReport,
+  quoteValue,
+  renderFallbackLog,
+  renderReport,
+} from "../../internal/agent/observe/report.ts";
 import { expectGolden, repoPath } from "../support/golden.ts";
 
 const DIR = "testdata/agent/reports";
 const AGENT_VERSION = "0.1.0";
-const render = (lines: { level: string; text: string }[]) => lines.map((l) => `${l.level.padEnd(5)} ${l.text}\n`).join("");
+const render = (lines: { level: string; text: string }[]) =>
+  lines.map((l) => `${l.level.padEnd(5)} ${l.text}\n`).join("");
 
 describe("reports", () => {
   for (const name of readdirSync(repoPath(DIR)).filter((n) => n.endsWith(".json"))) {
@@ -20,12 +27,15 @@ describe("reports", () => {
       // One printed line per plugin line, plus the summary: nothing the pod wrote splits a line.
       expect(out.split("\n").length - 1).toBe(parsed.report.lines.length + 1);
       // Nothing a terminal would act on, nothing that ends or reorders a line.
-      expect(out.replace(/\n/g, "")).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b]/);
+      expect(out.replace(/\n/g, "")).not.toMatch(
+        /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200b]/,
+      );
       // The summary names the pod and the outcome.
       const summary = out.trimEnd().split("\n").at(-1)!;
       expect(summary).toContain(`plugin ${parsed.report.command}`);
       expect(summary).toContain(`outcome=${parsed.report.outcome}`);
-      if (parsed.report.pod && /^[a-z0-9.-]+$/.test(parsed.report.pod.name)) expect(summary).toContain(`pod=${parsed.report.pod.namespace}/${parsed.report.pod.name}`);
+      if (parsed.report.pod && /^[a-z0-9.-]+$/.test(parsed.report.pod.name))
+        expect(summary).toContain(`pod=${parsed.report.pod.namespace}/${parsed.report.pod.name}`);
       for (const l of out.trimEnd().split("\n").slice(0, -1)) expect(l.slice(6)).toStartWith("meshcni:");
     });
   }
@@ -74,7 +84,9 @@ describe("escaping", () => {
     expect(escapeText("\u202egnp.exe")).toBe("\\u202egnp.exe");
     expect(escapeText("a\u2028b\u2029c")).toBe("a\\u2028b\\u2029c");
     expect(escapeText("zero\u200bwidth\ufeff")).toBe("zero\\u200bwidth\\ufeff");
-    expect(escapeText("lone \ud800 high, lone \udc00 low, pair \ud83d\ude00")).toBe("lone \\ud800 high, lone \\udc00 low, pair \ud83d\ude00");
+    expect(escapeText("lone \ud800 high, lone \udc00 low, pair \ud83d\ude00")).toBe(
+      "lone \\ud800 high, lone \\udc00 low, pair \ud83d\ude00",
+    );
     expect(escapeText("ünïcödé and 日本語 stay")).toBe("ünïcödé and 日本語 stay");
   });
 
@@ -91,7 +103,10 @@ describe("escaping", () => {
 describe("the fallback log", () => {
   test("printed between a line naming the file and one ending it, every line escaped, the last one even half-written", () => {
     const content = readFileSync(repoPath("testdata/agent/fallback/plugin.log"), "utf8");
-    expectGolden("testdata/agent/fallback/plugin.log.golden.txt", render(renderFallbackLog("/var/run/meshcni/plugin.log", content)));
+    expectGolden(
+      "testdata/agent/fallback/plugin.log.golden.txt",
+      render(renderFallbackLog("/var/run/meshcni/plugin.log", content)),
+    );
   });
 
   test("an empty or blank file prints nothing", () => {

@@ -6,7 +6,14 @@
 // or read.
 import { afterEach, describe, expect, test } from "bun:test";
 import {
-  lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,8 +36,15 @@ function setup() {
 }
 
 const RECORD: PodRecord = {
-  v: 1, containerId: "3f0c9b6a1e2d", namespace: "emojivoto", name: "web-1", uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
-  decision: "meshed", reason: "has a linkerd-proxy container", families: [4], time: "2026-01-01T10:00:00.000Z",
+  v: 1,
+  containerId: "3f0c9b6a1e2d",
+  namespace: "emojivoto",
+  name: "web-1",
+  uid: "0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f",
+  decision: "meshed",
+  reason: "has a linkerd-proxy container",
+  families: [4],
+  time: "2026-01-01T10:00:00.000Z",
 };
 
 describe("the agent's writes follow no symbolic link", () => {
@@ -90,8 +104,11 @@ describe("the agent's reads follow no symbolic link", () => {
     writeFileSync(join(state, "plugin.log.1"), "meshcni: info a line\n");
     expect(takeFallbackLog(state)).toEqual([
       { file: join(state, "plugin.log.1"), content: "meshcni: info a line\n" },
-      { file: join(state, "plugin.log"), content: "",
-        problem: `${join(state, "plugin.log")} is a symbolic link; not reading it` },
+      {
+        file: join(state, "plugin.log"),
+        content: "",
+        problem: `${join(state, "plugin.log")} is a symbolic link; not reading it`,
+      },
     ]);
     expect(readFileSync(outside, "utf8")).toBe("root:secret\n");
     expect(readdirSync(state).sort()).toEqual(["containers"]);

@@ -4,7 +4,11 @@
 import { describe, expect, test } from "bun:test";
 import { keyOf, Store, trimNamespace, trimPod } from "../../internal/agent/cache/store.ts";
 
-const pod = (name: string, rv: string, extra: Record<string, unknown> = {}) => ({ metadata: { name, namespace: "ns", uid: `u-${name}`, resourceVersion: rv }, spec: { containers: [{ name: "app" }] }, ...extra });
+const pod = (name: string, rv: string, extra: Record<string, unknown> = {}) => ({
+  metadata: { name, namespace: "ns", uid: `u-${name}`, resourceVersion: rv },
+  spec: { containers: [{ name: "app" }] },
+  ...extra,
+});
 
 describe("Store", () => {
   test("a list replaces everything; events change one object each and move the resourceVersion", () => {
@@ -30,27 +34,72 @@ describe("Store", () => {
 
   test("trimming keeps what the profiles read and drops the bulk", () => {
     const full = {
-      apiVersion: "v1", kind: "Pod",
-      metadata: { name: "web", namespace: "ns", uid: "u", labels: { a: "b" }, annotations: { x: "y" }, managedFields: [{}], ownerReferences: [{}] },
+      apiVersion: "v1",
+      kind: "Pod",
+      metadata: {
+        name: "web",
+        namespace: "ns",
+        uid: "u",
+        labels: { a: "b" },
+        annotations: { x: "y" },
+        managedFields: [{}],
+        ownerReferences: [{}],
+      },
       spec: {
-        nodeName: "node-a", volumes: [{}], tolerations: [{}],
-        containers: [{ name: "linkerd-proxy", image: "i", env: [{ name: "E", value: "1" }], securityContext: { runAsUser: 2102 }, resources: {}, volumeMounts: [{}], livenessProbe: {} }],
+        nodeName: "node-a",
+        volumes: [{}],
+        tolerations: [{}],
+        containers: [
+          {
+            name: "linkerd-proxy",
+            image: "i",
+            env: [{ name: "E", value: "1" }],
+            securityContext: { runAsUser: 2102 },
+            resources: {},
+            volumeMounts: [{}],
+            livenessProbe: {},
+          },
+        ],
         initContainers: [{ name: "linkerd-init", args: ["--x"], restartPolicy: "Always" }],
       },
-      status: { phase: "Running", conditions: [{ type: "Ready" }], containerStatuses: [{ name: "linkerd-proxy" }], qosClass: "Burstable", podIP: "10.0.0.1" },
+      status: {
+        phase: "Running",
+        conditions: [{ type: "Ready" }],
+        containerStatuses: [{ name: "linkerd-proxy" }],
+        qosClass: "Burstable",
+        podIP: "10.0.0.1",
+      },
     };
     expect(trimPod(full)).toEqual({
-      apiVersion: "v1", kind: "Pod",
+      apiVersion: "v1",
+      kind: "Pod",
       metadata: { name: "web", namespace: "ns", uid: "u", labels: { a: "b" }, annotations: { x: "y" } },
       spec: {
         nodeName: "node-a",
-        containers: [{ name: "linkerd-proxy", image: "i", env: [{ name: "E", value: "1" }], securityContext: { runAsUser: 2102 } }],
+        containers: [
+          { name: "linkerd-proxy", image: "i", env: [{ name: "E", value: "1" }], securityContext: { runAsUser: 2102 } },
+        ],
         initContainers: [{ name: "linkerd-init", args: ["--x"], restartPolicy: "Always" }],
       },
-      status: { phase: "Running", conditions: [{ type: "Ready" }], containerStatuses: [{ name: "linkerd-proxy" }], podIP: "10.0.0.1" },
+      status: {
+        phase: "Running",
+        conditions: [{ type: "Ready" }],
+        containerStatuses: [{ name: "linkerd-proxy" }],
+        podIP: "10.0.0.1",
+      },
     });
-    expect(trimNamespace({ metadata: { name: "ns", annotations: { a: "1" }, managedFields: [{}] }, spec: { finalizers: ["kubernetes"] }, status: { phase: "Terminating" } }))
-      .toEqual({ apiVersion: "v1", kind: "Namespace", metadata: { name: "ns", annotations: { a: "1" } }, status: { phase: "Terminating" } });
+    expect(
+      trimNamespace({
+        metadata: { name: "ns", annotations: { a: "1" }, managedFields: [{}] },
+        spec: { finalizers: ["kubernetes"] },
+        status: { phase: "Terminating" },
+      }),
+    ).toEqual({
+      apiVersion: "v1",
+      kind: "Namespace",
+      metadata: { name: "ns", annotations: { a: "1" } },
+      status: { phase: "Terminating" },
+    });
   });
 });
 

@@ -4,13 +4,18 @@ import { untaintPatch } from "../../internal/agent/repair/taint.ts";
 
 const KEY = "meshcni.io/agent-not-ready";
 const node = (taints: unknown[] | undefined, rv: string | null = "812") => ({
-  apiVersion: "v1", kind: "Node", metadata: { name: "node-a", ...(rv ? { resourceVersion: rv } : {}) }, spec: taints ? { taints } : {},
+  apiVersion: "v1",
+  kind: "Node",
+  metadata: { name: "node-a", ...(rv ? { resourceVersion: rv } : {}) },
+  spec: taints ? { taints } : {},
 });
 const other = { key: "node.kubernetes.io/not-ready", effect: "NoSchedule" };
 
 describe("untaintPatch", () => {
   test("removes every taint with the key, keeps the others, and tests the resourceVersion first", () => {
-    expect(untaintPatch(node([{ key: KEY, effect: "NoSchedule" }, other, { key: KEY, effect: "NoExecute" }]), KEY)).toEqual([
+    expect(
+      untaintPatch(node([{ key: KEY, effect: "NoSchedule" }, other, { key: KEY, effect: "NoExecute" }]), KEY),
+    ).toEqual([
       { op: "test", path: "/metadata/resourceVersion", value: "812" },
       { op: "replace", path: "/spec/taints", value: [other] },
     ]);

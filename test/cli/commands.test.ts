@@ -16,19 +16,30 @@ function have(cmd: string): boolean {
 function ensureZsh(): void {
   if (have("zsh")) return;
   const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
-  let r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "zsh"], { env, stdout: "pipe", stderr: "pipe" });
+  let r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "zsh"], {
+    env,
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (r.exitCode !== 0) {
     Bun.spawnSync(["apt-get", "update", "-qq"], { env });
-    r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "zsh"], { env, stdout: "pipe", stderr: "pipe" });
+    r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "zsh"], {
+      env,
+      stdout: "pipe",
+      stderr: "pipe",
+    });
   }
-  if (r.exitCode !== 0) throw new Error(`zsh is needed for the completion test and apt-get could not install it: ${r.stderr}`);
+  if (r.exitCode !== 0)
+    throw new Error(`zsh is needed for the completion test and apt-get could not install it: ${r.stderr}`);
 }
 
 describe("version", () => {
   test("prints the compiled version", () => {
     const r = runCli(["version"]);
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(new RegExp(`^meshcnictl ${pkg.version.replaceAll(".", "\\.")}(\\+[0-9a-f]+(\\.dirty)?)?\\n$`));
+    expect(r.stdout).toMatch(
+      new RegExp(`^meshcnictl ${pkg.version.replaceAll(".", "\\.")}(\\+[0-9a-f]+(\\.dirty)?)?\\n$`),
+    );
     expect(runCli(["version", "--short"]).stdout).toBe(r.stdout.slice("meshcnictl ".length));
     expect(JSON.parse(runCli(["version", "-o", "json"]).stdout).client.version).toBe(r.stdout.trim().split(" ")[1]);
     expect(runCli(["--version"]).stdout).toBe(r.stdout);
@@ -64,7 +75,9 @@ describe("help", () => {
     expect(text).toContain("--dest-cni-net-dir DIR");
     expect(text).toContain("(default /etc/cni/net.d)");
     expect(text).toContain("(default /opt/cni/bin)");
-    expect(text).toContain("--mesh MESH the mesh whose sidecar proxy takes the traffic; one of linkerd, istio (default linkerd)");
+    expect(text).toContain(
+      "--mesh MESH the mesh whose sidecar proxy takes the traffic; one of linkerd, istio (default linkerd)",
+    );
   });
 
   test("an unknown command is named", () => {
@@ -103,9 +116,18 @@ describe("completion", () => {
 
   test("zsh loads the script and registers it", () => {
     ensureZsh();
-    const r = Bun.spawnSync(["zsh", "-c", 'autoload -U compinit; compinit -u -D; source <("$CLI" completion zsh); print -r -- $_comps[meshcnictl]; whence -w _meshcnictl_install_cni'], {
-      env: { ...process.env, CLI }, stdout: "pipe", stderr: "pipe",
-    });
+    const r = Bun.spawnSync(
+      [
+        "zsh",
+        "-c",
+        'autoload -U compinit; compinit -u -D; source <("$CLI" completion zsh); print -r -- $_comps[meshcnictl]; whence -w _meshcnictl_install_cni',
+      ],
+      {
+        env: { ...process.env, CLI },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
     expect(r.stderr.toString()).toBe("");
     expect(r.stdout.toString()).toBe("_meshcnictl\n_meshcnictl_install_cni: function\n");
   });

@@ -7,7 +7,17 @@
 // RBAC (the agent's token is the rendered ServiceAccount's), and the kubeconfig the agent writes
 // holds a token of the rendered plugin account. This holds the manifests to the agent's switches.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -25,7 +35,11 @@ beforeAll(async () => {
   await ensureCli();
   for (const name of ["meshcni-installer", "meshcni"]) {
     if (!existsSync(repoPath("dist", name))) {
-      const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), name], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+      const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), name], {
+        cwd: repoPath(),
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       if (b.exitCode !== 0) throw new Error(`building ${name} failed: ${b.stderr}`);
     }
   }
@@ -42,7 +56,9 @@ const NODE = "node-a";
 
 /** A node (scratch folders) and the DaemonSet's container, as commands to run on it. */
 function setUp(name: string) {
-  const objs = parseAllDocuments(runCli(["install-cni", "--cni-log-level", "debug", "--namespace", NAMESPACE]).stdout).map((d) => d.toJS() as Obj);
+  const objs = parseAllDocuments(
+    runCli(["install-cni", "--cni-log-level", "debug", "--namespace", NAMESPACE]).stdout,
+  ).map((d) => d.toJS() as Obj);
   const ds = objs.find((o) => o.kind === "DaemonSet")!;
   const cm = objs.find((o) => o.kind === "ConfigMap")!;
   const pod = ds.spec.template.spec;
@@ -70,26 +86,44 @@ function setUp(name: string) {
   expect(hostCheck.length).toBeGreaterThan(0);
   for (const m of hostCheck) {
     const v = (pod.volumes as Obj[]).find((x) => x.name === m.name)!;
-    expect({ mountPath: m.mountPath, readOnly: m.readOnly }).toEqual({ mountPath: `${hostRoot}${v.hostPath.path}`, readOnly: true });
+    expect({ mountPath: m.mountPath, readOnly: m.readOnly }).toEqual({
+      mountPath: `${hostRoot}${v.hostPath.path}`,
+      readOnly: true,
+    });
   }
   symlinkSync("/", map(hostRoot));
   copyFileSync(repoPath("dist/meshcni-installer"), map("/opt/meshcni/meshcni-installer"));
   copyFileSync(repoPath("dist/meshcni"), map("/opt/meshcni/meshcni"));
-  for (const [key, text] of Object.entries(cm.data as Record<string, string>)) writeFileSync(join(map("/etc/meshcni"), key), text);
-  writeFileSync(join(netDir, "10-calico.conflist"), readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8"));
+  for (const [key, text] of Object.entries(cm.data as Record<string, string>))
+    writeFileSync(join(map("/etc/meshcni"), key), text);
+  writeFileSync(
+    join(netDir, "10-calico.conflist"),
+    readFileSync(repoPath("testdata/hosts/calico/10-calico.conflist"), "utf8"),
+  );
   const sa = join(tmp, name, "serviceaccount");
   mkdirSync(sa);
   writeFileSync(join(sa, "token"), "contract-test-token\n");
   writeFileSync(join(sa, "ca.crt"), api.caPem);
 
-  const env: Record<string, string> = { PATH: process.env.PATH ?? "/usr/bin:/bin", KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(api.url).port };
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? "/usr/bin:/bin",
+    KUBERNETES_SERVICE_HOST: "127.0.0.1",
+    KUBERNETES_SERVICE_PORT: new URL(api.url).port,
+  };
   for (const e of c.env) {
     // The downward API's values, as the kubelet fills them in.
     const field = e.valueFrom.fieldRef.fieldPath;
-    env[e.name] = field === "metadata.namespace" ? ds.metadata.namespace : field === "spec.nodeName" ? NODE : `unknown field ${field}`;
+    env[e.name] =
+      field === "metadata.namespace"
+        ? ds.metadata.namespace
+        : field === "spec.nodeName"
+          ? NODE
+          : `unknown field ${field}`;
   }
   // No health server here (tests run side by side); every other switch as rendered.
-  const args = (c.args as string[]).filter((a, i, all) => a !== "--health-port" && all[i - 1] !== "--health-port").map(map);
+  const args = (c.args as string[])
+    .filter((a, i, all) => a !== "--health-port" && all[i - 1] !== "--health-port")
+    .map(map);
   const conflist = () => JSON.parse(readFileSync(join(netDir, "10-calico.conflist"), "utf8"));
   const volumes = Object.fromEntries((pod.volumes as Obj[]).map((v) => [v.name, v]));
   return {
@@ -119,14 +153,22 @@ test("the rendered DaemonSet's installer command installs with the agent's paths
   expect(node.volumes["agent-state"].hostPath).toEqual({ path: mount.mountPath, type: "DirectoryOrCreate" });
   // Not spawnSync: the stand-in API server in this process answers the agent's TokenRequest.
   const proc = Bun.spawn([...node.main, "--once"], { env: node.env, stdout: "pipe", stderr: "pipe" });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   const install = { stdout, stderr, exitCode: code };
   expect(install.stderr.toString()).not.toContain("error");
   expect(install.exitCode).toBe(0);
   // The kubeconfig holds a token of the rendered plugin account, which the rendered Role lets the agent ask for.
   const written = readWrittenToken(readFileSync(join(node.netDir, "ZZZ-meshcni-kubeconfig"), "utf8"));
   expect(written?.account).toEqual({ namespace: NAMESPACE, name: "meshcni-plugin" });
-  expect(api.issued.at(-1)).toMatchObject({ token: written!.token, user: `system:serviceaccount:${NAMESPACE}:meshcni-plugin`, by: `system:serviceaccount:${NAMESPACE}:meshcni` });
+  expect(api.issued.at(-1)).toMatchObject({
+    token: written!.token,
+    user: `system:serviceaccount:${NAMESPACE}:meshcni-plugin`,
+    by: `system:serviceaccount:${NAMESPACE}:meshcni`,
+  });
   const ours = node.conflist().plugins.at(-1);
   expect(ours.type).toBe("meshcni");
   expect(ours.log_level).toBe("debug");
@@ -136,7 +178,9 @@ test("the rendered DaemonSet's installer command installs with the agent's paths
   expect(ours.state_dir).toBe(node.stateDir);
   expect(node.leftovers().length).toBe(2);
   // The agent checked the plugin against the mounted host root before installing it.
-  expect(install.stdout.toString() + install.stderr.toString()).toContain(`this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`);
+  expect(install.stdout.toString() + install.stderr.toString()).toContain(
+    `this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`,
+  );
 });
 
 test("the running agent, as rendered: SIGTERM keeps everything while its DaemonSet exists, undoes once it is deleted", async () => {
@@ -144,10 +188,25 @@ test("the running agent, as rendered: SIGTERM keeps everything while its DaemonS
   api.objects.set(dsPath, node.ds);
   api.addNamespace({ metadata: { name: NAMESPACE } });
   // The node the rendered DaemonSet selects (kubernetes.io/os=linux), with a taint it tolerates.
-  api.objects.set(`/api/v1/nodes/${NODE}`, { apiVersion: "v1", kind: "Node", metadata: { name: NODE, labels: { "kubernetes.io/os": "linux" } }, spec: { taints: [{ key: "example.com/dedicated", value: "mesh", effect: "NoSchedule" }] } });
+  api.objects.set(`/api/v1/nodes/${NODE}`, {
+    apiVersion: "v1",
+    kind: "Node",
+    metadata: { name: NODE, labels: { "kubernetes.io/os": "linux" } },
+    spec: { taints: [{ key: "example.com/dedicated", value: "mesh", effect: "NoSchedule" }] },
+  });
   const run = async () => {
     const agent = Bun.spawn(node.main, { env: node.env, stdout: "pipe", stderr: "pipe" });
-    for (let i = 0; i < 200 && !(node.isChained() && node.leftovers().length === 2 && statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()); i++) await Bun.sleep(25);
+    for (
+      let i = 0;
+      i < 200 &&
+      !(
+        node.isChained() &&
+        node.leftovers().length === 2 &&
+        statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()
+      );
+      i++
+    )
+      await Bun.sleep(25);
     expect(node.isChained()).toBe(true);
     agent.kill("SIGTERM");
     const code = await agent.exited;
@@ -160,7 +219,9 @@ test("the running agent, as rendered: SIGTERM keeps everything while its DaemonS
     expect(node.isChained()).toBe(true);
     expect(node.leftovers().length).toBe(2);
     // It asked with its own service account.
-    expect(api.requests.filter((r) => r.path === dsPath).every((r) => r.authorization === "Bearer contract-test-token")).toBe(true);
+    expect(
+      api.requests.filter((r) => r.path === dsPath).every((r) => r.authorization === "Bearer contract-test-token"),
+    ).toBe(true);
 
     // `kubectl delete -f` of everything: the DaemonSet goes first.
     api.objects.delete(dsPath);

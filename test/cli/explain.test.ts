@@ -13,10 +13,16 @@ import { ensureCli, runCli } from "./support.ts";
 
 const DIR = "testdata/cli/explain";
 const cwd = repoPath(DIR);
-const cases = readdirSync(cwd).filter((f) => f.endsWith(".args")).map((f) => f.slice(0, -5)).sort();
+const cases = readdirSync(cwd)
+  .filter((f) => f.endsWith(".args"))
+  .map((f) => f.slice(0, -5))
+  .sort();
 const FAILING = new Set(["pod-bad-annotation"]);
 
-const argsOf = (name: string) => readFileSync(join(cwd, `${name}.args`), "utf8").split("\n").filter((l) => l !== "");
+const argsOf = (name: string) =>
+  readFileSync(join(cwd, `${name}.args`), "utf8")
+    .split("\n")
+    .filter((l) => l !== "");
 
 beforeAll(async () => {
   await ensureCli();
@@ -47,8 +53,12 @@ describe("explain input", () => {
   });
 
   test("a List of pods is explained item by item", () => {
-    const pods = ["linkerd-meshed", "not-injected"].map((p) => JSON.parse(readFileSync(repoPath(`testdata/pods/${p}.json`), "utf8")));
-    const r = runCli(["explain", "-f", "-"], { stdin: JSON.stringify({ apiVersion: "v1", kind: "List", items: pods }) });
+    const pods = ["linkerd-meshed", "not-injected"].map((p) =>
+      JSON.parse(readFileSync(repoPath(`testdata/pods/${p}.json`), "utf8")),
+    );
+    const r = runCli(["explain", "-f", "-"], {
+      stdin: JSON.stringify({ apiVersion: "v1", kind: "List", items: pods }),
+    });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("# Pod emojivoto/web-5b8b6f7c9d-x2x7q (mesh linkerd)\n# redirect:");
     expect(r.stdout).toContain("# no rules: the pod has no linkerd-proxy container");
@@ -58,7 +68,12 @@ describe("explain input", () => {
     [[], undefined, "explain needs --filename FILE", 2],
     [["-f", "/nonexistent/pod.yaml"], undefined, "--filename /nonexistent/pod.yaml: cannot read it", 1],
     [["-f", "-"], "kind: Pod\nmetadata: [unclosed", "--filename -: not valid YAML or JSON", 2],
-    [["-f", "-"], "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n", "no Pod or workload with a pod template", 2],
+    [
+      ["-f", "-"],
+      "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n",
+      "no Pod or workload with a pod template",
+      2,
+    ],
     [["-f", "-"], "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\n", "not a valid pod", 2],
     [["-f", "-", "--namespace-file", "-"], "", "--namespace-file -", 2],
     [["-f", "-", "--inbound-port", "70000"], "{}", '--inbound-port "70000": is not a TCP port', 2],
@@ -80,7 +95,11 @@ describe("explain prints what the plugin applies", () => {
 
   beforeAll(async () => {
     if (!existsSync(plugin)) {
-      const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcni"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+      const b = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcni"], {
+        cwd: repoPath(),
+        stdout: "pipe",
+        stderr: "pipe",
+      });
       if (b.exitCode !== 0) throw new Error(`building meshcni failed: ${b.stderr}`);
     }
     api = await startApiServer({ token: "explain-test" });
@@ -94,21 +113,46 @@ describe("explain prints what the plugin applies", () => {
 
   const pairs: { pod: string; ns?: string; flags: string[]; entry: Parameters<typeof entryFromOptions>[0] }[] = [
     { pod: "pods/linkerd-meshed", ns: "pods/namespace-emojivoto-annotated", flags: [], entry: {} },
-    { pod: "pods/linkerd-annotated", ns: "pods/namespace-emojivoto", flags: ["--ipv6", "--skip-outbound-ports", "25"], entry: { ipv6: true, skipOutboundPorts: ["25"] } },
+    {
+      pod: "pods/linkerd-annotated",
+      ns: "pods/namespace-emojivoto",
+      flags: ["--ipv6", "--skip-outbound-ports", "25"],
+      entry: { ipv6: true, skipOutboundPorts: ["25"] },
+    },
     // No --namespace-file: the API's namespace has no annotations either.
-    { pod: "pods/linkerd-control-plane", flags: ["--proxy-gid", "2102", "--redirect-ports", "8086"], entry: { proxyGid: 2102, redirectPorts: [8086] } },
-    { pod: "istio/pods/sidecar", ns: "istio/pods/namespace-bookinfo", flags: ["--mesh", "istio"], entry: { mesh: "istio" } },
-    { pod: "istio/pods/native-sidecar", flags: ["--mesh", "istio", "--outbound-port", "15011"], entry: { mesh: "istio", outboundPort: 15011 } },
+    {
+      pod: "pods/linkerd-control-plane",
+      flags: ["--proxy-gid", "2102", "--redirect-ports", "8086"],
+      entry: { proxyGid: 2102, redirectPorts: [8086] },
+    },
+    {
+      pod: "istio/pods/sidecar",
+      ns: "istio/pods/namespace-bookinfo",
+      flags: ["--mesh", "istio"],
+      entry: { mesh: "istio" },
+    },
+    {
+      pod: "istio/pods/native-sidecar",
+      flags: ["--mesh", "istio", "--outbound-port", "15011"],
+      entry: { mesh: "istio", outboundPort: 15011 },
+    },
   ];
   for (const p of pairs) {
     test(`${p.pod} ${p.flags.join(" ")}`, async () => {
       const pod = JSON.parse(readFileSync(repoPath(`testdata/${p.pod}.json`), "utf8"));
-      const ns = p.ns ? JSON.parse(readFileSync(repoPath(`testdata/${p.ns}.json`), "utf8")) : { apiVersion: "v1", kind: "Namespace", metadata: { name: pod.metadata.namespace } };
+      const ns = p.ns
+        ? JSON.parse(readFileSync(repoPath(`testdata/${p.ns}.json`), "utf8"))
+        : { apiVersion: "v1", kind: "Namespace", metadata: { name: pod.metadata.namespace } };
       api.addPod(pod);
       api.addNamespace(ns);
       const dry = join(tmp, `${p.pod.replaceAll("/", "-")}.dry-run`);
       const entry = entryFromOptions(p.entry);
-      const conf = { cniVersion: "1.0.0", ...entry, dry_run: true, kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") } };
+      const conf = {
+        cniVersion: "1.0.0",
+        ...entry,
+        dry_run: true,
+        kubernetes: { ...(entry.kubernetes as object), kubeconfig: join(tmp, "kubeconfig") },
+      };
       // Asynchronously: the stand-in API server answers from this process.
       const add = Bun.spawn([plugin], {
         env: {

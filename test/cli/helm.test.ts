@@ -24,7 +24,13 @@ beforeAll(async () => {
 function runHelm(args: string[]): { code: number; stdout: string; stderr: string } {
   const r = Bun.spawnSync([helm, ...args], {
     cwd: repoPath(),
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, HELM_CACHE_HOME: repoPath(".cache/helm/home/cache"), HELM_CONFIG_HOME: repoPath(".cache/helm/home/config"), HELM_DATA_HOME: repoPath(".cache/helm/home/data") },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HELM_CACHE_HOME: repoPath(".cache/helm/home/cache"),
+      HELM_CONFIG_HOME: repoPath(".cache/helm/home/config"),
+      HELM_DATA_HOME: repoPath(".cache/helm/home/data"),
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
@@ -32,10 +38,12 @@ function runHelm(args: string[]): { code: number; stdout: string; stderr: string
 }
 
 function docs(text: string): Obj[] {
-  return parseAllDocuments(text).map((d) => {
-    if (d.errors.length) throw new Error(d.errors[0]!.message);
-    return d.toJS() as Obj;
-  }).filter((d) => d !== null);
+  return parseAllDocuments(text)
+    .map((d) => {
+      if (d.errors.length) throw new Error(d.errors[0]!.message);
+      return d.toJS() as Obj;
+    })
+    .filter((d) => d !== null);
 }
 
 const CASES = [
@@ -47,7 +55,9 @@ const CASES = [
 
 function caseFiles(name: string) {
   const values = `testdata/manifests/${name}.values.yaml`;
-  const args = readFileSync(repoPath(`testdata/manifests/${name}.args`), "utf8").split("\n").filter((l) => l !== "");
+  const args = readFileSync(repoPath(`testdata/manifests/${name}.args`), "utf8")
+    .split("\n")
+    .filter((l) => l !== "");
   return { values, args };
 }
 
@@ -65,9 +75,16 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     name: "tolerations and nodeSelector by --set",
     namespace: "meshcni",
     args: [
-      "--set", "tolerations[0].key=node-role.kubernetes.io/control-plane,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule",
-      "--set", "tolerations[1].key=dedicated", "--set", "tolerations[1].value=mesh", "--set", "tolerations[1].tolerationSeconds=60",
-      "--set-string", "nodeSelector.meshcni\\.io/enabled=true",
+      "--set",
+      "tolerations[0].key=node-role.kubernetes.io/control-plane,tolerations[0].operator=Exists,tolerations[0].effect=NoSchedule",
+      "--set",
+      "tolerations[1].key=dedicated",
+      "--set",
+      "tolerations[1].value=mesh",
+      "--set",
+      "tolerations[1].tolerationSeconds=60",
+      "--set-string",
+      "nodeSelector.meshcni\\.io/enabled=true",
     ],
     check: (objs) => {
       expect(podSpec(objs).tolerations).toEqual([
@@ -81,15 +98,25 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     name: "affinity, imagePullSecrets, revisionHistoryLimit, no priority class",
     namespace: "mesh-system",
     args: [
-      "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
-      "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In",
-      "--set", "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values={amd64,arm64}",
-      "--set", "imagePullSecrets[0].name=regcred,imagePullSecrets[1].name=mirror",
-      "--set", "revisionHistoryLimit=0", "--set", "priorityClassName=",
+      "--set",
+      "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].key=kubernetes.io/arch",
+      "--set",
+      "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].operator=In",
+      "--set",
+      "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values={amd64,arm64}",
+      "--set",
+      "imagePullSecrets[0].name=regcred,imagePullSecrets[1].name=mirror",
+      "--set",
+      "revisionHistoryLimit=0",
+      "--set",
+      "priorityClassName=",
     ],
     check: (objs) => {
       const pod = podSpec(objs);
-      expect(pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0].values).toEqual(["amd64", "arm64"]);
+      expect(
+        pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]
+          .matchExpressions[0].values,
+      ).toEqual(["amd64", "arm64"]);
       expect(pod.imagePullSecrets).toEqual([{ name: "regcred" }, { name: "mirror" }]);
       expect(pod.priorityClassName).toBeUndefined();
       expect(daemonSet(objs).spec.revisionHistoryLimit).toBe(0);
@@ -98,28 +125,72 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
   {
     name: "commonLabels and podLabels",
     namespace: "meshcni",
-    args: ["--set", "createNamespace=true", "--set", "commonLabels.team=network,commonLabels.example\\.com/tier=infra", "--set", "podLabels.team=mesh-node", "--set-string", "podLabels.version=2"],
+    args: [
+      "--set",
+      "createNamespace=true",
+      "--set",
+      "commonLabels.team=network,commonLabels.example\\.com/tier=infra",
+      "--set",
+      "podLabels.team=mesh-node",
+      "--set-string",
+      "podLabels.version=2",
+    ],
     check: (objs) => {
       expect(objs.map((o) => o.kind)[0]).toBe("Namespace");
-      for (const o of objs) expect(o.metadata.labels).toMatchObject({ team: "network", "example.com/tier": "infra", "meshcni.io/cni-resource": "true" });
+      for (const o of objs)
+        expect(o.metadata.labels).toMatchObject({
+          team: "network",
+          "example.com/tier": "infra",
+          "meshcni.io/cni-resource": "true",
+        });
       const pod = daemonSet(objs).spec.template.metadata.labels;
-      expect(pod).toMatchObject({ team: "mesh-node", version: "2", "example.com/tier": "infra", "app.kubernetes.io/component": "node" });
-      expect(daemonSet(objs).spec.selector.matchLabels).toEqual({ "app.kubernetes.io/name": "meshcni", "app.kubernetes.io/component": "node" });
+      expect(pod).toMatchObject({
+        team: "mesh-node",
+        version: "2",
+        "example.com/tier": "infra",
+        "app.kubernetes.io/component": "node",
+      });
+      expect(daemonSet(objs).spec.selector.matchLabels).toEqual({
+        "app.kubernetes.io/name": "meshcni",
+        "app.kubernetes.io/component": "node",
+      });
     },
   },
   {
     name: "resources and a percentage maxUnavailable",
     namespace: "meshcni",
-    args: ["--set", "resources.limits.cpu=1,resources.limits.memory=128Mi", "--set", "resources.requests.cpu=250m", "--set", "updateStrategy.rollingUpdate.maxUnavailable=10%"],
+    args: [
+      "--set",
+      "resources.limits.cpu=1,resources.limits.memory=128Mi",
+      "--set",
+      "resources.requests.cpu=250m",
+      "--set",
+      "updateStrategy.rollingUpdate.maxUnavailable=10%",
+    ],
     check: (objs) => {
-      expect(podSpec(objs).containers[0].resources).toEqual({ requests: { cpu: "250m", memory: "40Mi" }, limits: { cpu: 1, memory: "128Mi" } });
-      expect(daemonSet(objs).spec.updateStrategy).toEqual({ type: "RollingUpdate", rollingUpdate: { maxUnavailable: "10%" } });
+      expect(podSpec(objs).containers[0].resources).toEqual({
+        requests: { cpu: "250m", memory: "40Mi" },
+        limits: { cpu: 1, memory: "128Mi" },
+      });
+      expect(daemonSet(objs).spec.updateStrategy).toEqual({
+        type: "RollingUpdate",
+        rollingUpdate: { maxUnavailable: "10%" },
+      });
     },
   },
   {
     name: "OnDelete, and null removing defaults",
     namespace: "meshcni",
-    args: ["--set", "updateStrategy.type=OnDelete,updateStrategy.rollingUpdate=null", "--set", "tolerations=null", "--set", "nodeSelector=null", "--set", "resources=null"],
+    args: [
+      "--set",
+      "updateStrategy.type=OnDelete,updateStrategy.rollingUpdate=null",
+      "--set",
+      "tolerations=null",
+      "--set",
+      "nodeSelector=null",
+      "--set",
+      "resources=null",
+    ],
     check: (objs) => {
       expect(daemonSet(objs).spec.updateStrategy).toEqual({ type: "OnDelete" });
       expect(podSpec(objs).tolerations).toBeUndefined();
@@ -145,7 +216,10 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     args: ["--set", "repair=off", "--set", "startupTaint=meshcni.io/agent-not-ready", "--set", "tolerations=null"],
     check: (objs) => {
       expect(podSpec(objs).tolerations).toEqual([{ key: "meshcni.io/agent-not-ready", operator: "Exists" }]);
-      expect(podSpec(objs).containers[0].args.slice(-2)).toEqual(["--repair=off", "--startup-taint=meshcni.io/agent-not-ready"]);
+      expect(podSpec(objs).containers[0].args.slice(-2)).toEqual([
+        "--repair=off",
+        "--startup-taint=meshcni.io/agent-not-ready",
+      ]);
       expect(objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni")!.rules).toEqual([
         { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
         { apiGroups: [""], resources: ["nodes"], verbs: ["get", "patch"] },
@@ -163,7 +237,12 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     args: ["--set", "hostMounts.recursiveReadOnly="],
     check: (objs) => {
       const mounts = podSpec(objs).containers[0].volumeMounts.filter((m: Obj) => m.mountPath.startsWith("/host/root/"));
-      expect(mounts.map((m: Obj) => m.mountPath)).toEqual(["/host/root/usr", "/host/root/lib", "/host/root/lib64", "/host/root/etc/ld.so.cache"]);
+      expect(mounts.map((m: Obj) => m.mountPath)).toEqual([
+        "/host/root/usr",
+        "/host/root/lib",
+        "/host/root/lib64",
+        "/host/root/etc/ld.so.cache",
+      ]);
       for (const m of mounts) expect(m).toEqual({ name: m.name, mountPath: m.mountPath, readOnly: true });
     },
   },
@@ -191,7 +270,16 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
   {
     name: "two values files and --set over them",
     namespace: "layers",
-    args: ["-f", "testdata/manifests/layer-a.values.yaml", "--values", "testdata/manifests/layer-b.values.yaml", "--set", "commonLabels.layer=set", "--set", "revisionHistoryLimit=7"],
+    args: [
+      "-f",
+      "testdata/manifests/layer-a.values.yaml",
+      "--values",
+      "testdata/manifests/layer-b.values.yaml",
+      "--set",
+      "commonLabels.layer=set",
+      "--set",
+      "revisionHistoryLimit=7",
+    ],
     check: (objs) => {
       expect(objs[0]!.metadata.labels).toMatchObject({ team: "b", layer: "set" });
       expect(podSpec(objs).tolerations).toEqual([{ key: "b", operator: "Exists" }]);
@@ -206,7 +294,9 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     args: ["--values", "testdata/manifests/rich.values.yaml"],
     check: (objs) => {
       const pod = podSpec(objs);
-      expect(pod.containers[0].image).toBe("registry.example.com/mesh/meshcni@sha256:4f1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9");
+      expect(pod.containers[0].image).toBe(
+        "registry.example.com/mesh/meshcni@sha256:4f1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9",
+      );
       expect(pod.tolerations.length).toBe(2);
       expect(Object.keys(pod.affinity).sort()).toEqual(["nodeAffinity", "podAntiAffinity"]);
       expect(daemonSet(objs).spec.template.metadata.labels.team).toBe("mesh-node");
@@ -216,7 +306,16 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
   {
     name: "a plugin setting and a chart value together, istio",
     namespace: "istio-cni",
-    args: ["--set", "mesh=istio", "--set", "excludeNamespaces={kube-system,istio-system,monitoring}", "--set", "inboundPort=15006", "--set", "commonLabels.mesh=istio"],
+    args: [
+      "--set",
+      "mesh=istio",
+      "--set",
+      "excludeNamespaces={kube-system,istio-system,monitoring}",
+      "--set",
+      "inboundPort=15006",
+      "--set",
+      "commonLabels.mesh=istio",
+    ],
     check: (objs) => {
       const entry = JSON.parse(objs.find((o) => o.kind === "ConfigMap")!.data["plugin-config.json"]);
       expect(entry.mesh).toBe("istio");
@@ -232,7 +331,11 @@ describe("helm chart", () => {
     expect(chart.appVersion).toBe(pkg.version);
     const values = parse(readFileSync(repoPath("manifests/values.yaml"), "utf8"));
     expect(parseValues(values)).toEqual(parseValues({}));
-    expect(Object.keys(values).sort()).toEqual(Object.keys(parseValues({})).filter((k) => k !== "namespace").sort());
+    expect(Object.keys(values).sort()).toEqual(
+      Object.keys(parseValues({}))
+        .filter((k) => k !== "namespace")
+        .sort(),
+    );
   });
 
   for (const c of CASES) {

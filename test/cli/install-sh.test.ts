@@ -5,7 +5,17 @@
 // checksum mismatch, a missing file or an unknown platform stop it with a clear message and
 // nothing installed.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { release, renderChecksums } from "../../scripts/release.ts";
@@ -28,9 +38,15 @@ beforeAll(async () => {
   releaseDir = join(tmp, "release");
   await release(releaseDir, ["linux-amd64"], () => {});
   // The other platforms' files, for the download choice (they are not run here).
-  for (const p of ["linux-arm64", "darwin-amd64", "darwin-arm64"]) writeFileSync(join(releaseDir, `meshcnictl-${p}`), `#!/bin/sh\necho "stand-in for ${p}"\n`);
-  const files = readdirSync(releaseDir).filter((f) => f.startsWith("meshcnictl-")).sort();
-  writeFileSync(join(releaseDir, "SHA256SUMS"), renderChecksums(files.map((name) => ({ name, bytes: readFileSync(join(releaseDir, name)) }))));
+  for (const p of ["linux-arm64", "darwin-amd64", "darwin-arm64"])
+    writeFileSync(join(releaseDir, `meshcnictl-${p}`), `#!/bin/sh\necho "stand-in for ${p}"\n`);
+  const files = readdirSync(releaseDir)
+    .filter((f) => f.startsWith("meshcnictl-"))
+    .sort();
+  writeFileSync(
+    join(releaseDir, "SHA256SUMS"),
+    renderChecksums(files.map((name) => ({ name, bytes: readFileSync(join(releaseDir, name)) }))),
+  );
   const pki = makePki();
   writeFileSync(join(tmp, "wgetrc"), `ca_certificate = ${pki.paths.ca}\n`);
   tlsEnv = { CURL_CA_BUNDLE: pki.paths.ca, WGETRC: join(tmp, "wgetrc") };
@@ -49,8 +65,10 @@ beforeAll(async () => {
     fetch(req) {
       const url = new URL(req.url);
       // /to-http/...: a redirect to the plain server; /to-https/...: a relative one back to /v0.1.0/.
-      if (url.pathname.startsWith("/to-http/")) return Response.redirect(`http://127.0.0.1:${plain.port}${url.pathname.slice(8)}`, 302);
-      if (url.pathname.startsWith("/to-https/")) return new Response(null, { status: 302, headers: { location: `/v0.1.0${url.pathname.slice(9)}` } });
+      if (url.pathname.startsWith("/to-http/"))
+        return Response.redirect(`http://127.0.0.1:${plain.port}${url.pathname.slice(8)}`, 302);
+      if (url.pathname.startsWith("/to-https/"))
+        return new Response(null, { status: 302, headers: { location: `/v0.1.0${url.pathname.slice(9)}` } });
       const name = url.pathname.split("/").pop()!;
       requested.push(name);
       const o = overrides.get(name);
@@ -74,20 +92,40 @@ async function install(opts: { os?: string; arch?: string; path?: string; url?: 
   if (opts.os || opts.arch) {
     const fake = join(home, "fakebin");
     mkdirSync(fake);
-    writeFileSync(join(fake, "uname"), `#!/bin/sh\ncase "$1" in -s) echo ${opts.os ?? "Linux"} ;; -m) echo ${opts.arch ?? "x86_64"} ;; *) exec /bin/uname "$@" ;; esac\n`);
+    writeFileSync(
+      join(fake, "uname"),
+      `#!/bin/sh\ncase "$1" in -s) echo ${opts.os ?? "Linux"} ;; -m) echo ${opts.arch ?? "x86_64"} ;; *) exec /bin/uname "$@" ;; esac\n`,
+    );
     chmodSync(join(fake, "uname"), 0o755);
     path = `${fake}:${path}`;
   }
   if (opts.path) path = `${opts.path}:${path}`;
   requested.length = 0;
   const p = Bun.spawn(["dash", repoPath("install.sh")], {
-    env: { HOME: home, PATH: path, ...tlsEnv, MESHCNI_RELEASE_URL: opts.url ?? `https://127.0.0.1:${server.port}/v0.1.0/` },
+    env: {
+      HOME: home,
+      PATH: path,
+      ...tlsEnv,
+      MESHCNI_RELEASE_URL: opts.url ?? `https://127.0.0.1:${server.port}/v0.1.0/`,
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
-  const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  const [code, stdout, stderr] = await Promise.all([
+    p.exited,
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+  ]);
   const bin = join(home, ".meshcni/bin/meshcnictl");
-  return { code, stdout, stderr, home, bin, installed: existsSync(bin), leftovers: existsSync(join(home, ".meshcni/bin")) ? readdirSync(join(home, ".meshcni/bin")) : [] };
+  return {
+    code,
+    stdout,
+    stderr,
+    home,
+    bin,
+    installed: existsSync(bin),
+    leftovers: existsSync(join(home, ".meshcni/bin")) ? readdirSync(join(home, ".meshcni/bin")) : [],
+  };
 }
 
 describe("release", () => {
@@ -119,15 +157,25 @@ describe("install.sh", () => {
   test("says nothing about PATH when the folder is on it already", async () => {
     const home = mkdtempSync(join(tmp, "pathhome-"));
     const p = Bun.spawn(["dash", repoPath("install.sh")], {
-      env: { HOME: home, PATH: `${home}/.meshcni/bin:${process.env.PATH}`, ...tlsEnv, MESHCNI_RELEASE_URL: `https://127.0.0.1:${server.port}` },
-      stdout: "pipe", stderr: "pipe",
+      env: {
+        HOME: home,
+        PATH: `${home}/.meshcni/bin:${process.env.PATH}`,
+        ...tlsEnv,
+        MESHCNI_RELEASE_URL: `https://127.0.0.1:${server.port}`,
+      },
+      stdout: "pipe",
+      stderr: "pipe",
     });
     const [code, out] = await Promise.all([p.exited, new Response(p.stdout).text()]);
     expect(code).toBe(0);
     expect(out).not.toContain("export PATH");
   });
 
-  for (const [os, arch, file] of [["Linux", "aarch64", "meshcnictl-linux-arm64"], ["Darwin", "arm64", "meshcnictl-darwin-arm64"], ["Darwin", "x86_64", "meshcnictl-darwin-amd64"]] as const) {
+  for (const [os, arch, file] of [
+    ["Linux", "aarch64", "meshcnictl-linux-arm64"],
+    ["Darwin", "arm64", "meshcnictl-darwin-arm64"],
+    ["Darwin", "x86_64", "meshcnictl-darwin-amd64"],
+  ] as const) {
     test(`${os} ${arch} downloads ${file}`, async () => {
       const r = await install({ os, arch });
       expect(r.code).toBe(0);
@@ -138,11 +186,26 @@ describe("install.sh", () => {
 
   const sums = () => readFileSync(join(releaseDir, "SHA256SUMS"), "utf8");
   const refusals: [string, () => [string, string | number], string[]][] = [
-    ["a checksum mismatch", () => ["SHA256SUMS", sums().replace(/^[0-9a-f]{64}(?=  meshcnictl-linux-amd64$)/m, "0".repeat(64))],
-      [`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`, "nothing was installed"]],
-    ["a tampered binary", () => ["meshcnictl-linux-amd64", "#!/bin/sh\necho pwned\n"], ["checksum mismatch", "nothing was installed"]],
-    ["SHA256SUMS without the file's line", () => ["SHA256SUMS", `${"a".repeat(64)}  meshcnictl-other\n`], ["SHA256SUMS has no line for meshcnictl-linux-amd64"]],
-    ["a missing release file", () => ["meshcnictl-linux-amd64", 404], ["cannot download https://127.0.0.1:", "/v0.1.0/meshcnictl-linux-amd64"]],
+    [
+      "a checksum mismatch",
+      () => ["SHA256SUMS", sums().replace(/^[0-9a-f]{64}(?=  meshcnictl-linux-amd64$)/m, "0".repeat(64))],
+      [`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`, "nothing was installed"],
+    ],
+    [
+      "a tampered binary",
+      () => ["meshcnictl-linux-amd64", "#!/bin/sh\necho pwned\n"],
+      ["checksum mismatch", "nothing was installed"],
+    ],
+    [
+      "SHA256SUMS without the file's line",
+      () => ["SHA256SUMS", `${"a".repeat(64)}  meshcnictl-other\n`],
+      ["SHA256SUMS has no line for meshcnictl-linux-amd64"],
+    ],
+    [
+      "a missing release file",
+      () => ["meshcnictl-linux-amd64", 404],
+      ["cannot download https://127.0.0.1:", "/v0.1.0/meshcnictl-linux-amd64"],
+    ],
   ];
   for (const [what, override, messages] of refusals) {
     test(`${what} installs nothing`, async () => {
@@ -175,13 +238,32 @@ describe("install.sh", () => {
   test("works with wget when there is no curl", async () => {
     const have = Bun.spawnSync(["sh", "-c", "command -v wget"]).exitCode === 0;
     if (!have) {
-      const r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "wget"], { env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" } });
+      const r = Bun.spawnSync(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "wget"], {
+        env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+      });
       if (r.exitCode !== 0) throw new Error("wget is needed for this test and apt-get could not install it");
     }
     // A PATH with the tools install.sh uses, but no curl.
     const bin = mkdtempSync(join(tmp, "nocurl-"));
-    for (const tool of ["wget", "sha256sum", "awk", "cut", "mktemp", "mkdir", "chmod", "mv", "rm", "uname", "sed", "tr", "tail", "dash"]) {
-      const found = Bun.spawnSync(["sh", "-c", `command -v ${tool}`], { stdout: "pipe" }).stdout.toString().trim();
+    for (const tool of [
+      "wget",
+      "sha256sum",
+      "awk",
+      "cut",
+      "mktemp",
+      "mkdir",
+      "chmod",
+      "mv",
+      "rm",
+      "uname",
+      "sed",
+      "tr",
+      "tail",
+      "dash",
+    ]) {
+      const found = Bun.spawnSync(["sh", "-c", `command -v ${tool}`], { stdout: "pipe" })
+        .stdout.toString()
+        .trim();
       if (found) copyFileSync(found, join(bin, tool));
       if (found) chmodSync(join(bin, tool), 0o755);
     }
@@ -189,7 +271,9 @@ describe("install.sh", () => {
       const home = mkdtempSync(join(tmp, "wgethome-"));
       requested.length = 0;
       const p = Bun.spawn([join(bin, "dash"), repoPath("install.sh")], {
-        env: { HOME: home, PATH: bin, ...tlsEnv, MESHCNI_RELEASE_URL: url }, stdout: "pipe", stderr: "pipe",
+        env: { HOME: home, PATH: bin, ...tlsEnv, MESHCNI_RELEASE_URL: url },
+        stdout: "pipe",
+        stderr: "pipe",
       });
       const [code, stderr] = await Promise.all([p.exited, new Response(p.stderr).text()]);
       return { code, stderr, installed: existsSync(join(home, ".meshcni/bin/meshcnictl")) };
@@ -201,14 +285,18 @@ describe("install.sh", () => {
     const redirected = await viaWget(`https://127.0.0.1:${server.port}/to-https`);
     expect([redirected.code, redirected.installed]).toEqual([0, true]);
     const downgraded = await viaWget(`https://127.0.0.1:${server.port}/to-http`);
-    expect(downgraded.stderr).toContain(`refusing the redirect from https://127.0.0.1:${server.port}/to-http/meshcnictl-linux-amd64 to http://`);
+    expect(downgraded.stderr).toContain(
+      `refusing the redirect from https://127.0.0.1:${server.port}/to-http/meshcnictl-linux-amd64 to http://`,
+    );
     expect([downgraded.code, downgraded.installed]).toEqual([1, false]);
     expect(requested.filter((r) => r.startsWith("plain:"))).toEqual([]);
   });
 
   test("anything but https is refused, redirects included (curl)", async () => {
     const http = await install({ url: `http://127.0.0.1:${plain.port}/v0.1.0` });
-    expect(http.stderr).toContain(`refusing to download http://127.0.0.1:${plain.port}/v0.1.0/meshcnictl-linux-amd64: only https:// is allowed`);
+    expect(http.stderr).toContain(
+      `refusing to download http://127.0.0.1:${plain.port}/v0.1.0/meshcnictl-linux-amd64: only https:// is allowed`,
+    );
     expect([http.code, http.installed]).toEqual([1, false]);
     const downgraded = await install({ url: `https://127.0.0.1:${server.port}/to-http/v0.1.0` });
     expect(downgraded.stderr).toContain("cannot download");

@@ -2,7 +2,14 @@
 // coalesced over the chart's defaults as Helm does. test/cli/helm.test.ts holds the result to
 // `helm template` with the same arguments; these pin the parser's corners.
 import { describe, expect, test } from "bun:test";
-import { applySet, coalesce, mergeTrees, OverrideError, type Tree, typedValue } from "../../internal/cli/manifests/overrides.ts";
+import {
+  applySet,
+  coalesce,
+  mergeTrees,
+  OverrideError,
+  type Tree,
+  typedValue,
+} from "../../internal/cli/manifests/overrides.ts";
 
 const set = (...exprs: string[]): Tree => {
   const t: Tree = {};
@@ -12,9 +19,22 @@ const set = (...exprs: string[]): Tree => {
 
 describe("--set values are typed as Helm types them", () => {
   const cases: [string, unknown][] = [
-    ["true", true], ["FALSE", false], ["True", true], ["null", null], ["Null", null],
-    ["0", 0], ["42", 42], ["-5", -5], ["+7", 7], ["0123", "0123"], ["1.5", "1.5"], ["1e3", "1e3"],
-    ["", ""], ["10m", "10m"], ["9223372036854775808", "9223372036854775808"], ["yes", "yes"],
+    ["true", true],
+    ["FALSE", false],
+    ["True", true],
+    ["null", null],
+    ["Null", null],
+    ["0", 0],
+    ["42", 42],
+    ["-5", -5],
+    ["+7", 7],
+    ["0123", "0123"],
+    ["1.5", "1.5"],
+    ["1e3", "1e3"],
+    ["", ""],
+    ["10m", "10m"],
+    ["9223372036854775808", "9223372036854775808"],
+    ["yes", "yes"],
   ];
   for (const [input, want] of cases) test(JSON.stringify(input), () => expect(typedValue(input, false)).toEqual(want));
   test("--set-string keeps strings", () => {
@@ -35,7 +55,9 @@ describe("--set paths", () => {
   });
 
   test("list items grow the list with null holes; maps in items merge", () => {
-    expect(set("t[0].key=a", "t[0].operator=Exists", "t[2]=c")).toEqual({ t: [{ key: "a", operator: "Exists" }, null, "c"] });
+    expect(set("t[0].key=a", "t[0].operator=Exists", "t[2]=c")).toEqual({
+      t: [{ key: "a", operator: "Exists" }, null, "c"],
+    });
     expect(set("m[1][0]=x")).toEqual({ m: [null, ["x"]] });
   });
 
@@ -61,16 +83,28 @@ describe("layering", () => {
 
   test("coalesce: defaults fill in, maps merge, null removes a default", () => {
     const defaults = {
-      nodeSelector: { "kubernetes.io/os": "linux" }, tolerations: [{ operator: "Exists" }], resources: { requests: { cpu: "10m" } },
-      inboundPort: null, hub: "ghcr.io/meshcni", ipv6: false,
+      nodeSelector: { "kubernetes.io/os": "linux" },
+      tolerations: [{ operator: "Exists" }],
+      resources: { requests: { cpu: "10m" } },
+      inboundPort: null,
+      hub: "ghcr.io/meshcni",
+      ipv6: false,
     };
     expect(coalesce({ nodeSelector: { pool: "a" }, resources: { limits: { cpu: 1 } } }, defaults)).toEqual({
-      ...defaults, nodeSelector: { "kubernetes.io/os": "linux", pool: "a" }, resources: { requests: { cpu: "10m" }, limits: { cpu: 1 } },
+      ...defaults,
+      nodeSelector: { "kubernetes.io/os": "linux", pool: "a" },
+      resources: { requests: { cpu: "10m" }, limits: { cpu: 1 } },
     });
-    const removed = coalesce({ nodeSelector: { "kubernetes.io/os": null }, tolerations: null, resources: null, inboundPort: null }, defaults);
+    const removed = coalesce(
+      { nodeSelector: { "kubernetes.io/os": null }, tolerations: null, resources: null, inboundPort: null },
+      defaults,
+    );
     expect(removed).toMatchObject({ nodeSelector: {}, tolerations: [], resources: {}, inboundPort: null });
     // A null the defaults have no key for stays, for the schema to refuse.
-    expect(coalesce({ nodeSelector: { pool: null } }, defaults).nodeSelector).toEqual({ "kubernetes.io/os": "linux", pool: null });
+    expect(coalesce({ nodeSelector: { pool: null } }, defaults).nodeSelector).toEqual({
+      "kubernetes.io/os": "linux",
+      pool: null,
+    });
     expect(() => coalesce({ hub: null }, defaults)).toThrow(/hub: null/);
     expect(() => coalesce({ ipv6: null }, defaults)).toThrow(/ipv6: null/);
     expect(defaults.nodeSelector).toEqual({ "kubernetes.io/os": "linux" });

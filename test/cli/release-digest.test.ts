@@ -27,20 +27,33 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const run = (cmd: string[], cwd = dir) => {
   const r = Bun.spawnSync(cmd, {
     cwd,
-    env: { PATH: process.env.PATH, HOME: process.env.HOME, HELM_CACHE_HOME: join(dir, ".helm/cache"), HELM_CONFIG_HOME: join(dir, ".helm/config"), HELM_DATA_HOME: join(dir, ".helm/data") },
+    env: {
+      PATH: process.env.PATH,
+      HOME: process.env.HOME,
+      HELM_CACHE_HOME: join(dir, ".helm/cache"),
+      HELM_CONFIG_HOME: join(dir, ".helm/config"),
+      HELM_DATA_HOME: join(dir, ".helm/data"),
+    },
     stdout: "pipe",
     stderr: "pipe",
   });
   return { code: r.exitCode, stdout: r.stdout.toString(), stderr: r.stderr.toString() };
 };
-const docs = (text: string) => parseAllDocuments(text).map((d) => d.toJS()).filter((d) => d !== null);
+const docs = (text: string) =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS())
+    .filter((d) => d !== null);
 const imageOf = (text: string) => docs(text).find((o) => o.kind === "DaemonSet").spec.template.spec.containers[0].image;
 const ctl = () => join(dir, "meshcnictl-linux-amd64");
 
 describe.skipIf(process.arch !== "x64")("release with --image-digest", () => {
   test("SHA256SUMS covers meshcnictl and the chart package", () => {
     const chart = `meshcni-${pkg.version}.tgz`;
-    expect(readdirSync(dir).filter((f) => !f.startsWith(".")).sort()).toEqual(["SHA256SUMS", chart, "meshcnictl-linux-amd64"].sort());
+    expect(
+      readdirSync(dir)
+        .filter((f) => !f.startsWith("."))
+        .sort(),
+    ).toEqual(["SHA256SUMS", chart, "meshcnictl-linux-amd64"].sort());
     const r = run(["sha256sum", "-c", "SHA256SUMS"]);
     expect(r.stderr).toBe("");
     expect(r.code).toBe(0);
@@ -54,14 +67,29 @@ describe.skipIf(process.arch !== "x64")("release with --image-digest", () => {
   });
 
   test("an image chosen by the user is not pinned by the release's digest", () => {
-    expect(imageOf(run([ctl(), "install-cni", "--image", "example.com/meshcni:v2"]).stdout)).toBe("example.com/meshcni:v2");
+    expect(imageOf(run([ctl(), "install-cni", "--image", "example.com/meshcni:v2"]).stdout)).toBe(
+      "example.com/meshcni:v2",
+    );
     expect(imageOf(run([ctl(), "install-cni", "--set", "tag=v2"]).stdout)).toBe("ghcr.io/meshcni/meshcni:v2");
-    expect(imageOf(run([ctl(), "install-cni", "--set", "hub=mirror.example.com/m"]).stdout)).toBe(`mirror.example.com/m/meshcni:${pkg.version}`);
-    expect(imageOf(run([ctl(), "install-cni", "--set", "digest="]).stdout)).toBe(`ghcr.io/meshcni/meshcni:${pkg.version}`);
+    expect(imageOf(run([ctl(), "install-cni", "--set", "hub=mirror.example.com/m"]).stdout)).toBe(
+      `mirror.example.com/m/meshcni:${pkg.version}`,
+    );
+    expect(imageOf(run([ctl(), "install-cni", "--set", "digest="]).stdout)).toBe(
+      `ghcr.io/meshcni/meshcni:${pkg.version}`,
+    );
   });
 
   test("helm template of the packaged chart equals that meshcnictl's install-cni", () => {
-    const h = run([helm, "template", "meshcni", join(dir, `meshcni-${pkg.version}.tgz`), "--namespace", "meshcni", "--set", "createNamespace=true"]);
+    const h = run([
+      helm,
+      "template",
+      "meshcni",
+      join(dir, `meshcni-${pkg.version}.tgz`),
+      "--namespace",
+      "meshcni",
+      "--set",
+      "createNamespace=true",
+    ]);
     expect(h.stderr).toBe("");
     expect(h.code).toBe(0);
     expect(imageOf(h.stdout)).toBe(`ghcr.io/meshcni/meshcni@${DIGEST}`);

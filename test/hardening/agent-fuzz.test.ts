@@ -50,7 +50,9 @@ test(`${SEQS}: the records follow the containers`, async () => {
   const r = await records!.run({ seed: SEED, sequences: SEQUENCES, length: 16, maxFailures: 100 });
   console.log(renderRecordsSummary(r));
   for (const f of r.failures.slice(0, 10)) console.log(renderRecordsFailure(f));
-  expect(r.failures.map((f) => `${f.index}/${f.step} ${f.way}: ${f.problems.find((p) => !p.endsWith(":"))}`)).toEqual([]);
+  expect(r.failures.map((f) => `${f.index}/${f.step} ${f.way}: ${f.problems.find((p) => !p.endsWith(":"))}`)).toEqual(
+    [],
+  );
   for (const way of ["agent", "alone"]) {
     for (const k of ["ADD 0", "ADD 106", "ADD 7", "CHECK 0", "DEL 0", "GC 0"]) {
       expect({ k: `${way} ${k}`, reached: (r.outcomes.get(`${way} ${k}`) ?? 0) > 0 }).toEqual({

@@ -77,51 +77,76 @@ function listen(server: net.Server, host = "127.0.0.1"): Promise<string> {
     open.add(sock);
     sock.on("close", () => open.delete(sock));
   });
-  servers.push({ close: () => new Promise((r) => {
-    for (const sock of open) sock.destroy();
-    server.close(() => r(undefined));
-  }) });
-  return new Promise((resolve) => server.listen(0, host, () => resolve(`https://${host}:${(server.address() as AddressInfo).port}`)));
+  servers.push({
+    close: () =>
+      new Promise((r) => {
+        for (const sock of open) sock.destroy();
+        server.close(() => r(undefined));
+      }),
+  });
+  return new Promise((resolve) =>
+    server.listen(0, host, () => resolve(`https://${host}:${(server.address() as AddressInfo).port}`)),
+  );
 }
 
 /** The transport faults, as servers of their own; each returns the https URL to point at. */
 const TRANSPORT: [string, () => Promise<string>][] = [
-  ["plain HTTP behind an https URL", async () => {
-    const plain = await startApiServer({ tls: false, token: "t0ken" });
-    servers.push(plain);
-    return plain.url.replace("http://", "https://");
-  }],
-  ["a certificate for another name", async () => {
-    // The test certificate names 127.0.0.1, ::1 and localhost; 127.0.0.2 is loopback too.
-    const other = await startApiServer({ host: "127.0.0.2", token: "t0ken" });
-    servers.push(other);
-    return other.url;
-  }],
-  ["a TLS handshake that never completes", () => {
-    const sockets: net.Socket[] = [];
-    const s = net.createServer((sock) => void sockets.push(sock));
-    servers.push({ close: () => sockets.forEach((x) => x.destroy()) });
-    return listen(s);
-  }],
-  ["a connection closed right after the handshake", () => {
-    const pki = makePki();
-    return listen(tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (sock) => sock.end()));
-  }],
-  ["an answer that is not HTTP", () => {
-    const pki = makePki();
-    return listen(tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (sock) => sock.end("SSH-2.0-OpenSSH_9.2\r\n")));
-  }],
-  ["a body that stalls half way", () => {
-    const pki = makePki();
-    const held: { destroy(): void }[] = [];
-    const s = https.createServer({ cert: pki.serverCert, key: pki.serverKey }, (_req, res) => {
-      res.writeHead(200, { "Content-Type": "application/json", "Content-Length": 4000 });
-      res.write('{"kind":"Pod","metadata":{"name":"web"');
-      held.push(res);
-    });
-    servers.push({ close: () => held.forEach((r) => r.destroy()) });
-    return listen(s);
-  }],
+  [
+    "plain HTTP behind an https URL",
+    async () => {
+      const plain = await startApiServer({ tls: false, token: "t0ken" });
+      servers.push(plain);
+      return plain.url.replace("http://", "https://");
+    },
+  ],
+  [
+    "a certificate for another name",
+    async () => {
+      // The test certificate names 127.0.0.1, ::1 and localhost; 127.0.0.2 is loopback too.
+      const other = await startApiServer({ host: "127.0.0.2", token: "t0ken" });
+      servers.push(other);
+      return other.url;
+    },
+  ],
+  [
+    "a TLS handshake that never completes",
+    () => {
+      const sockets: net.Socket[] = [];
+      const s = net.createServer((sock) => void sockets.push(sock));
+      servers.push({ close: () => sockets.forEach((x) => x.destroy()) });
+      return listen(s);
+    },
+  ],
+  [
+    "a connection closed right after the handshake",
+    () => {
+      const pki = makePki();
+      return listen(tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (sock) => sock.end()));
+    },
+  ],
+  [
+    "an answer that is not HTTP",
+    () => {
+      const pki = makePki();
+      return listen(
+        tls.createServer({ cert: pki.serverCert, key: pki.serverKey }, (sock) => sock.end("SSH-2.0-OpenSSH_9.2\r\n")),
+      );
+    },
+  ],
+  [
+    "a body that stalls half way",
+    () => {
+      const pki = makePki();
+      const held: { destroy(): void }[] = [];
+      const s = https.createServer({ cert: pki.serverCert, key: pki.serverKey }, (_req, res) => {
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": 4000 });
+        res.write('{"kind":"Pod","metadata":{"name":"web"');
+        held.push(res);
+      });
+      servers.push({ close: () => held.forEach((r) => r.destroy()) });
+      return listen(s);
+    },
+  ],
 ];
 
 /** The stand-in's own faults (as in test/plugin/api.test.ts, here for both meshes). */
@@ -153,8 +178,12 @@ for (const [mesh, m] of Object.entries(MESHES)) {
 
     async function add(kc: string) {
       const conf = {
-        cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", timeout_seconds: BOUND_S,
-        kubernetes: { kubeconfig: kc }, ...m.section,
+        cniVersion: "1.0.0",
+        name: "k8s-pod-network",
+        type: "meshcni",
+        timeout_seconds: BOUND_S,
+        kubernetes: { kubeconfig: kc },
+        ...m.section,
         prevResult: { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24" }, { address: "fd00::12/64" }] },
       };
       return runPlugin(cniEnv("ADD", { CNI_ARGS: args, CNI_NETNS: netns.path }), JSON.stringify(conf));
@@ -173,7 +202,11 @@ for (const [mesh, m] of Object.entries(MESHES)) {
       const r = await add(kubeconfig);
       expect(r.code).toBe(0);
       expect(untouched().length).toBeGreaterThan(0);
-      netns.exec(["sh", "-c", "for t in nat mangle raw; do iptables-nft -t $t -F; iptables-nft -t $t -X; ip6tables-nft -t $t -F; ip6tables-nft -t $t -X; done; ip -6 addr del ::6/128 dev lo 2>/dev/null; true"]);
+      netns.exec([
+        "sh",
+        "-c",
+        "for t in nat mangle raw; do iptables-nft -t $t -F; iptables-nft -t $t -X; ip6tables-nft -t $t -F; ip6tables-nft -t $t -X; done; ip -6 addr del ::6/128 dev lo 2>/dev/null; true",
+      ]);
       expect(untouched()).toEqual([]);
     });
 

@@ -6,7 +6,15 @@
 // waited on or failed for the xtables lock; DEL takes everything away again. How long it took is
 // printed here and measured against floors in bench/burst.ts, not asserted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { type Backend, type BurstPod, BurstLab, type BurstRound, checkOwnRules, KUBELET_MAX_PODS, lockTrouble } from "./burst/burst-lab.ts";
+import {
+  type Backend,
+  type BurstPod,
+  BurstLab,
+  type BurstRound,
+  checkOwnRules,
+  KUBELET_MAX_PODS,
+  lockTrouble,
+} from "./burst/burst-lab.ts";
 
 for (const backend of ["nft", "legacy"] as Backend[]) {
   describe(`burst of ${KUBELET_MAX_PODS} pods, iptables ${backend}`, () => {
@@ -19,7 +27,9 @@ for (const backend of ["nft", "legacy"] as Backend[]) {
       lab = await BurstLab.start(KUBELET_MAX_PODS, { agent: true });
       pods = lab.createNamespaces(backend[0]!);
       round = await lab.burst(rt(), pods);
-      console.log(`burst (${backend}): ${KUBELET_MAX_PODS} pods in ${round.wallMs.toFixed(0)} ms; slowest chain ${round.worstChainMs.toFixed(0)} ms, slowest meshcni ADD ${round.worstMeshcniMs?.toFixed(0)} ms`);
+      console.log(
+        `burst (${backend}): ${KUBELET_MAX_PODS} pods in ${round.wallMs.toFixed(0)} ms; slowest chain ${round.worstChainMs.toFixed(0)} ms, slowest meshcni ADD ${round.worstMeshcniMs?.toFixed(0)} ms`,
+      );
     });
     afterAll(async () => {
       await lab?.close();
@@ -35,7 +45,11 @@ for (const backend of ["nft", "legacy"] as Backend[]) {
       // plugin's bound (AGENT_TIMEOUT_MS): those pods fall back to their kubeconfig GET and still
       // get their rules (checked above and below). Without the agent every pod makes one.
       const gets = lab.podGets();
-      const served = () => lab.agent!.process.log().split("\n").filter((l) => / plugin ADD pod=burst\/web-\d+ outcome=meshed .* lookup=agent-cache /.test(l)).length;
+      const served = () =>
+        lab
+          .agent!.process.log()
+          .split("\n")
+          .filter((l) => / plugin ADD pod=burst\/web-\d+ outcome=meshed .* lookup=agent-cache /.test(l)).length;
       for (let i = 0; i < 100 && served() + gets < KUBELET_MAX_PODS; i++) await Bun.sleep(50);
       console.log(`burst (${backend}): ${served()} ADDs served from the agent's cache, ${gets} pod GETs (fallback)`);
       expect(gets).toBeLessThan(KUBELET_MAX_PODS / 2);
@@ -54,12 +68,13 @@ for (const backend of ["nft", "legacy"] as Backend[]) {
       expect(pods.filter((p) => lab.save(p, other).includes("PROXY_INIT")).map((p) => p.name)).toEqual([]);
     });
 
-
     test("DEL of every pod at once removes all rules and frees every address", async () => {
       const errors = await lab.teardown(rt(), pods);
       expect(errors).toEqual([]);
       expect(pods.filter((p) => lab.save(p, backend).includes("PROXY_INIT")).map((p) => p.name)).toEqual([]);
-      const left = Bun.spawnSync(["sh", "-c", `ls ${lab.dir}/ipam/*/ 2>/dev/null | grep -c '^10\\.' || true`]).stdout.toString().trim();
+      const left = Bun.spawnSync(["sh", "-c", `ls ${lab.dir}/ipam/*/ 2>/dev/null | grep -c '^10\\.' || true`])
+        .stdout.toString()
+        .trim();
       expect(left).toBe("0");
     });
   });

@@ -21,8 +21,8 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-const RUN = `${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, ` +
-  "every other ADD also agent-planned";
+const RUN =
+  `${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, ` + "every other ADD also agent-planned";
 test(`${RUN}: no finding`, async () => {
   const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20, agentEvery: 2 }, h);
   console.log(renderSummary(report));
@@ -34,14 +34,20 @@ test(`${RUN}: no finding`, async () => {
   // The cases reach every stage: rules, the decode/version/config/environment errors, the API's.
   const n = (k: string) => report.outcomes.get(k) ?? 0;
   expect(n("ok with rules")).toBeGreaterThan(CASES * 0.05);
-  for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"]) expect(n(k)).toBeGreaterThan(0);
+  for (const k of ["ok", "code 1", "code 4", "code 6", "code 7", "code 11", "code 106", "code 107"])
+    expect(n(k)).toBeGreaterThan(0);
   // The agent planned most ADDs (rules, no rules, the plugin's errors), and declined what is the plugin's.
   const a = (k: string) =>
     [...report.agentOutcomes].filter(([key]) => key.startsWith(k)).reduce((sum, [, v]) => sum + v, 0);
   expect(report.agentCases).toBeGreaterThan(CASES * 0.2);
   const kinds = [
-    "planned: ok with rules", "planned: ok", "planned: code 4", "planned: code 7", "planned: code 106",
-    "declined: ", "413",
+    "planned: ok with rules",
+    "planned: ok",
+    "planned: code 4",
+    "planned: code 7",
+    "planned: code 106",
+    "declined: ",
+    "413",
   ];
   for (const k of kinds) {
     expect({ k, n: a(k) }).toEqual({ k, n: expect.any(Number) });
@@ -87,7 +93,13 @@ describe("the oracle catches what it is there to catch", () => {
     const cases: [string, string][] = [
       ["extra rule", addToNat(p, "-A OUTPUT -j ACCEPT")],
       ["other port", otherPort(p)],
-      ["lost rule", p.split("\n").filter((l) => !l.includes("redirect-all-outgoing")).join("\n")],
+      [
+        "lost rule",
+        p
+          .split("\n")
+          .filter((l) => !l.includes("redirect-all-outgoing"))
+          .join("\n"),
+      ],
       ["accept instead of return", p.replace(/(ignore-loopback" )-j RETURN/, "$1-j ACCEPT")],
       ["option as value", p.replace(/-o lo/, "-o -j")],
       ["stray line", addToNat(p, "ACCEPT")],
@@ -102,9 +114,23 @@ describe("the oracle catches what it is there to catch", () => {
     const { c, r } = await redirected("istio");
     const p = r.payload!;
     expect(judge(c, tamper(r, { payload: otherPort(p) })).length).toBeGreaterThan(0);
-    expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -d 203.0.113.0/24 -j RETURN") })).length).toBeGreaterThan(0);
-    expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -o eth9 -j RETURN") })).length).toBeGreaterThan(0);
-    expect(judge(c, tamper(r, { payload: p.split("\n").filter((l) => !l.includes("--uid-owner")).join("\n") })).length).toBeGreaterThan(0);
+    expect(
+      judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -d 203.0.113.0/24 -j RETURN") })).length,
+    ).toBeGreaterThan(0);
+    expect(judge(c, tamper(r, { payload: addToNat(p, "-A ISTIO_OUTPUT -o eth9 -j RETURN") })).length).toBeGreaterThan(
+      0,
+    );
+    expect(
+      judge(
+        c,
+        tamper(r, {
+          payload: p
+            .split("\n")
+            .filter((l) => !l.includes("--uid-owner"))
+            .join("\n"),
+        }),
+      ).length,
+    ).toBeGreaterThan(0);
   });
 
   test("nftables: the same case on the other backend passes, and tampered scripts do not", async () => {
@@ -119,9 +145,12 @@ describe("the oracle catches what it is there to catch", () => {
       expect(judge(v, r)).toEqual([]);
       const p = r.payload!;
       const tampered: [string, string][] = [
-        ["extra rule", mesh === "linkerd"
-          ? p.replace(/(\tchain nat_OUTPUT \{\n\t\t[^\n]+\n)/, "$1\t\taccept\n")
-          : p.replace(/(\tchain nat_ISTIO_OUTPUT \{\n)/, "$1\t\ttcp dport 65000 return\n")],
+        [
+          "extra rule",
+          mesh === "linkerd"
+            ? p.replace(/(\tchain nat_OUTPUT \{\n\t\t[^\n]+\n)/, "$1\t\taccept\n")
+            : p.replace(/(\tchain nat_ISTIO_OUTPUT \{\n)/, "$1\t\ttcp dport 65000 return\n"),
+        ],
         ["other port", p.replace(/redirect to :(\d+)/, (_, n) => `redirect to :${(Number(n) + 1) % 65536}`)],
         ["lost rule", p.replace(/\n[^\n]*redirect to :[^\n]*/, "")],
         ["a statement in a name", p.replace(/oifname "lo"/, 'oifname "lo" accept')],
@@ -133,7 +162,11 @@ describe("the oracle catches what it is there to catch", () => {
       ];
       for (const [what, payload] of tampered) {
         expect({ mesh, what, changed: payload !== p }).toEqual({ mesh, what, changed: true });
-        expect({ mesh, what, problems: judge(v, tamper(r, { payload })).length > 0 }).toEqual({ mesh, what, problems: true });
+        expect({ mesh, what, problems: judge(v, tamper(r, { payload })).length > 0 }).toEqual({
+          mesh,
+          what,
+          problems: true,
+        });
       }
     }
   });
@@ -203,7 +236,12 @@ describe("the agent-planned judging catches what it is there to catch", () => {
       a.stdout = JSON.stringify({ cniVersion: "1.0.0", code: 100, msg: "internal" });
       a.summary = { ...a.summary, outcome: "failed", code: 100 };
     };
-    const changes = [["port", port], ["lost rule", lost], ["no rules", none], ["code 100", failed]] as const;
+    const changes = [
+      ["port", port],
+      ["lost rule", lost],
+      ["no rules", none],
+      ["code 100", failed],
+    ] as const;
     for (const [what, change] of changes) {
       expect({ what, caught: (await tampered(change)).length > 0 }).toEqual({ what, caught: true });
     }

@@ -13,7 +13,14 @@ test(`${OPS} chaos operations (seed ${SEED}): no instant with a torn or lossy co
   console.log(renderChaosSummary(report));
   expect(report.violations).toEqual([]);
   // The run did what it says: every kind of operation, checks, and an observer that sampled.
-  for (const k of ["rewrite the runtime's config", "write another file", "delete a file", "burst of rewrites", "SIGTERM", "kill -9"]) {
+  for (const k of [
+    "rewrite the runtime's config",
+    "write another file",
+    "delete a file",
+    "burst of rewrites",
+    "SIGTERM",
+    "kill -9",
+  ]) {
     expect(report.counts[k] ?? 0).toBeGreaterThan(0);
   }
   expect(report.settleChecks).toBeGreaterThan(10);

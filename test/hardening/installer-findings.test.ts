@@ -1,12 +1,33 @@
 // Regression tests for what the agent chaos run found, against the compiled installer.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
 import { Installer } from "../../internal/agent/install/installer.ts";
 import { createHostFs, syncDir } from "../../internal/agent/install/io/fs.ts";
-import { type Cluster, ensureBuilt, HostDirs, type InstallerProcess, pluginTypes, startCluster, startInstaller, until } from "../agent/harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  HostDirs,
+  type InstallerProcess,
+  pluginTypes,
+  startCluster,
+  startInstaller,
+  until,
+} from "../agent/harness.ts";
 
 let dirs: HostDirs;
 let running: InstallerProcess | undefined;
@@ -36,7 +57,8 @@ function hostWrite(name: string, content: string): void {
   renameSync(join(dirs.net, `.${name}.tmp`), join(dirs.net, name));
 }
 
-const flannel = (hairpin: boolean) => `${JSON.stringify({ name: "cbr0", type: "flannel", delegate: { hairpinMode: hairpin, isDefaultGateway: true } }, null, 2)}\n`;
+const flannel = (hairpin: boolean) =>
+  `${JSON.stringify({ name: "cbr0", type: "flannel", delegate: { hairpinMode: hairpin, isDefaultGateway: true } }, null, 2)}\n`;
 const EXTRA = `${JSON.stringify({ cniVersion: "1.0.0", name: "extra", plugins: [{ type: "bridge", bridge: "cni0" }] })}\n`;
 
 describe("a list made from a single-plugin file is out of date once the host writes that file again", () => {
@@ -46,12 +68,22 @@ describe("a list made from a single-plugin file is out of date once the host wri
     writeFileSync(join(dirs.net, "20-extra.conflist"), EXTRA);
     start();
     // The list is written first, then the .conf removed: wait for both before asserting.
-    await until(() => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni" && dirs.file("10-flannel.conf") === undefined, 5000, "the .conf turned into a list");
+    await until(
+      () =>
+        pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni" &&
+        dirs.file("10-flannel.conf") === undefined,
+      5000,
+      "the .conf turned into a list",
+    );
     expect(dirs.file("10-flannel.conf")).toBeUndefined();
     hostWrite("10-flannel.conf", "{ not json");
     // The runtime would pass over the broken .conf and use the stale list: it must not be there.
     await until(() => dirs.file("10-flannel.conflist") === undefined, 5000, "the stale list removed");
-    await until(() => pluginTypes(dirs, "20-extra.conflist")?.join(",") === "bridge,meshcni", 5000, "the chain in the next config");
+    await until(
+      () => pluginTypes(dirs, "20-extra.conflist")?.join(",") === "bridge,meshcni",
+      5000,
+      "the chain in the next config",
+    );
     expect(dirs.file("10-flannel.conf")).toBe("{ not json");
     expect(await running!.stop()).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.conf", "20-extra.conflist"]);
@@ -63,13 +95,25 @@ describe("a list made from a single-plugin file is out of date once the host wri
     dirs = cluster.dirs();
     hostWrite("10-flannel.json", flannel(true));
     start();
-    await until(() => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni", 5000, "the .json turned into a list");
+    await until(
+      () => pluginTypes(dirs, "10-flannel.conflist")?.join(",") === "flannel,meshcni",
+      5000,
+      "the .json turned into a list",
+    );
     const last = flannel(false);
     hostWrite("10-flannel.json", last);
-    await until(() => {
-      const t = dirs.file("10-flannel.conflist");
-      return t !== undefined && JSON.parse(t).plugins[0].delegate?.hairpinMode === false && dirs.file("10-flannel.json") === undefined;
-    }, 5000, "the list made from the new .json");
+    await until(
+      () => {
+        const t = dirs.file("10-flannel.conflist");
+        return (
+          t !== undefined &&
+          JSON.parse(t).plugins[0].delegate?.hairpinMode === false &&
+          dirs.file("10-flannel.json") === undefined
+        );
+      },
+      5000,
+      "the list made from the new .json",
+    );
     expect(await running!.stop()).toBe(0);
     expect(dirs.names()).toEqual(["10-flannel.json"]);
     expect(dirs.file("10-flannel.json")).toBe(last);
@@ -123,7 +167,11 @@ describe("the agent's file operations never replace or remove what the host wrot
     writeFileSync(at(".10-b.conf.0a1b2c3d.meshcni-held"), "older");
     writeFileSync(at("10-b.conf"), "newer");
     writeFileSync(at(".10-c.conflist.0a1b2c3d.meshcni-tmp"), "half a write");
-    expect(fs.recoverInterruptedWrites(dir).sort()).toEqual([".10-b.conf.0a1b2c3d.meshcni-held", ".10-c.conflist.0a1b2c3d.meshcni-tmp", ".10-flannel.conf.0a1b2c3d.meshcni-held"]);
+    expect(fs.recoverInterruptedWrites(dir).sort()).toEqual([
+      ".10-b.conf.0a1b2c3d.meshcni-held",
+      ".10-c.conflist.0a1b2c3d.meshcni-tmp",
+      ".10-flannel.conf.0a1b2c3d.meshcni-held",
+    ]);
     expect(readdirSync(dir).sort()).toEqual(["10-b.conf", "10-flannel.conf"]);
     expect(readFileSync(at("10-flannel.conf"), "utf8")).toBe("host's");
     expect(readFileSync(at("10-b.conf"), "utf8")).toBe("newer");
@@ -146,7 +194,8 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
       read(path) {
         const r = real.read(path);
         // The selection reads first; the second read of the file comes back with a stale tail.
-        if (r && path.endsWith("/10-calico.conflist") && ++reads === 2) return { ...r, bytes: Buffer.concat([r.bytes, Buffer.from("\n")]) };
+        if (r && path.endsWith("/10-calico.conflist") && ++reads === 2)
+          return { ...r, bytes: Buffer.concat([r.bytes, Buffer.from("\n")]) };
         return r;
       },
       readText(path) {
@@ -157,10 +206,17 @@ describe("the bytes undo keeps are the ones the chained list was made from", () 
     const plugin = join(dirs.root, "meshcni-build");
     writeFileSync(plugin, "#!/bin/sh\n", { mode: 0o755 });
     const quiet = { debug() {}, info() {}, warn() {}, error() {} };
-    const inst = new Installer({
-      hostNetDir: dirs.net, hostBinDir: dirs.bin, pluginBinary: plugin, serviceAccountDir: dirs.sa,
-      entry: entryFromConfigText(undefined, "/etc/cni/net.d"), service: { host: "10.96.0.1", port: "443" },
-    }, { fs, log: quiet, now: () => performance.now() });
+    const inst = new Installer(
+      {
+        hostNetDir: dirs.net,
+        hostBinDir: dirs.bin,
+        pluginBinary: plugin,
+        serviceAccountDir: dirs.sa,
+        entry: entryFromConfigText(undefined, "/etc/cni/net.d"),
+        service: { host: "10.96.0.1", port: "443" },
+      },
+      { fs, log: quiet, now: () => performance.now() },
+    );
     inst.prepare();
     expect(inst.reconcile().kind).toBe("changed");
     expect(readFileSync(join(dirs.net, "10-calico.conflist"), "utf8")).toBe(host);
@@ -214,7 +270,9 @@ describe("a host config that is a symbolic link is followed as the host follows 
     writeFileSync(inContainer, calico);
     symlinkSync(inContainer, join(net, "10-calico.conflist"));
     const fs = createHostFs([{ host: HOST, container: net }]);
-    expect(() => fs.readText(join(net, "10-calico.conflist"))).toThrow(/is a symbolic link to .*outside the host folders meshcni has mounted/);
+    expect(() => fs.readText(join(net, "10-calico.conflist"))).toThrow(
+      /is a symbolic link to .*outside the host folders meshcni has mounted/,
+    );
     expect(() => fs.writeAtomic(join(net, "10-calico.conflist"), "chained", 0o644)).toThrow(/outside the host folders/);
     expect(readFileSync(inContainer, "utf8")).toBe(calico);
     rmSync(root, { recursive: true, force: true });
@@ -230,7 +288,12 @@ describe("each rename, link and unlink in a host folder is followed by an fsync 
     const fs = createHostFs([], (d) => {
       expect(d).toBe(dir);
       syncDir(d); // the real one, on a real folder
-      synced.push(readdirSync(d).sort().map((n) => `${n}=${readFileSync(join(d, n), "utf8")}`).join(" "));
+      synced.push(
+        readdirSync(d)
+          .sort()
+          .map((n) => `${n}=${readFileSync(join(d, n), "utf8")}`)
+          .join(" "),
+      );
     });
     fs.writeAtomic(at("10-a.conflist"), "A1", 0o644);
     expect(synced.pop()).toBe("10-a.conflist=A1");

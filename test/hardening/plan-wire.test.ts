@@ -31,9 +31,18 @@ function realPlans(): Plan[] {
   const plans: Plan[] = [];
   for (const name of linkerd.listCases()) {
     const c = linkerd.readCase(name);
-    const service = c.input.kubernetesService === undefined ? {} : { kubernetesService: c.input.kubernetesService as never };
+    const service =
+      c.input.kubernetesService === undefined ? {} : { kubernetesService: c.input.kubernetesService as never };
     try {
-      plans.push(linkerdProfile.plan({ conf: c.conf, pod: c.pod, ...(c.namespace ? { namespace: c.namespace } : {}), podAddresses: c.input.podAddresses ?? [], ...service }));
+      plans.push(
+        linkerdProfile.plan({
+          conf: c.conf,
+          pod: c.pod,
+          ...(c.namespace ? { namespace: c.namespace } : {}),
+          podAddresses: c.input.podAddresses ?? [],
+          ...service,
+        }),
+      );
     } catch {
       // a case whose annotations fail (code 7): no plan
     }
@@ -53,17 +62,52 @@ function realPlans(): Plan[] {
 }
 
 const HOSTILE_TEXT = [
-  "X\n-A OUTPUT -j ACCEPT", 'x" -j ACCEPT "', "-j", "--comment", "ACCEPT", "OUTPUT", "INPUT", "NFQUEUE", "PROXY INIT", "",
-  "a".repeat(300), "eth0 -j DROP", "lo\u202e", "10.0.0.0/8 -j ACCEPT", "::/0; flush ruleset", "}", "{", "#", ";", "$(reboot)",
-  "netns", "-batch", "/var/run/meshcni/x", "replace", "ISTIO_REDIRECT", "PROXY_INIT_OUTPUT", "PREROUTING", "mangle", "tcp", "udp",
+  "X\n-A OUTPUT -j ACCEPT",
+  'x" -j ACCEPT "',
+  "-j",
+  "--comment",
+  "ACCEPT",
+  "OUTPUT",
+  "INPUT",
+  "NFQUEUE",
+  "PROXY INIT",
+  "",
+  "a".repeat(300),
+  "eth0 -j DROP",
+  "lo\u202e",
+  "10.0.0.0/8 -j ACCEPT",
+  "::/0; flush ruleset",
+  "}",
+  "{",
+  "#",
+  ";",
+  "$(reboot)",
+  "netns",
+  "-batch",
+  "/var/run/meshcni/x",
+  "replace",
+  "ISTIO_REDIRECT",
+  "PROXY_INIT_OUTPUT",
+  "PREROUTING",
+  "mangle",
+  "tcp",
+  "udp",
 ];
 const HOSTILE_NUMBERS = [-1, 0, 1, 65535, 65536, 4143, 1e10, 0.5, Number.MAX_SAFE_INTEGER, 0xffffffff, 0x100000000];
 
 type Slot = { parent: Record<string, unknown> | unknown[]; key: string | number; value: unknown };
 
 function slots(x: unknown, out: Slot[] = []): Slot[] {
-  if (Array.isArray(x)) x.forEach((v, i) => { out.push({ parent: x, key: i, value: v }); slots(v, out); });
-  else if (typeof x === "object" && x !== null) for (const [k, v] of Object.entries(x)) { out.push({ parent: x as Record<string, unknown>, key: k, value: v }); slots(v, out); }
+  if (Array.isArray(x))
+    x.forEach((v, i) => {
+      out.push({ parent: x, key: i, value: v });
+      slots(v, out);
+    });
+  else if (typeof x === "object" && x !== null)
+    for (const [k, v] of Object.entries(x)) {
+      out.push({ parent: x as Record<string, unknown>, key: k, value: v });
+      slots(v, out);
+    }
   return out;
 }
 
@@ -78,13 +122,15 @@ function mutate(plan: unknown, rng: Rng): void {
     case 1:
       set(typeof s.value === "number" ? rng.pick(HOSTILE_NUMBERS) : rng.pick([...HOSTILE_NUMBERS, true, null, {}, []]));
       break;
-    case 2: { // another value of the same kind from elsewhere in the plan (a word, a chain, a port)
+    case 2: {
+      // another value of the same kind from elsewhere in the plan (a word, a chain, a port)
       const same = all.filter((o) => typeof o.value === typeof s.value && o !== s);
       if (same.length > 0) set(structuredClone(rng.pick(same).value));
       break;
     }
     case 3: // an extra field
-      if (typeof s.value === "object" && s.value !== null && !Array.isArray(s.value)) (s.value as Record<string, unknown>)[rng.pick(["raw", "args", "text", "not", "list"])] = rng.pick(HOSTILE_TEXT);
+      if (typeof s.value === "object" && s.value !== null && !Array.isArray(s.value))
+        (s.value as Record<string, unknown>)[rng.pick(["raw", "args", "text", "not", "list"])] = rng.pick(HOSTILE_TEXT);
       break;
     case 4: // an element copied or removed
       if (Array.isArray(s.value) && s.value.length > 0) {
@@ -140,9 +186,13 @@ describe("a plan from the wire", () => {
         continue;
       }
       const a = parsePayload(ipt);
-      if (Array.isArray(a)) findings.push(`case ${i}: iptables payload: ${a.slice(0, 3).join("; ")}\n${JSON.stringify(wire).slice(0, 400)}`);
+      if (Array.isArray(a))
+        findings.push(
+          `case ${i}: iptables payload: ${a.slice(0, 3).join("; ")}\n${JSON.stringify(wire).slice(0, 400)}`,
+        );
       const b = parseNftPayload(nft);
-      if (Array.isArray(b)) findings.push(`case ${i}: nft script: ${b.slice(0, 3).join("; ")}\n${JSON.stringify(wire).slice(0, 400)}`);
+      if (Array.isArray(b))
+        findings.push(`case ${i}: nft script: ${b.slice(0, 3).join("; ")}\n${JSON.stringify(wire).slice(0, 400)}`);
     }
     console.log(`plan-wire: ${CASES} cases, ${refused} refused by the check, ${passed} passed and rendered`);
     expect(findings).toEqual([]);

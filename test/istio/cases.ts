@@ -52,7 +52,8 @@ export function buildCasePod(input: Omit<CaseInput, "podAddresses"> & { name?: s
     }
   }
   if (proxy && input.proxyEnvList) proxy.env = [...(proxy.env ?? []), ...input.proxyEnvList];
-  if (proxy && input.proxySecurityContext) proxy.securityContext = patch(proxy.securityContext ?? {}, input.proxySecurityContext);
+  if (proxy && input.proxySecurityContext)
+    proxy.securityContext = patch(proxy.securityContext ?? {}, input.proxySecurityContext);
   return pod;
 }
 
@@ -64,7 +65,10 @@ export function istioEntry(extra: Record<string, unknown> = {}): Record<string, 
     type: "meshcni",
     mesh: "istio",
     log_level: "debug",
-    kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["istio-system", "kube-system"] },
+    kubernetes: {
+      kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig",
+      exclude_namespaces: ["istio-system", "kube-system"],
+    },
     ...extra,
   };
 }
@@ -74,7 +78,10 @@ export function confFor(istio: Record<string, unknown> = {}): PluginConf {
 }
 
 export function listCases(): string[] {
-  return readdirSync(repoPath(RULES_DIR)).filter((f) => f.endsWith(".input.json")).map((f) => f.replace(/\.input\.json$/, "")).sort();
+  return readdirSync(repoPath(RULES_DIR))
+    .filter((f) => f.endsWith(".input.json"))
+    .map((f) => f.replace(/\.input\.json$/, ""))
+    .sort();
 }
 
 export function readCase(name: string): { input: CaseInput; pod: Pod; conf: PluginConf } {
@@ -86,5 +93,8 @@ export function readCase(name: string): { input: CaseInput; pod: Pod; conf: Plug
 
 /** The payload part of a rules golden (after its two comment lines): what the plugin writes. */
 export function goldenPayload(name: string): string {
-  return readFileSync(repoPath(RULES_DIR, `${name}.golden`), "utf8").split("\n").slice(2).join("\n");
+  return readFileSync(repoPath(RULES_DIR, `${name}.golden`), "utf8")
+    .split("\n")
+    .slice(2)
+    .join("\n");
 }

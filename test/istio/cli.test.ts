@@ -49,7 +49,10 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
   });
 
   test("explain shows TPROXY's payloads and ip commands", () => {
-    const file = podFile("tproxy", buildCasePod({ pod: "sidecar.json", annotations: { "sidecar.istio.io/interceptionMode": "TPROXY" } }));
+    const file = podFile(
+      "tproxy",
+      buildCasePod({ pod: "sidecar.json", annotations: { "sidecar.istio.io/interceptionMode": "TPROXY" } }),
+    );
     const r = cli(["explain", "--mesh", "istio", "-f", file]);
     expect(r.code).toBe(0);
     expect(payloadOf(r.stdout)).toBe(goldenPayload("interception-mode-tproxy"));
@@ -65,7 +68,13 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
   });
 
   test("explain fails like ADD on an invalid annotation, naming it", () => {
-    const file = podFile("bad", buildCasePod({ pod: "sidecar.json", annotations: { "traffic.sidecar.istio.io/excludeInterfaces": "eth0,-j ACCEPT" } }));
+    const file = podFile(
+      "bad",
+      buildCasePod({
+        pod: "sidecar.json",
+        annotations: { "traffic.sidecar.istio.io/excludeInterfaces": "eth0,-j ACCEPT" },
+      }),
+    );
     const r = cli(["explain", "--mesh", "istio", "-f", file]);
     expect(r.code).toBe(1);
     expect(r.stdout + r.stderr).toContain("traffic.sidecar.istio.io/excludeInterfaces");
@@ -75,7 +84,9 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
   function renderedEntry(args: string[]): Record<string, unknown> {
     const r = cli(["install-cni", "--mesh", "istio", ...args]);
     expect(r.code).toBe(0);
-    const cm = parseAllDocuments(r.stdout).map((d) => d.toJS()).find((o) => o?.kind === "ConfigMap" && o.metadata?.name === "meshcni-config");
+    const cm = parseAllDocuments(r.stdout)
+      .map((d) => d.toJS())
+      .find((o) => o?.kind === "ConfigMap" && o.metadata?.name === "meshcni-config");
     expect(cm).toBeDefined();
     return JSON.parse(cm.data["plugin-config.json"]);
   }
@@ -88,14 +99,29 @@ describe("meshcnictl with the Istio profile (build dist/ first)", () => {
     const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", ...entry }));
     expect(profileFor(conf)).toBe(istioProfile);
     const pod = parsePod(buildCasePod({ pod: "sidecar.json" }))!;
-    expect(iptablesBackend.render(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }))).toBe(goldenPayload("default"));
+    expect(iptablesBackend.render(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }))).toBe(
+      goldenPayload("default"),
+    );
   });
 
   test("install-cni --mesh istio carries the port and id flags into the istio section", () => {
-    const entry = renderedEntry(["--outbound-port", "16001", "--inbound-port", "16006", "--proxy-uid", "2337", "--proxy-gid", "2338", "--iptables-mode", "nft"]);
+    const entry = renderedEntry([
+      "--outbound-port",
+      "16001",
+      "--inbound-port",
+      "16006",
+      "--proxy-uid",
+      "2337",
+      "--proxy-gid",
+      "2338",
+      "--iptables-mode",
+      "nft",
+    ]);
     const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", ...entry }));
     expect(istioProfile.firewall(conf).mode).toBe("nft");
-    const pod = parsePod(buildCasePod({ pod: "sidecar.json", proxySecurityContext: { runAsUser: null, runAsGroup: null } }))!;
+    const pod = parsePod(
+      buildCasePod({ pod: "sidecar.json", proxySecurityContext: { runAsUser: null, runAsGroup: null } }),
+    )!;
     const text = iptablesBackend.render(istioProfile.plan({ conf, pod, podAddresses: ["10.244.1.12"] }));
     expect(text).toContain("-A ISTIO_REDIRECT -p tcp -j REDIRECT --to-ports 16001");
     expect(text).toContain("-A ISTIO_IN_REDIRECT -p tcp -j REDIRECT --to-ports 16006");

@@ -27,8 +27,20 @@ describe("istio-cni era-B config with type meshcni", () => {
     writeFileSync(kubeconfig, api.kubeconfig(), { mode: 0o600 });
     stdin = readFileSync(repoPath(ENTRY), "utf8").replace("__KUBECONFIG_FILEPATH__", kubeconfig);
     api.addPod(buildCasePod({ pod: "sidecar.json" }));
-    api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-bad", annotations: { "traffic.sidecar.istio.io/excludeOutboundPorts": "5432,$(reboot)" } }));
-    api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-tproxy", annotations: { "sidecar.istio.io/interceptionMode": "TPROXY" } }));
+    api.addPod(
+      buildCasePod({
+        pod: "sidecar.json",
+        name: "reviews-bad",
+        annotations: { "traffic.sidecar.istio.io/excludeOutboundPorts": "5432,$(reboot)" },
+      }),
+    );
+    api.addPod(
+      buildCasePod({
+        pod: "sidecar.json",
+        name: "reviews-tproxy",
+        annotations: { "sidecar.istio.io/interceptionMode": "TPROXY" },
+      }),
+    );
     api.addPod(buildCasePod({ pod: "sidecar.json", name: "reviews-dual", proxyEnv: { ISTIO_DUAL_STACK: "true" } }));
   });
 
@@ -37,7 +49,9 @@ describe("istio-cni era-B config with type meshcni", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const args = (ns: string, name: string) => ({ CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=3f2a9c1d7e5b` });
+  const args = (ns: string, name: string) => ({
+    CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=3f2a9c1d7e5b`,
+  });
 
   test("ADD for an injected pod writes exactly the default pod's payload and passes prevResult on", async () => {
     const r = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-v1-7f9c6d8b5-k4m2p")), stdin, { dryRun: true });
@@ -47,7 +61,13 @@ describe("istio-cni era-B config with type meshcni", () => {
     const result = JSON.parse(r.stdout);
     expect(result.cniVersion).toBe("0.3.1");
     expect(result.ips[0].address).toBe("10.244.1.12/24");
-    expect(api.requests.some((q) => q.path === "/api/v1/namespaces/bookinfo/pods/reviews-v1-7f9c6d8b5-k4m2p" && q.authorization === "Bearer istio-cni-token")).toBe(true);
+    expect(
+      api.requests.some(
+        (q) =>
+          q.path === "/api/v1/namespaces/bookinfo/pods/reviews-v1-7f9c6d8b5-k4m2p" &&
+          q.authorization === "Bearer istio-cni-token",
+      ),
+    ).toBe(true);
     // istio-cni reads pod annotations only: the namespace is never fetched.
     expect(api.requests.some((q) => q.path === "/api/v1/namespaces/bookinfo")).toBe(false);
   });
@@ -97,7 +117,9 @@ describe("istio-cni era-B config with type meshcni", () => {
     expect(r.payload).toContain("# ip6tables-restore --noflush (IPv6)");
     expect(r.payload).toContain("-A ISTIO_OUTPUT -s ::6/128 -o lo -j RETURN");
     expect(r.payload).toContain("# ip -6 addr replace ::6/128 dev lo");
-    const plain = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-v1-7f9c6d8b5-k4m2p")), dualStackInput(), { dryRun: true });
+    const plain = await runPlugin(cniEnv("ADD", args("bookinfo", "reviews-v1-7f9c6d8b5-k4m2p")), dualStackInput(), {
+      dryRun: true,
+    });
     expect(plain.code).toBe(0);
     expect(plain.payload).toBe(goldenPayload("default"));
   });

@@ -14,8 +14,20 @@ import { buildCasePod, istioEntry } from "./cases.ts";
 
 test("ip -j addr show: every inet and inet6 address, in order; anything else is not an answer", () => {
   const doc = [
-    { ifname: "lo", addr_info: [{ family: "inet", local: "127.0.0.1", scope: "host" }, { family: "inet6", local: "::1" }] },
-    { ifname: "eth0", addr_info: [{ family: "inet6", local: "fd00::c", scope: "global" }, { family: "inet6", local: "fe80::1", scope: "link" }] },
+    {
+      ifname: "lo",
+      addr_info: [
+        { family: "inet", local: "127.0.0.1", scope: "host" },
+        { family: "inet6", local: "::1" },
+      ],
+    },
+    {
+      ifname: "eth0",
+      addr_info: [
+        { family: "inet6", local: "fd00::c", scope: "global" },
+        { family: "inet6", local: "fe80::1", scope: "link" },
+      ],
+    },
     { ifname: "d1" },
   ];
   expect(parseIpAddrJson(JSON.stringify(doc))).toEqual(["127.0.0.1", "::1", "fd00::c", "fe80::1"]);
@@ -38,7 +50,12 @@ describe("the pod's addresses from its namespace (dist/meshcni)", () => {
     kubeconfig = join(dir, "kubeconfig");
     writeFileSync(kubeconfig, api.kubeconfig(), { mode: 0o600 });
     netns = Netns.create(`mca-${uniq()}`);
-    for (const argv of [["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"], ["ip", "link", "set", "eth0p", "up"], ["ip", "-6", "addr", "add", "fd00:10:244:1::c/64", "dev", "eth0", "nodad"], ["ip", "link", "set", "eth0", "up"]]) {
+    for (const argv of [
+      ["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"],
+      ["ip", "link", "set", "eth0p", "up"],
+      ["ip", "-6", "addr", "add", "fd00:10:244:1::c/64", "dev", "eth0", "nodad"],
+      ["ip", "link", "set", "eth0", "up"],
+    ]) {
       const r = netns.exec(argv);
       if (r.code !== 0) throw new Error(`${argv.join(" ")}: ${r.stderr}`);
     }
@@ -51,7 +68,8 @@ describe("the pod's addresses from its namespace (dist/meshcni)", () => {
 
   const stdin = (extra: Record<string, unknown> = {}) =>
     JSON.stringify(istioEntry({ kubernetes: { kubeconfig }, istio: { "iptables-mode": "nft" }, ...extra }));
-  const env = (path: string) => cniEnv("ADD", { CNI_NETNS: path, CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=bookinfo;K8S_POD_NAME=${name}` });
+  const env = (path: string) =>
+    cniEnv("ADD", { CNI_NETNS: path, CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=bookinfo;K8S_POD_NAME=${name}` });
 
   test("an IPv6-only namespace and no prevResult: the IPv6 rules are applied too", async () => {
     const r = await runPlugin(env(netns.path), stdin());

@@ -53,8 +53,8 @@ describe("istio rules goldens", () => {
       expect(err, name).toBeInstanceOf(CniError);
       const e = err as CniError;
       expect(e.code).toBe(7);
-      const [key, value] = Object.entries(input.annotations ?? {})
-        .find(([k]) => e.msg === `invalid annotation ${k}`) ?? [];
+      const [key, value] =
+        Object.entries(input.annotations ?? {}).find(([k]) => e.msg === `invalid annotation ${k}`) ?? [];
       expect(key, `${name}: ${e.msg}`).toBeDefined();
       expect(e.details).toContain(JSON.stringify(value));
     }
@@ -68,14 +68,33 @@ describe("istio rules goldens", () => {
 
   test("interface names are strict", () => {
     for (const ok of ["eth0", "net1", "k6t-eth0", "veth_a.1", "a"]) expect(parseInterfaceName(ok)).toBe(ok);
-    for (const bad of ["", "-j", ".", "..", "eth 0", "eth0/1", "eth0:1", "eth+", "abcdefghijklmnop", "eth0\nx", "ét0", "$(id)"]) {
+    for (const bad of [
+      "",
+      "-j",
+      ".",
+      "..",
+      "eth 0",
+      "eth0/1",
+      "eth0:1",
+      "eth+",
+      "abcdefghijklmnop",
+      "eth0\nx",
+      "ét0",
+      "$(id)",
+    ]) {
       expect(parseInterfaceName(bad), JSON.stringify(bad)).toBeUndefined();
     }
   });
 });
 
 describe("istio decisions", () => {
-  const table: { pod: string; about: string; labels?: Record<string, string | null>; annotations?: Record<string, string | null>; proxyEnv?: Record<string, string> }[] = [
+  const table: {
+    pod: string;
+    about: string;
+    labels?: Record<string, string | null>;
+    annotations?: Record<string, string | null>;
+    proxyEnv?: Record<string, string>;
+  }[] = [
     { pod: "sidecar.json", about: "injected with the CNI plugin on" },
     { pod: "native-sidecar.json", about: "istio-proxy as a native sidecar" },
     { pod: "openshift-uid.json", about: "OpenShift UID range" },
@@ -85,8 +104,17 @@ describe("istio decisions", () => {
     { pod: "sidecar.json", about: "label inject=false", labels: { "sidecar.istio.io/inject": "false" } },
     { pod: "sidecar.json", about: "annotation inject=false", annotations: { "sidecar.istio.io/inject": "false" } },
     { pod: "sidecar.json", about: "annotation inject=0", annotations: { "sidecar.istio.io/inject": "0" } },
-    { pod: "sidecar.json", about: "label true wins over annotation false", labels: { "sidecar.istio.io/inject": "true" }, annotations: { "sidecar.istio.io/inject": "false" } },
-    { pod: "sidecar.json", about: "annotation inject=no (not a boolean: ignored)", annotations: { "sidecar.istio.io/inject": "no" } },
+    {
+      pod: "sidecar.json",
+      about: "label true wins over annotation false",
+      labels: { "sidecar.istio.io/inject": "true" },
+      annotations: { "sidecar.istio.io/inject": "false" },
+    },
+    {
+      pod: "sidecar.json",
+      about: "annotation inject=no (not a boolean: ignored)",
+      annotations: { "sidecar.istio.io/inject": "no" },
+    },
     { pod: "sidecar.json", about: "no sidecar.istio.io/status", annotations: { "sidecar.istio.io/status": null } },
     { pod: "sidecar.json", about: "DISABLE_ENVOY=true", proxyEnv: { DISABLE_ENVOY: "true" } },
     { pod: "sidecar.json", about: "DISABLE_ENVOY=false", proxyEnv: { DISABLE_ENVOY: "false" } },

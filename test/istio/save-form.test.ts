@@ -20,7 +20,12 @@ const tool = (backend: string, family: Family, what: "save" | "restore") =>
 
 /** Everything in the namespace's tables besides the empty built-in chains. */
 function residue(ns: Netns, backend: "legacy" | "nft", family: Family): string[] {
-  return ns.save(backend, family).split("\n").filter((l) => l.startsWith("-A ") || (l.startsWith(":") && !/^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) /.test(l)));
+  return ns
+    .save(backend, family)
+    .split("\n")
+    .filter(
+      (l) => l.startsWith("-A ") || (l.startsWith(":") && !/^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) /.test(l)),
+    );
 }
 
 const cases = listCases().filter((c) => !c.startsWith("bad-"));
@@ -54,16 +59,34 @@ for (const backend of ["legacy", "nft"] as const) {
         await applyPlan(fw, redirect, log, AbortSignal.timeout(10000));
         expect(await fw.driver.verify(fw, redirect, AbortSignal.timeout(10000))).toEqual([]);
         for (const cmd of redirect.ipCommands) {
-          const show = cmd.argv[0] === "addr" ? ["addr", "show", "dev", "lo"] : [cmd.argv[0]!, "show", ...(cmd.argv[0] === "route" ? ["table", "133"] : [])];
+          const show =
+            cmd.argv[0] === "addr"
+              ? ["addr", "show", "dev", "lo"]
+              : [cmd.argv[0]!, "show", ...(cmd.argv[0] === "route" ? ["table", "133"] : [])];
           const out = ns.exec(["ip", `-${cmd.family}`, ...show]).stdout;
-          expect(out, cmd.argv.join(" ")).toMatch(cmd.argv[0] === "addr" ? /inet6 ::6\/128/ : cmd.argv[0] === "rule" ? /32765:\s+from all fwmark 0x539 lookup 133/ : /local default dev lo/);
+          expect(out, cmd.argv.join(" ")).toMatch(
+            cmd.argv[0] === "addr"
+              ? /inet6 ::6\/128/
+              : cmd.argv[0] === "rule"
+                ? /32765:\s+from all fwmark 0x539 lookup 133/
+                : /local default dev lo/,
+          );
           // exactly one rule, even after the second ADD
           if (cmd.argv[0] === "rule") expect(out.split("\n").filter((l) => l.includes("fwmark 0x539")).length).toBe(1);
         }
 
         // 3. DEL as the plugin does it, without the pod: nothing of ours is left.
-        await fw.driver.remove(fw, { families: istioProfile.families(conf), ownedChains: istioProfile.ownedChains, ownsBuiltinRule: istioProfile.ownsBuiltinRule! }, AbortSignal.timeout(10000));
-        for (const cmd of istioProfile.cleanupIpCommands ?? []) await fw.ip(cmd.family, cmd.argv, AbortSignal.timeout(5000));
+        await fw.driver.remove(
+          fw,
+          {
+            families: istioProfile.families(conf),
+            ownedChains: istioProfile.ownedChains,
+            ownsBuiltinRule: istioProfile.ownsBuiltinRule!,
+          },
+          AbortSignal.timeout(10000),
+        );
+        for (const cmd of istioProfile.cleanupIpCommands ?? [])
+          await fw.ip(cmd.family, cmd.argv, AbortSignal.timeout(5000));
         for (const f of [4, 6] as const) expect(residue(ns, backend, f), `IPv${f} after DEL`).toEqual([]);
         expect(ns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
         expect(ns.exec(["ip", "-6", "rule"]).stdout).not.toContain("lookup 133");

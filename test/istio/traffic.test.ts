@@ -8,7 +8,14 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { anythingOfOurs, BACKENDS, flushChain, hiddenIptablesDir, listRules, type TestBackend } from "../support/backends.ts";
+import {
+  anythingOfOurs,
+  BACKENDS,
+  flushChain,
+  hiddenIptablesDir,
+  listRules,
+  type TestBackend,
+} from "../support/backends.ts";
 import { type Listener, listen, probe, uniq } from "../support/netns.ts";
 import { type Pod, PodLab, REFERENCE_PLUGINS } from "../support/pod-lab.ts";
 import { buildCasePod } from "./cases.ts";
@@ -47,7 +54,10 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         redirect: {},
         inbound: { "traffic.sidecar.istio.io/excludeInboundPorts": "9090" },
         // Every port excluded but a list included: Istio captures the listed ports.
-        listed: { "traffic.sidecar.istio.io/excludeInboundPorts": "*", "traffic.sidecar.istio.io/includeInboundPorts": "9080" },
+        listed: {
+          "traffic.sidecar.istio.io/excludeInboundPorts": "*",
+          "traffic.sidecar.istio.io/includeInboundPorts": "9080",
+        },
         tproxy: { "sidecar.istio.io/interceptionMode": "TPROXY" },
         // Application init containers run before the proxy listens (seed 004).
         "init-ports": { "traffic.sidecar.istio.io/excludeOutboundPorts": String(OUT_EXCLUDED) },
@@ -57,7 +67,15 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         pods[key] = await lab.addPod(istioPod(`reviews-${key}-${id}`, annotations), entry);
       }
       for (const key of ["redirect", "inbound", "listed"]) {
-        listeners.push(await listen(pods[key]!.netns, { 15006: "proxy-inbound", 15001: "proxy-outbound", 9080: "app", 9090: "app", 15021: "health" }));
+        listeners.push(
+          await listen(pods[key]!.netns, {
+            15006: "proxy-inbound",
+            15001: "proxy-outbound",
+            9080: "app",
+            9090: "app",
+            15021: "health",
+          }),
+        );
       }
       listeners.push(await listen(pods.tproxy!.netns, { 15001: "proxy-outbound", 9080: "app", 15021: "health" }));
       listeners.push(await listenTransparent(pods.tproxy!.netns, "proxy-inbound", 15006));
@@ -117,12 +135,14 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         expect(probe(undefined, pods.inbound!.ip, 9090)).toBe("app port=9090");
         expect(probe(undefined, pods.inbound!.ip, 9080)).toBe("proxy-inbound port=15006");
       });
-      test("excludeInboundPorts \"*\" with includeInboundPorts 9080: 9080 is captured, 9090 is not", () => {
+      test('excludeInboundPorts "*" with includeInboundPorts 9080: 9080 is captured, 9090 is not', () => {
         expect(probe(undefined, pods.listed!.ip, 9080)).toBe("proxy-inbound port=15006");
         expect(probe(undefined, pods.listed!.ip, 9090)).toBe("app port=9090");
       });
       test("TCP from the pod to an outside address arrives at the outbound listener 15001", () => {
-        expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
+        expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT, { uid: 1000 })).toBe(
+          "proxy-outbound port=15001",
+        );
         expect(probe(pods.redirect!.netns, pods.redirect!.gateway, OUT)).toBe("proxy-outbound port=15001");
       });
       test("the proxy's UID 1337 goes straight out", () => {
@@ -171,7 +191,10 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       test("once the proxy listens, the rest is captured and the exclusions still bypass it", async () => {
         const ports = pods["init-ports"]!;
         const ranges = pods["init-ranges"]!;
-        const proxies = [await listen(ports.netns, { 15001: "proxy-outbound" }), await listen(ranges.netns, { 15001: "proxy-outbound" })];
+        const proxies = [
+          await listen(ports.netns, { 15001: "proxy-outbound" }),
+          await listen(ranges.netns, { 15001: "proxy-outbound" }),
+        ];
         try {
           expect(probe(ports.netns, ports.gateway, OUT, { uid: 1000 })).toBe("proxy-outbound port=15001");
           expect(probe(ports.netns, ports.gateway, OUT_EXCLUDED, { uid: 1000 })).toBe(`outside port=${OUT_EXCLUDED}`);
@@ -186,14 +209,22 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
     test("CHECK fails once a TPROXY rule is gone; ADD again repairs it", async () => {
       const p = pods.tproxy!;
       flushChain(p.netns, rules, "mangle", "ISTIO_DIVERT");
-      const err = await p.runtime.check(p.attachment).then(() => undefined, (e) => e as Error & { run: { stdout: string } });
+      const err = await p.runtime.check(p.attachment).then(
+        () => undefined,
+        (e) => e as Error & { run: { stdout: string } },
+      );
       expect(err).toBeDefined();
       const body = JSON.parse(err!.run.stdout);
       expect(body.code).toBe(103);
       expect(body.details).toContain("ISTIO_DIVERT");
       await p.runtime.exec("ADD", p.runtime.conflist.plugins[1]!, p.attachment, p.result);
       await p.runtime.check(p.attachment);
-      expect(p.netns.exec(["ip", "-4", "rule"]).stdout.split("\n").filter((l) => l.includes("lookup 133")).length).toBe(1);
+      expect(
+        p.netns
+          .exec(["ip", "-4", "rule"])
+          .stdout.split("\n")
+          .filter((l) => l.includes("lookup 133")).length,
+      ).toBe(1);
     });
 
     test("DEL in a live namespace removes every rule, the ip rule and the route", async () => {
@@ -204,7 +235,12 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
         expect(anythingOfOurs(p.netns)).toEqual([]);
         if (rules !== "nftables") {
           for (const family of [4, 6] as const) {
-            expect(p.netns.save(rules, family).split("\n").filter((l) => l.startsWith("-A "))).toEqual([]);
+            expect(
+              p.netns
+                .save(rules, family)
+                .split("\n")
+                .filter((l) => l.startsWith("-A ")),
+            ).toEqual([]);
           }
         }
         expect(p.netns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");

@@ -65,7 +65,7 @@ function ipv6Text(b: Uint8Array): string {
   // the longest run of zero groups (two or more) becomes ::
   let best = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8;) {
+  for (let i = 0; i < 8; ) {
     let j = i;
     while (j < 8 && groups[j] === "0") j++;
     if (j - i > bestLen) {

@@ -12,7 +12,9 @@ import { linkerdEntry } from "./cases.ts";
 
 const SERVICE_PATH = "/api/v1/namespaces/default/services/kubernetes";
 const fixture = (f: string) => JSON.parse(readFileSync(repoPath("testdata/pods", f), "utf8"));
-const args = (ns: string, name: string) => ({ CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name}` });
+const args = (ns: string, name: string) => ({
+  CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${ns};K8S_POD_NAME=${name}`,
+});
 
 describe("the kubernetes Service's ports for Linkerd's control plane (dist/meshcni)", () => {
   let api: ApiServer;
@@ -42,11 +44,15 @@ describe("the kubernetes Service's ports for Linkerd's control plane (dist/meshc
 
   test("minikube (443 -> 8443): both ports are skipped", async () => {
     api.objects.set(SERVICE_PATH, {
-      apiVersion: "v1", kind: "Service", metadata: { name: "kubernetes", namespace: "default" },
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: { name: "kubernetes", namespace: "default" },
       spec: { clusterIP: "10.96.0.1", ports: [{ name: "https", port: 443, protocol: "TCP", targetPort: 8443 }] },
     });
     const before = serviceReads();
-    const r = await runPlugin(cniEnv("ADD", args("linkerd", "linkerd-destination-7c8b9d5f6-qwert")), stdin, { dryRun: true });
+    const r = await runPlugin(cniEnv("ADD", args("linkerd", "linkerd-destination-7c8b9d5f6-qwert")), stdin, {
+      dryRun: true,
+    });
     expect(r.code).toBe(0);
     expect(r.payload).toContain("-A PROXY_INIT_OUTPUT -p tcp -m multiport --dports 443,8443 ");
     expect(r.payload).not.toContain("6443");
@@ -64,7 +70,9 @@ describe("the kubernetes Service's ports for Linkerd's control plane (dist/meshc
 
   test("the Service cannot be read: 443 and 6443, with a warning, and the pod still gets its rules", async () => {
     api.objects.delete(SERVICE_PATH);
-    const r = await runPlugin(cniEnv("ADD", args("linkerd", "linkerd-destination-7c8b9d5f6-qwert")), stdin, { dryRun: true });
+    const r = await runPlugin(cniEnv("ADD", args("linkerd", "linkerd-destination-7c8b9d5f6-qwert")), stdin, {
+      dryRun: true,
+    });
     expect(r.code).toBe(0);
     expect(r.payload).toContain("-A PROXY_INIT_OUTPUT -p tcp -m multiport --dports 443,6443 ");
     expect(r.stderr).toContain("could not read service default/kubernetes");

@@ -45,8 +45,19 @@ export function linkerdEntry(linkerd: Record<string, unknown> = {}): Record<stri
     type: "meshcni",
     log_level: "info",
     mesh: "linkerd",
-    kubernetes: { kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig", exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
-    linkerd: { "incoming-proxy-port": 4143, "outgoing-proxy-port": 4140, "proxy-uid": 2102, "inbound-ports-to-ignore": ["4191", "4190"], "iptables-mode": "auto", ...linkerd },
+    kubernetes: {
+      kubeconfig: "/etc/cni/net.d/ZZZ-meshcni-kubeconfig",
+      exclude_namespaces: ["kube-system"],
+      pod_namespace: "meshcni",
+    },
+    linkerd: {
+      "incoming-proxy-port": 4143,
+      "outgoing-proxy-port": 4140,
+      "proxy-uid": 2102,
+      "inbound-ports-to-ignore": ["4191", "4190"],
+      "iptables-mode": "auto",
+      ...linkerd,
+    },
   };
 }
 
@@ -54,13 +65,19 @@ export function buildCasePod(input: CaseInput): any {
   const pod = structuredClone(JSON.parse(readFileSync(repoPath(PODS_DIR, input.pod), "utf8")));
   pod.metadata.labels = patch(pod.metadata.labels ?? {}, input.labels);
   pod.metadata.annotations = patch(pod.metadata.annotations ?? {}, input.annotations);
-  const proxy = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find((c: any) => c.name === "linkerd-proxy");
-  if (proxy && input.proxySecurityContext) proxy.securityContext = patch(proxy.securityContext ?? {}, input.proxySecurityContext);
+  const proxy = [...(pod.spec.initContainers ?? []), ...pod.spec.containers].find(
+    (c: any) => c.name === "linkerd-proxy",
+  );
+  if (proxy && input.proxySecurityContext)
+    proxy.securityContext = patch(proxy.securityContext ?? {}, input.proxySecurityContext);
   return pod;
 }
 
 export function listCases(): string[] {
-  return readdirSync(repoPath(RULES_DIR)).filter((f) => f.endsWith(".input.json")).map((f) => f.replace(/\.input\.json$/, "")).sort();
+  return readdirSync(repoPath(RULES_DIR))
+    .filter((f) => f.endsWith(".input.json"))
+    .map((f) => f.replace(/\.input\.json$/, ""))
+    .sort();
 }
 
 export function readCase(name: string): { input: CaseInput; pod: Pod; namespace?: Namespace; conf: PluginConf } {

@@ -9,12 +9,24 @@ import { iptablesBackend } from "../../internal/firewall/iptables/index.ts";
 import { expectGolden } from "../support/golden.ts";
 import { listCases, readCase, RULES_DIR } from "./cases.ts";
 
-function planInput(name: string): { input: PlanInput; about?: string; decision: ReturnType<typeof linkerdProfile.decide>; asks: boolean; has: boolean } {
+function planInput(name: string): {
+  input: PlanInput;
+  about?: string;
+  decision: ReturnType<typeof linkerdProfile.decide>;
+  asks: boolean;
+  has: boolean;
+} {
   const { input, pod, namespace, conf } = readCase(name);
   const plan: PlanInput = { conf, pod, podAddresses: input.podAddresses ?? ["10.244.1.12"] };
   if (namespace) plan.namespace = namespace;
   if ("kubernetesService" in input) plan.kubernetesService = parseService(input.kubernetesService) ?? null;
-  return { input: plan, about: input.about, decision: linkerdProfile.decide(pod, conf), asks: linkerdProfile.needsKubernetesService!(pod), has: "kubernetesService" in input };
+  return {
+    input: plan,
+    about: input.about,
+    decision: linkerdProfile.decide(pod, conf),
+    asks: linkerdProfile.needsKubernetesService!(pod),
+    has: "kubernetesService" in input,
+  };
 }
 
 function renderCase(name: string): string {

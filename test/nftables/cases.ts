@@ -22,19 +22,34 @@ const LINKERD: { name: string; pod: string; namespace?: string; linkerd?: Record
   { name: "meshed", pod: "linkerd-meshed.json" },
   { name: "annotated", pod: "linkerd-annotated.json", namespace: "namespace-emojivoto-annotated.json" },
   { name: "control-plane", pod: "linkerd-control-plane.json" },
-  { name: "ipv6", pod: "linkerd-annotated.json", namespace: "namespace-emojivoto-annotated.json", linkerd: { ipv6: true, "subnets-to-ignore": ["10.0.0.0/8", "fd00::/8"] } },
-  { name: "ports-to-redirect", pod: "linkerd-meshed.json", linkerd: { "ports-to-redirect": [8080, "9090"], "proxy-gid": 2103, "outbound-ports-to-ignore": ["25-27", 3306] } },
+  {
+    name: "ipv6",
+    pod: "linkerd-annotated.json",
+    namespace: "namespace-emojivoto-annotated.json",
+    linkerd: { ipv6: true, "subnets-to-ignore": ["10.0.0.0/8", "fd00::/8"] },
+  },
+  {
+    name: "ports-to-redirect",
+    pod: "linkerd-meshed.json",
+    linkerd: { "ports-to-redirect": [8080, "9090"], "proxy-gid": 2103, "outbound-ports-to-ignore": ["25-27", 3306] },
+  },
 ];
 
 export function linkerdCases(): PlanCase[] {
   return LINKERD.map((c) => {
-    const conf = parsePluginConf(JSON.stringify({
-      cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni",
-      linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], ...c.linkerd },
-    }));
+    const conf = parsePluginConf(
+      JSON.stringify({
+        cniVersion: "1.0.0",
+        name: "k8s-pod-network",
+        type: "meshcni",
+        linkerd: { "inbound-ports-to-ignore": ["4191", "4190"], ...c.linkerd },
+      }),
+    );
     const pod = json(`testdata/pods/${c.pod}`);
     const input = { conf, pod, podAddresses: [] as string[] };
-    const plan = linkerdProfile.plan(c.namespace ? { ...input, namespace: json(`testdata/pods/${c.namespace}`) } : input);
+    const plan = linkerdProfile.plan(
+      c.namespace ? { ...input, namespace: json(`testdata/pods/${c.namespace}`) } : input,
+    );
     return { name: `linkerd-${c.name}`, profile: linkerdProfile, conf, plan };
   });
 }
@@ -44,7 +59,12 @@ export function istioCases(): PlanCase[] {
   for (const name of listCases().filter((c) => !c.startsWith("bad-"))) {
     const { input, pod, conf } = readCase(name);
     if (!istioProfile.decide(pod, conf).redirect) continue;
-    out.push({ name: `istio-${name}`, profile: istioProfile, conf, plan: istioProfile.plan({ conf, pod, podAddresses: input.podAddresses }) });
+    out.push({
+      name: `istio-${name}`,
+      profile: istioProfile,
+      conf,
+      plan: istioProfile.plan({ conf, pod, podAddresses: input.podAddresses }),
+    });
   }
   return out;
 }

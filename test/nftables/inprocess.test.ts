@@ -9,7 +9,8 @@ import { renderScript } from "../../internal/firewall/nftables/render.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 import { allCases } from "./cases.ts";
 
-const threads = () => new Map(readdirSync("/proc/self/task").map((t) => [Number(t), readlinkSync(`/proc/self/task/${t}/ns/net`)]));
+const threads = () =>
+  new Map(readdirSync("/proc/self/task").map((t) => [Number(t), readlinkSync(`/proc/self/task/${t}/ns/net`)]));
 
 describe.skipIf(!isRoot())("nft in process", () => {
   let ns: Netns;
@@ -26,7 +27,13 @@ describe.skipIf(!isRoot())("nft in process", () => {
 
   test("only the calling thread enters the pod's namespace, and it comes back", async () => {
     // A request in flight, so the runtime's HTTP thread is busy while we are inside.
-    const server = Bun.serve({ port: 0, fetch: async () => { await Bun.sleep(200); return new Response("ok"); } });
+    const server = Bun.serve({
+      port: 0,
+      fetch: async () => {
+        await Bun.sleep(200);
+        return new Response("ok");
+      },
+    });
     const pending = fetch(`http://127.0.0.1:${server.port}/`).then((r) => r.text());
     await Bun.sleep(20);
     const before = threads();

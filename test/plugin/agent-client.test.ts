@@ -39,10 +39,13 @@ describe("agentRequest", () => {
   test("Content-Length, chunked and close-delimited bodies", async () => {
     const a = raw("cl.sock", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
     expect(await agentRequest(a, "GET", "/x", undefined, 2000)).toEqual({ status: 200, body: "hello" });
-    const b = raw("chunked.sock", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n");
+    const b = raw(
+      "chunked.sock",
+      "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nhel\r\n2;x=y\r\nlo\r\n0\r\n\r\n",
+    );
     expect(await agentRequest(b, "GET", "/x", undefined, 2000)).toEqual({ status: 200, body: "hello" });
-    const c = raw("close.sock", "HTTP/1.1 503 Service Unavailable\r\n\r\n{\"code\":11,\"msg\":\"m\"}");
-    expect(await agentRequest(c, "GET", "/x", undefined, 2000)).toEqual({ status: 503, body: "{\"code\":11,\"msg\":\"m\"}" });
+    const c = raw("close.sock", 'HTTP/1.1 503 Service Unavailable\r\n\r\n{"code":11,"msg":"m"}');
+    expect(await agentRequest(c, "GET", "/x", undefined, 2000)).toEqual({ status: 503, body: '{"code":11,"msg":"m"}' });
   });
 
   test("a request larger than the socket takes at once arrives whole, its Content-Length in UTF-8 bytes", async () => {
@@ -87,20 +90,40 @@ describe("askAgent", () => {
   test("200 with a pod; 404 is final with code 106; 503, garbage and no socket mean the fallback", async () => {
     const answer = JSON.stringify({ pod: { metadata: { name: "p" } }, namespace: null, source: "api" });
     const ok = raw("ok.sock", `HTTP/1.1 200 OK\r\nContent-Length: ${answer.length}\r\n\r\n${answer}`);
-    expect(await askAgent(ok, "ns", "p", undefined)).toEqual({ kind: "pod", pod: { metadata: { name: "p" } }, namespace: null, source: "agent-api" });
+    expect(await askAgent(ok, "ns", "p", undefined)).toEqual({
+      kind: "pod",
+      pod: { metadata: { name: "p" } },
+      namespace: null,
+      source: "agent-api",
+    });
     const body = JSON.stringify({ code: 106, msg: "pod not found", details: "no pod ns/p with UID u" });
     const gone = raw("gone.sock", `HTTP/1.1 404 Not Found\r\nContent-Length: ${body.length}\r\n\r\n${body}`);
-    expect(await askAgent(gone, "ns", "p", "u")).toEqual({ kind: "gone", error: { code: 106, msg: "pod not found", details: "no pod ns/p with UID u" } });
+    expect(await askAgent(gone, "ns", "p", "u")).toEqual({
+      kind: "gone",
+      error: { code: 106, msg: "pod not found", details: "no pod ns/p with UID u" },
+    });
     const busy = raw("busy.sock", "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\n{}");
     expect((await askAgent(busy, "ns", "p", undefined)).kind).toBe("unavailable");
     const junk = raw("junk.sock", "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\njunk");
-    expect(await askAgent(junk, "ns", "p", undefined)).toEqual({ kind: "unavailable", why: "the agent's answer holds no pod" });
+    expect(await askAgent(junk, "ns", "p", undefined)).toEqual({
+      kind: "unavailable",
+      why: "the agent's answer holds no pod",
+    });
     const none = await askAgent(join(dir, "absent.sock"), "ns", "p", undefined);
     expect(none.kind).toBe("unavailable");
   });
 
   test("a report to no agent is not delivered", async () => {
-    const r = { v: 1 as const, command: "DEL" as const, outcome: "untouched" as const, reason: "r", durationMs: 1, lines: [], time: "t", version: "v" };
+    const r = {
+      v: 1 as const,
+      command: "DEL" as const,
+      outcome: "untouched" as const,
+      reason: "r",
+      durationMs: 1,
+      lines: [],
+      time: "t",
+      version: "v",
+    };
     expect(await sendReport(join(dir, "absent.sock"), r)).toBe(false);
   });
 });
@@ -109,7 +132,9 @@ describe("conflist keys", () => {
   test("agent_socket and state_dir default to the agent's paths and must be absolute", () => {
     const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "n" }));
     expect([conf.agent_socket, conf.state_dir]).toEqual(["/var/run/meshcni/agent.sock", "/var/run/meshcni"]);
-    const given = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "n", agent_socket: "/run/a.sock", state_dir: "/run/m" }));
+    const given = parsePluginConf(
+      JSON.stringify({ cniVersion: "1.0.0", name: "n", agent_socket: "/run/a.sock", state_dir: "/run/m" }),
+    );
     expect([given.agent_socket, given.state_dir]).toEqual(["/run/a.sock", "/run/m"]);
     for (const bad of [{ agent_socket: "agent.sock" }, { state_dir: 7 }, { state_dir: "" }]) {
       const err = (() => {
@@ -128,7 +153,16 @@ test("statusOf reads the status of an HTTP/1.0 or 1.1 status line and nothing el
   expect(statusOf("HTTP/1.1 200 OK")).toBe(200);
   expect(statusOf("HTTP/1.0 409 Conflict")).toBe(409);
   expect(statusOf("HTTP/1.1 503")).toBe(503);
-  for (const bad of ["", "HTTP/2 200 OK", "HTTP/1.2 200 OK", "HTTP/1.1  200", "HTTP/1.1 20", "HTTP/1.1 2x0 OK", "http/1.1 200 OK", "XHTTP/1.1 200"]) {
+  for (const bad of [
+    "",
+    "HTTP/2 200 OK",
+    "HTTP/1.2 200 OK",
+    "HTTP/1.1  200",
+    "HTTP/1.1 20",
+    "HTTP/1.1 2x0 OK",
+    "http/1.1 200 OK",
+    "XHTTP/1.1 200",
+  ]) {
     expect([bad, statusOf(bad)]).toEqual([bad, undefined]);
   }
 });

@@ -14,7 +14,18 @@ import { recordPath } from "../../internal/wire/state.ts";
 import { type Attachment, CniRuntime, type Conflist } from "../support/cni-runtime.ts";
 import { isRoot, Netns, sh, uniq } from "../support/netns.ts";
 import { REFERENCE_PLUGINS } from "../support/pod-lab.ts";
-import { type Cluster, ensureBuilt, freePort, type HostDirs, type InstallerProcess, isChainedIn, PLUGIN, startCluster, startInstaller, until } from "../agent/harness.ts";
+import {
+  type Cluster,
+  ensureBuilt,
+  freePort,
+  type HostDirs,
+  type InstallerProcess,
+  isChainedIn,
+  PLUGIN,
+  startCluster,
+  startInstaller,
+  until,
+} from "../agent/harness.ts";
 
 const PRIMARY = "10-bridge.conflist";
 const NS = "emojivoto";
@@ -27,16 +38,22 @@ let bridge = "";
 const netnses: Netns[] = [];
 
 let uidN = 0;
-const uid = () => `e2e0${String(++uidN).padStart(4, "0")}-aaaa-4bbb-8ccc-${Math.floor(Math.random() * 2 ** 48).toString(16).padStart(12, "0")}`;
+const uid = () =>
+  `e2e0${String(++uidN).padStart(4, "0")}-aaaa-4bbb-8ccc-${Math.floor(Math.random() * 2 ** 48)
+    .toString(16)
+    .padStart(12, "0")}`;
 
 /** A Linkerd-injected pod of node-a as the API server holds it. */
 function pod(name: string, annotations: Record<string, string> = {}) {
   return {
-    apiVersion: "v1", kind: "Pod",
+    apiVersion: "v1",
+    kind: "Pod",
     metadata: { name, namespace: NS, uid: uid(), annotations: { "linkerd.io/inject": "enabled", ...annotations } },
     spec: {
       nodeName: "node-a",
-      initContainers: [{ name: "linkerd-proxy", image: "cr.l5d.io/linkerd/proxy:edge-25.1.1", restartPolicy: "Always" }],
+      initContainers: [
+        { name: "linkerd-proxy", image: "cr.l5d.io/linkerd/proxy:edge-25.1.1", restartPolicy: "Always" },
+      ],
       containers: [{ name: "web", image: "buoyantio/emojivoto-web:v11" }],
     },
     status: { phase: "Pending" },
@@ -47,7 +64,11 @@ const podPath = (p: PodObj) => `/api/v1/namespaces/${NS}/pods/${p.metadata.name}
 /** GETs of this pod and of its namespace: what an ADD would cost without the agent. */
 const gets = (p: PodObj) => cluster.api.count(podPath(p), "get") + cluster.api.count(`/api/v1/namespaces/${NS}`, "get");
 
-interface Box { netns: Netns; runtime: CniRuntime; a: Attachment }
+interface Box {
+  netns: Netns;
+  runtime: CniRuntime;
+  a: Attachment;
+}
 
 /** A sandbox for the pod: its netns, and the host's chain as the agent left it in `dirs.net`. */
 function box(p: PodObj): Box {
@@ -55,7 +76,12 @@ function box(p: PodObj): Box {
   const runtime = new CniRuntime(conflist, [REFERENCE_PLUGINS, dirs.bin], join(dirs.root, "cni-cache"));
   const netns = Netns.create(`mce-${uniq()}`);
   netnses.push(netns);
-  const a: Attachment = { containerId: `c${uniq()}${uniq()}`, netns: netns.path, ifname: "eth0", cniArgs: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${p.metadata.name};K8S_POD_UID=${p.metadata.uid}` };
+  const a: Attachment = {
+    containerId: `c${uniq()}${uniq()}`,
+    netns: netns.path,
+    ifname: "eth0",
+    cniArgs: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${p.metadata.name};K8S_POD_UID=${p.metadata.uid}`,
+  };
   return { netns, runtime, a };
 }
 
@@ -71,14 +97,22 @@ const failMsg = (e: unknown) => `${(e as Error).message}\n--- agent ---\n${agent
 async function created(p: PodObj): Promise<void> {
   const n = (await status()).cache.pods.objects as number;
   cluster.api.addPod(p);
-  await until(async () => (await status()).cache.pods.objects > n, 15_000, `the watch delivering ${p.metadata.name}`).catch((e) => { throw new Error(failMsg(e)); });
+  await until(
+    async () => (await status()).cache.pods.objects > n,
+    15_000,
+    `the watch delivering ${p.metadata.name}`,
+  ).catch((e) => {
+    throw new Error(failMsg(e));
+  });
 }
 
 /** ADD through the chain; asserts the pod got its rules with no API request. */
 async function warmAdd(p: PodObj): Promise<Box> {
   const b = box(p);
   const before = gets(p);
-  await b.runtime.add(b.a).catch((e) => { throw new Error(failMsg(e)); });
+  await b.runtime.add(b.a).catch((e) => {
+    throw new Error(failMsg(e));
+  });
   expect(gets(p) - before).toBe(0);
   expect(redirected(b.netns)).toBe(true);
   return b;
@@ -92,10 +126,30 @@ beforeAll(async () => {
   cluster.api.addNamespace({ metadata: { name: NS } });
   dirs = cluster.dirs();
   bridge = `mce${uniq()}`.slice(0, 15);
-  writeFileSync(join(dirs.net, PRIMARY), JSON.stringify({
-    cniVersion: "1.0.0", name: "node-net",
-    plugins: [{ type: "bridge", bridge, isGateway: true, ipMasq: false, ipam: { type: "host-local", subnet: `10.${150 + (process.pid % 90)}.9.0/24`, dataDir: join(dirs.root, "ipam") } }],
-  }, null, 2));
+  writeFileSync(
+    join(dirs.net, PRIMARY),
+    JSON.stringify(
+      {
+        cniVersion: "1.0.0",
+        name: "node-net",
+        plugins: [
+          {
+            type: "bridge",
+            bridge,
+            isGateway: true,
+            ipMasq: false,
+            ipam: {
+              type: "host-local",
+              subnet: `10.${150 + (process.pid % 90)}.9.0/24`,
+              dataDir: join(dirs.root, "ipam"),
+            },
+          },
+        ],
+      },
+      null,
+      2,
+    ),
+  );
 }, 120_000);
 
 afterAll(async () => {
@@ -111,9 +165,32 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     const cached = pod("web-1");
     cluster.api.addPod(cached);
     port = freePort();
-    agent = startInstaller(dirs, ["--node-name", "node-a", "--plugin-binary", PLUGIN, "--dest-net-dir", dirs.net, "--health-port", String(port), "--repair", "off"], cluster.env);
-    await until(() => isChainedIn(dirs, PRIMARY), 15_000, "meshcni chained").catch((e) => { throw new Error(failMsg(e)); });
-    await until(async () => (await status().catch(() => undefined))?.cache?.pods?.synced === true, 15_000, "the watch cache synced").catch((e) => { throw new Error(failMsg(e)); });
+    agent = startInstaller(
+      dirs,
+      [
+        "--node-name",
+        "node-a",
+        "--plugin-binary",
+        PLUGIN,
+        "--dest-net-dir",
+        dirs.net,
+        "--health-port",
+        String(port),
+        "--repair",
+        "off",
+      ],
+      cluster.env,
+    );
+    await until(() => isChainedIn(dirs, PRIMARY), 15_000, "meshcni chained").catch((e) => {
+      throw new Error(failMsg(e));
+    });
+    await until(
+      async () => (await status().catch(() => undefined))?.cache?.pods?.synced === true,
+      15_000,
+      "the watch cache synced",
+    ).catch((e) => {
+      throw new Error(failMsg(e));
+    });
 
     // 1. A pod the cache held before its ADD.
     const b1 = await warmAdd(cached);
@@ -124,9 +201,17 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     expect(line).toContain(`container=${b1.a.containerId}`);
     // Its record, and /status lists it.
     const rec = JSON.parse(readFileSync(recordPath(dirs.state, b1.a.containerId), "utf8"));
-    expect(rec).toMatchObject({ containerId: b1.a.containerId, namespace: NS, name: "web-1", uid: cached.metadata.uid, decision: "meshed" });
+    expect(rec).toMatchObject({
+      containerId: b1.a.containerId,
+      namespace: NS,
+      name: "web-1",
+      uid: cached.metadata.uid,
+      decision: "meshed",
+    });
     const s1 = await status();
-    expect(s1.pods.containers).toEqual([expect.objectContaining({ name: "web-1", containerId: b1.a.containerId, decision: "meshed" })]);
+    expect(s1.pods.containers).toEqual([
+      expect.objectContaining({ name: "web-1", containerId: b1.a.containerId, decision: "meshed" }),
+    ]);
 
     // 2. A pod created after the sync.
     const later = pod("web-2");
@@ -137,14 +222,20 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     // and later pods are still served from it.
     const lists = (await status()).cache.pods.lists as number;
     cluster.api.compact({ expireWatches: true });
-    await until(async () => (await status()).cache.pods.lists > lists, 15_000, "the relist after 410").catch((e) => { throw new Error(failMsg(e)); });
+    await until(async () => (await status()).cache.pods.lists > lists, 15_000, "the relist after 410").catch((e) => {
+      throw new Error(failMsg(e));
+    });
     const after410 = pod("web-3");
     await created(after410);
     await warmAdd(after410);
 
     const restarts = (await status()).cache.pods.watchRestarts as number;
     cluster.api.dropWatches();
-    await until(async () => (await status()).cache.pods.watchRestarts > restarts, 15_000, "the watch again").catch((e) => { throw new Error(failMsg(e)); });
+    await until(async () => (await status()).cache.pods.watchRestarts > restarts, 15_000, "the watch again").catch(
+      (e) => {
+        throw new Error(failMsg(e));
+      },
+    );
     const afterDrop = pod("web-4");
     await created(afterDrop);
     await warmAdd(afterDrop);
@@ -153,7 +244,10 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     const bad = pod("web-bad", { "config.linkerd.io/skip-inbound-ports": "80,99999" });
     cluster.api.addPod(bad);
     const bb = box(bad);
-    const err = await bb.runtime.add(bb.a).then(() => undefined, (e: Error) => e);
+    const err = await bb.runtime.add(bb.a).then(
+      () => undefined,
+      (e: Error) => e,
+    );
     expect(err?.message).toContain("code 7");
     const failed = await agent.waitForLog(/plugin ADD pod=emojivoto\/web-bad outcome=failed .*/, 5000);
     expect(failed).toMatch(/ code=7 /);
@@ -171,7 +265,9 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     await b1.runtime.del(b1.a);
     expect(existsSync(recordPath(dirs.state, b1.a.containerId))).toBe(false);
     await agent.waitForLog(/plugin DEL pod=emojivoto\/web-1 outcome=removed /, 5000);
-    expect((await status()).pods.containers.map((c: { containerId: string }) => c.containerId)).not.toContain(b1.a.containerId);
+    expect((await status()).pods.containers.map((c: { containerId: string }) => c.containerId)).not.toContain(
+      b1.a.containerId,
+    );
 
     // 6. The agent is killed: the plugin falls back to one GET through its kubeconfig...
     expect(await agent.stop("SIGKILL")).not.toBe(0);
@@ -188,7 +284,10 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     cluster.api.setOutage("refuse");
     try {
       const bd = box(dark);
-      const e2 = await bd.runtime.add(bd.a).then(() => undefined, (e: Error) => e);
+      const e2 = await bd.runtime.add(bd.a).then(
+        () => undefined,
+        (e: Error) => e,
+      );
       expect(e2?.message).toContain("code 11");
       expect(redirected(bd.netns)).toBe(false);
       expect(existsSync(recordPath(dirs.state, bd.a.containerId))).toBe(false);

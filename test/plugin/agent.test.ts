@@ -4,7 +4,18 @@
 // back to its kubeconfig and still fails closed; every command is reported, or written to the
 // fallback log; records are written, removed and pruned, and a DEL without one runs no process.
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, recordPath } from "../../internal/wire/state.ts";
@@ -31,9 +42,15 @@ const spaces: Netns[] = [];
 
 function entry(extra: Record<string, unknown> = {}): Record<string, unknown> {
   return {
-    cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "info",
+    cniVersion: "1.0.0",
+    name: "k8s-pod-network",
+    type: "meshcni",
+    log_level: "info",
     kubernetes: { kubeconfig, exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
-    linkerd: { "iptables-mode": "nft" }, agent_socket: agent.socket, state_dir: agent.dir, ...extra,
+    linkerd: { "iptables-mode": "nft" },
+    agent_socket: agent.socket,
+    state_dir: agent.dir,
+    ...extra,
   };
 }
 
@@ -62,16 +79,25 @@ const fallbackLog = () => {
 };
 
 async function add(n: Netns, id: string, cniArgs = args(), extra: Record<string, unknown> = {}) {
-  return runPlugin(cniEnv("ADD", { CNI_ARGS: cniArgs, CNI_NETNS: n.path, CNI_CONTAINERID: id }), JSON.stringify(entry(extra)));
+  return runPlugin(
+    cniEnv("ADD", { CNI_ARGS: cniArgs, CNI_NETNS: n.path, CNI_CONTAINERID: id }),
+    JSON.stringify(entry(extra)),
+  );
 }
 
 /** Runs the plugin under strace; returns its result and every program it executed (itself first). */
 function traced(env: Record<string, string>, stdin: string): { code: number; stdout: string; execs: string[] } {
   const out = join(dir, `strace-${uniq()}`);
   const r = Bun.spawnSync(["strace", "-f", "-qq", "-e", "trace=execve", "-o", out, PLUGIN], {
-    env: { PATH: Bun.env.PATH!, ...env }, stdin: new TextEncoder().encode(stdin), stdout: "pipe", stderr: "pipe",
+    env: { PATH: Bun.env.PATH!, ...env },
+    stdin: new TextEncoder().encode(stdin),
+    stdout: "pipe",
+    stderr: "pipe",
   });
-  const execs = readFileSync(out, "utf8").split("\n").filter((l) => /execve\(/.test(l) && !/= -1 /.test(l)).map((l) => /execve\("([^"]+)"/.exec(l)?.[1] ?? l);
+  const execs = readFileSync(out, "utf8")
+    .split("\n")
+    .filter((l) => /execve\(/.test(l) && !/= -1 /.test(l))
+    .map((l) => /execve\("([^"]+)"/.exec(l)?.[1] ?? l);
   return { code: r.exitCode, stdout: r.stdout.toString(), execs };
 }
 
@@ -115,9 +141,24 @@ describe("a warm agent", () => {
     expect(api.requests.length).toBe(before);
     expect(agent.lookups.at(-1)).toEqual({ namespace: "emojivoto", name: POD.metadata.name, uid: UID });
     const rec = readRecord(id)!;
-    expect(rec).toMatchObject({ v: 1, containerId: id, namespace: "emojivoto", name: POD.metadata.name, uid: UID, decision: "meshed", families: [4] });
+    expect(rec).toMatchObject({
+      v: 1,
+      containerId: id,
+      namespace: "emojivoto",
+      name: POD.metadata.name,
+      uid: UID,
+      decision: "meshed",
+      families: [4],
+    });
     const [rep] = await agent.waitReports(1);
-    expect(rep).toMatchObject({ command: "ADD", containerId: id, outcome: "meshed", lookup: "agent-cache", backend: "nft", pod: { namespace: "emojivoto", name: POD.metadata.name, uid: UID } });
+    expect(rep).toMatchObject({
+      command: "ADD",
+      containerId: id,
+      outcome: "meshed",
+      lookup: "agent-cache",
+      backend: "nft",
+      pod: { namespace: "emojivoto", name: POD.metadata.name, uid: UID },
+    });
     expect(rep!.rules).toBeGreaterThan(0);
     expect(rep!.reason).toContain(`pod emojivoto/${POD.metadata.name}`);
     expect(rep!.lines.some((l) => l.startsWith("meshcni: info ADD") && l.includes("applied"))).toBe(true);
@@ -139,7 +180,14 @@ describe("a warm agent", () => {
     expect(planned.save("nft")).toBe(own.save("nft"));
     expect([readRecord(a)?.decision, readRecord(b)?.decision]).toEqual(["meshed", "meshed"]);
     const reps = await agent.waitReports(2);
-    const view = (r: (typeof reps)[0]) => ({ outcome: r.outcome, rules: r.rules, backend: r.backend, lookup: r.lookup, reason: r.reason, lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")) });
+    const view = (r: (typeof reps)[0]) => ({
+      outcome: r.outcome,
+      rules: r.rules,
+      backend: r.backend,
+      lookup: r.lookup,
+      reason: r.reason,
+      lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")),
+    });
     expect(view(reps[0]!)).toEqual(view(reps[1]!));
   });
 
@@ -158,7 +206,12 @@ describe("a warm agent", () => {
     const reps = await agent.waitReports(2);
     expect(agent.reportsSent).toBe(before.sent + 1);
     const view = (r: (typeof reps)[0]) => ({
-      command: r.command, outcome: r.outcome, reason: r.reason, pod: r.pod, version: r.version, lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")),
+      command: r.command,
+      outcome: r.outcome,
+      reason: r.reason,
+      pod: r.pod,
+      version: r.version,
+      lines: r.lines.map((l) => l.replace(/ADD \S+:/, "ADD x:")),
     });
     expect(reps.map((r) => r.containerId)).toEqual([a, b]);
     expect(view(reps[0]!)).toEqual(view(reps[1]!));
@@ -189,24 +242,42 @@ describe("a warm agent", () => {
   });
 
   test("the agent cannot change the result: a rewritten IP, meshed pod or skipped, never reaches stdout", async () => {
-    const prev = { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }], interfaces: [{ name: "eth0", sandbox: "/x" }], dns: {} };
+    const prev = {
+      cniVersion: "1.0.0",
+      ips: [{ address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 0 }],
+      interfaces: [{ name: "eth0", sandbox: "/x" }],
+      dns: {},
+    };
     agent.tamper = (answer) => {
-      answer.stdout = JSON.stringify({ ...prev, ips: [{ address: "10.66.6.6/24", gateway: "10.66.6.1", interface: 0 }] }, null, 2) + "\n";
+      answer.stdout =
+        JSON.stringify({ ...prev, ips: [{ address: "10.66.6.6/24", gateway: "10.66.6.1", interface: 0 }] }, null, 2) +
+        "\n";
     };
     const [meshed, skipped] = [netns(), netns()];
     const planned = agent.planned;
     const a = await add(meshed, cid(), args(), { cniVersion: "1.1.0", prevResult: prev });
-    const b = await add(skipped, cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace), { cniVersion: "1.1.0", prevResult: prev });
+    const b = await add(skipped, cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace), {
+      cniVersion: "1.1.0",
+      prevResult: prev,
+    });
     expect(agent.planned).toBe(planned + 2);
     // prevResult in the request's version, whatever the agent answered.
-    for (const r of [a, b]) expect({ code: r.code, result: JSON.parse(r.stdout) }).toEqual({ code: 0, result: { ...prev, cniVersion: "1.1.0" } });
+    for (const r of [a, b])
+      expect({ code: r.code, result: JSON.parse(r.stdout) }).toEqual({
+        code: 0,
+        result: { ...prev, cniVersion: "1.1.0" },
+      });
     expect([ruled(meshed), ruled(skipped)]).toEqual([true, false]);
   });
 
   test("a skip is said on the plugin's own line with the pod's UID and the reason, even one the agent hides", async () => {
     const plain = await add(netns(), cid(), args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined));
     expect(plain.code).toBe(0);
-    expect(plain.stderr).toMatch(new RegExp(`meshcni: info ADD \\S+: the agent decided: no rules for pod default/${UNMESHED.metadata.name} uid=${UNMESHED.metadata.uid}: \\S`));
+    expect(plain.stderr).toMatch(
+      new RegExp(
+        `meshcni: info ADD \\S+: the agent decided: no rules for pod default/${UNMESHED.metadata.name} uid=${UNMESHED.metadata.uid}: \\S`,
+      ),
+    );
     // An agent that skips a meshed pod and sends no line of its own: the plugin takes the
     // decision (the agent could as well write the plugin's binary), and says it.
     agent.tamper = (answer) => {
@@ -218,11 +289,17 @@ describe("a warm agent", () => {
     const r = await add(n, cid());
     expect(r.code).toBe(0);
     expect(ruled(n)).toBe(false);
-    expect(r.stderr).toContain(`the agent decided: no rules for pod emojivoto/${POD.metadata.name} uid=${UID}: told to skip`);
+    expect(r.stderr).toContain(
+      `the agent decided: no rules for pod emojivoto/${POD.metadata.name} uid=${UID}: told to skip`,
+    );
     // Without the UID, the decision is not taken: the plugin runs the ADD itself.
     agent.tamper = (answer) => {
       delete answer.apply;
-      answer.summary = { outcome: "skipped", reason: "told to skip", pod: { namespace: "emojivoto", name: POD.metadata.name } };
+      answer.summary = {
+        outcome: "skipped",
+        reason: "told to skip",
+        pod: { namespace: "emojivoto", name: POD.metadata.name },
+      };
     };
     const m = netns();
     const hidden = await add(m, cid());
@@ -235,7 +312,10 @@ describe("a warm agent", () => {
     const n = netns();
     const id = cid();
     // A network namespace that is gone by the time the plugin applies.
-    const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: args(), CNI_NETNS: join(dir, "no-such-netns"), CNI_CONTAINERID: id }), JSON.stringify(entry()));
+    const r = await runPlugin(
+      cniEnv("ADD", { CNI_ARGS: args(), CNI_NETNS: join(dir, "no-such-netns"), CNI_CONTAINERID: id }),
+      JSON.stringify(entry()),
+    );
     expect(r.code).toBe(1);
     expect(JSON.parse(r.stdout)).toMatchObject({ code: 4, msg: "CNI_NETNS does not exist" });
     expect(readRecord(id)).toBeUndefined();
@@ -255,15 +335,25 @@ describe("a warm agent", () => {
     expect(existsSync(recordPath(agent.dir, id))).toBe(false);
     expect(first.execs.length).toBeGreaterThan(1); // nsenter + iptables
     const again = traced(env, JSON.stringify(entry()));
-    expect({ code: again.code, stdout: again.stdout, execs: again.execs }).toEqual({ code: 0, stdout: "", execs: [PLUGIN] });
+    expect({ code: again.code, stdout: again.stdout, execs: again.execs }).toEqual({
+      code: 0,
+      stdout: "",
+      execs: [PLUGIN],
+    });
     const reps = await agent.waitReports(3);
-    expect(reps.slice(1).map((x) => [x.command, x.outcome])).toEqual([["DEL", "removed"], ["DEL", "untouched"]]);
+    expect(reps.slice(1).map((x) => [x.command, x.outcome])).toEqual([
+      ["DEL", "removed"],
+      ["DEL", "untouched"],
+    ]);
   });
 
   test("DEL of a container meshcni never saw runs no process, in a namespace holding rules of another container", async () => {
     const n = netns();
     expect((await add(n, cid())).code).toBe(0);
-    const r = traced(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: cid() }), JSON.stringify(entry()));
+    const r = traced(
+      cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: cid() }),
+      JSON.stringify(entry()),
+    );
     expect({ code: r.code, execs: r.execs }).toEqual({ code: 0, execs: [PLUGIN] });
     expect(ruled(n)).toBe(true);
     const reps = await agent.waitReports(2);
@@ -315,7 +405,12 @@ describe("a warm agent", () => {
     expect(ruled(n)).toBe(false);
     expect(api.requests.length).toBe(before);
     const reps = await agent.waitReports(4);
-    expect(reps.map((x) => [x.outcome, x.code])).toEqual([["failed", 106], ["failed", 106], ["failed", 106], ["failed", 106]]);
+    expect(reps.map((x) => [x.outcome, x.code])).toEqual([
+      ["failed", 106],
+      ["failed", 106],
+      ["failed", 106],
+      ["failed", 106],
+    ]);
     expect(reps[0]!.reason).toContain("no-such-pod");
     expect(reps[0]!.lines.some((l) => l.startsWith("meshcni: error"))).toBe(true);
   });
@@ -332,8 +427,14 @@ describe("a warm agent", () => {
       expect(recordPath(agent.dir, id)).toMatch(/\/containers\/_[0-9a-f]{64}\.json$/);
       expect(readRecord(id)).toMatchObject({ containerId: id, decision: "meshed" });
     }
-    const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
-      JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [{ containerID: a, ifname: "eth0" }] }));
+    const gc = await runPlugin(
+      cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+      JSON.stringify({
+        ...entry(),
+        cniVersion: "1.1.0",
+        "cni.dev/valid-attachments": [{ containerID: a, ifname: "eth0" }],
+      }),
+    );
     expect(gc.code).toBe(0);
     // The line names the long ID, read from inside its record (the other tests' records go too).
     const line = gc.stderr.split("\n").find((l) => l.includes("the runtime no longer has: "))!;
@@ -341,7 +442,10 @@ describe("a warm agent", () => {
     expect(line).not.toContain(a);
     expect(readRecord(a)?.containerId).toBe(a);
     expect(readRecord(b)).toBeUndefined();
-    const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: na.path, CNI_CONTAINERID: a }), JSON.stringify(entry()));
+    const del = await runPlugin(
+      cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: na.path, CNI_CONTAINERID: a }),
+      JSON.stringify(entry()),
+    );
     expect(del.code).toBe(0);
     expect(ruled(na)).toBe(false);
     expect(readRecord(a)).toBeUndefined();
@@ -350,9 +454,16 @@ describe("a warm agent", () => {
   test("GC prunes the records of containers not in cni.dev/valid-attachments", async () => {
     const n = netns();
     const [keep, drop] = [cid(), cid()];
-    for (const id of [keep, drop]) expect((await add(n, id, args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined))).code).toBe(0);
-    const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
-      JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [{ containerID: keep, ifname: "eth0" }] }));
+    for (const id of [keep, drop])
+      expect((await add(n, id, args(UNMESHED.metadata.name, UNMESHED.metadata.namespace, undefined))).code).toBe(0);
+    const gc = await runPlugin(
+      cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+      JSON.stringify({
+        ...entry(),
+        cniVersion: "1.1.0",
+        "cni.dev/valid-attachments": [{ containerID: keep, ifname: "eth0" }],
+      }),
+    );
     expect(gc.code).toBe(0);
     expect(readRecord(keep)?.containerId).toBe(keep);
     expect(readRecord(drop)).toBeUndefined();
@@ -372,7 +483,9 @@ describe("without a usable agent", () => {
     expect(readRecord(id)?.decision).toBe("meshed");
     const log = fallbackLog();
     expect(log).toContain("read the pod through the kubeconfig");
-    expect(log).toMatch(new RegExp(`summary pod=emojivoto/${POD.metadata.name} outcome=meshed rules=\\d+ backend=nft lookup=kubeconfig`));
+    expect(log).toMatch(
+      new RegExp(`summary pod=emojivoto/${POD.metadata.name} outcome=meshed rules=\\d+ backend=nft lookup=kubeconfig`),
+    );
     for (const line of log.trimEnd().split("\n")) expect(line).toStartWith("meshcni: ");
   });
 
@@ -451,7 +564,8 @@ describe("no symbolic link in the state folder is followed", () => {
     return o;
   };
   const untouched = (o: string) => {
-    for (const f of readdirSync(o)) expect({ f, text: readFileSync(join(o, f), "utf8") }).toEqual({ f, text: "untouched\n" });
+    for (const f of readdirSync(o))
+      expect({ f, text: readFileSync(join(o, f), "utf8") }).toEqual({ f, text: "untouched\n" });
   };
 
   test("links at plugin.log and at a record's name: nothing outside is written, the record replaces its link, ADD answers as always", async () => {
@@ -464,7 +578,11 @@ describe("no symbolic link in the state folder is followed", () => {
     mkdirSync(join(agent.dir, "containers"), { recursive: true });
     symlinkSync(join(o, "victim.json"), recordPath(agent.dir, id));
     const n = netns();
-    const prev = { cniVersion: "1.0.0", ips: [{ address: "10.244.1.12/24", interface: 0 }], interfaces: [{ name: "eth0", sandbox: n.path }] };
+    const prev = {
+      cniVersion: "1.0.0",
+      ips: [{ address: "10.244.1.12/24", interface: 0 }],
+      interfaces: [{ name: "eth0", sandbox: n.path }],
+    };
     const r = await add(n, id, args(), { prevResult: prev });
     expect({ code: r.code, result: JSON.parse(r.stdout) }).toEqual({ code: 0, result: prev });
     expect(ruled(n)).toBe(true);
@@ -478,7 +596,10 @@ describe("no symbolic link in the state folder is followed", () => {
     // No temp file left behind.
     expect(readdirSync(join(agent.dir, "containers")).filter((f) => f.endsWith(".tmp"))).toEqual([]);
     // DEL removes the record and the rules, and nothing outside.
-    const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: id }), JSON.stringify(entry()));
+    const del = await runPlugin(
+      cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: id }),
+      JSON.stringify(entry()),
+    );
     expect(del.code).toBe(0);
     expect(existsSync(recordPath(agent.dir, id))).toBe(false);
     untouched(o);
@@ -502,10 +623,15 @@ describe("no symbolic link in the state folder is followed", () => {
       expect(r.code).toBe(0);
       expect(ruled(n)).toBe(true);
       expect(r.stderr).toContain("could not write the record");
-      const del = await runPlugin(cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: a }), JSON.stringify(entry()));
+      const del = await runPlugin(
+        cniEnv("DEL", { CNI_ARGS: args(), CNI_NETNS: n.path, CNI_CONTAINERID: a }),
+        JSON.stringify(entry()),
+      );
       expect(del.code).toBe(0);
-      const gc = await runPlugin(cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
-        JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [] }));
+      const gc = await runPlugin(
+        cniEnv("GC", { CNI_CONTAINERID: "", CNI_NETNS: "" }),
+        JSON.stringify({ ...entry(), cniVersion: "1.1.0", "cni.dev/valid-attachments": [] }),
+      );
       expect(gc.code).toBe(0);
       untouched(o);
       expect(readdirSync(o).sort()).toEqual([`${a}.json`, "victim.json", "victim.log"].sort());
@@ -525,7 +651,12 @@ describe("a rollout: the agent stops, a gap, a new agent", () => {
     const one = async (phase: string) => {
       const n = netns();
       const r = await add(n, cid());
-      results.push({ phase, code: r.code, ...(r.code !== 0 ? { err: JSON.parse(r.stdout).code } : {}), ruled: ruled(n) });
+      results.push({
+        phase,
+        code: r.code,
+        ...(r.code !== 0 ? { err: JSON.parse(r.stdout).code } : {}),
+        ruled: ruled(n),
+      });
     };
     const wave = (phase: string) => Promise.all([one(phase), one(phase), one(phase)]);
     await wave("before");

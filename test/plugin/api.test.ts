@@ -23,9 +23,13 @@ let netns: Netns;
 
 function entry(kubeconfig: string, extra: Record<string, unknown> = {}) {
   return JSON.stringify({
-    cniVersion: "1.0.0", name: "k8s-pod-network", type: "meshcni", log_level: "debug",
+    cniVersion: "1.0.0",
+    name: "k8s-pod-network",
+    type: "meshcni",
+    log_level: "debug",
     kubernetes: { kubeconfig, exclude_namespaces: ["kube-system"], pod_namespace: "meshcni" },
-    linkerd: { "iptables-mode": "nft" }, ...extra,
+    linkerd: { "iptables-mode": "nft" },
+    ...extra,
   });
 }
 
@@ -103,7 +107,12 @@ describe("credentials", () => {
     const other = await startApiServer({ tls: true });
     const kc = join(dir, "badca.kubeconfig");
     // the right server, but trusting no CA at all except the system's
-    writeFileSync(kc, api.kubeconfig().replace(/certificate-authority-data: .*/, "certificate-authority: /etc/ssl/certs/ca-certificates.crt"));
+    writeFileSync(
+      kc,
+      api
+        .kubeconfig()
+        .replace(/certificate-authority-data: .*/, "certificate-authority: /etc/ssl/certs/ca-certificates.crt"),
+    );
     const r = await add(kc);
     await other.close();
     expect(r.code).toBe(1);
@@ -124,7 +133,12 @@ describe("credentials", () => {
     expect(err.details).toContain("allow_insecure_http");
     expect(plain.requests.length).toBe(0);
     expect(untouched()).toBe(true);
-    const k = { kubeconfig: kc, exclude_namespaces: ["kube-system"], pod_namespace: "meshcni", allow_insecure_http: true };
+    const k = {
+      kubeconfig: kc,
+      exclude_namespaces: ["kube-system"],
+      pod_namespace: "meshcni",
+      allow_insecure_http: true,
+    };
     const r = await add(kc, ARGS, { kubernetes: k });
     await plain.close();
     expect(r.code).toBe(0);
@@ -229,7 +243,10 @@ describe("faults of the API server for a meshed pod", () => {
         expect(r.code).toBe(0);
       }
       // a stale kubeconfig does not matter for them either
-      const r = await add("/nonexistent/ZZZ-meshcni-kubeconfig", "IgnoreUnknown=1;K8S_POD_NAMESPACE=meshcni;K8S_POD_NAME=meshcni-node-x7k2p");
+      const r = await add(
+        "/nonexistent/ZZZ-meshcni-kubeconfig",
+        "IgnoreUnknown=1;K8S_POD_NAMESPACE=meshcni;K8S_POD_NAME=meshcni-node-x7k2p",
+      );
       expect(r.code).toBe(0);
       expect(api.requests.length).toBe(before);
     } finally {

@@ -13,7 +13,9 @@ import { createLogger } from "../../internal/plugin/log.ts";
 import { allCases } from "../nftables/cases.ts";
 import { isRoot, Netns, uniq } from "../support/netns.ts";
 
-const log = createLogger("error", (l) => { if (Bun.env.SHOWLOG) console.error(l); });
+const log = createLogger("error", (l) => {
+  if (Bun.env.SHOWLOG) console.error(l);
+});
 const t = () => AbortSignal.timeout(10000);
 const dualStack = () => allCases().find((c) => c.name === "linkerd-ipv6")!;
 
@@ -26,25 +28,28 @@ function timed(fw: Firewall, failing?: string, stalling?: string) {
   const runs: { key: string; start: number; end: number; code: number }[] = [];
   const run: Firewall["run"] = async (key, argv, stdin, signal) => {
     const start = performance.now();
-    const r = key === failing
-      ? { code: 2, stdout: "", stderr: "iptables-restore: line 3 failed" }
-      : await fw.run(key, argv, stdin, signal);
+    const r =
+      key === failing
+        ? { code: 2, stdout: "", stderr: "iptables-restore: line 3 failed" }
+        : await fw.run(key, argv, stdin, signal);
     runs.push({ key, start, end: performance.now(), code: r.code });
     return r;
   };
   const ip: Firewall["ip"] = async (family, argv, signal) => {
     const start = performance.now();
     if (argv[0] === stalling) throw new Error("timed out: ip did not finish within the plugin's time bound");
-    const r = argv[0] === failing
-      ? { code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }
-      : await fw.ip(family, argv, signal);
+    const r =
+      argv[0] === failing
+        ? { code: 2, stdout: "", stderr: "RTNETLINK answers: Operation not permitted" }
+        : await fw.ip(family, argv, signal);
     runs.push({ key: `ip -${family} ${argv.join(" ")}`, start, end: performance.now(), code: r.code });
     return r;
   };
   return { fw: { ...fw, run, ip }, runs };
 }
 
-const overlaps = (a: { start: number; end: number }, b: { start: number; end: number }) => Math.min(a.end, b.end) > Math.max(a.start, b.start);
+const overlaps = (a: { start: number; end: number }, b: { start: number; end: number }) =>
+  Math.min(a.end, b.end) > Math.max(a.start, b.start);
 
 describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands", () => {
   let ns: Netns | undefined;
@@ -71,7 +76,9 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     const c = dualStack();
     const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
     const { fw: failing6, runs } = timed(fw, "restore6");
-    await expect(fw.driver.apply({ ...failing6, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip6tables-restore failed/);
+    await expect(fw.driver.apply({ ...failing6, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(
+      /ip6tables-restore failed/,
+    );
     // The failed family was tried once more on its own before the ADD gave up.
     const six = runs.filter((r) => r.key === "restore6");
     expect(six.length).toBe(2);
@@ -91,7 +98,11 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     let refused = 0;
     const once: Firewall["run"] = (key, argv, stdin, signal) =>
       key === "restore6" && refused++ === 0
-        ? Promise.resolve({ code: 4, stdout: "", stderr: "iptables-restore: line 12 failed: Resource temporarily unavailable" })
+        ? Promise.resolve({
+            code: 4,
+            stdout: "",
+            stderr: "iptables-restore: line 12 failed: Resource temporarily unavailable",
+          })
         : fw.run(key, argv, stdin, signal);
     await fw.driver.apply({ ...fw, run: once } as typeof fw, c.plan, log, t());
     expect(refused).toBe(2);
@@ -130,7 +141,9 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
     // The routes fail; the rules and the ::6 address went in at the same time.
     const { fw: failingRoute, runs } = timed(fw, "route");
-    await expect(applyPlan({ ...failingRoute, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip route replace local default dev lo table 133 failed/);
+    await expect(applyPlan({ ...failingRoute, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(
+      /ip route replace local default dev lo table 133 failed/,
+    );
     expect(runs.filter((r) => r.key.includes(" rule add ")).map((r) => r.code)).toEqual([0, 0]);
     expect(ns.save("nft", 4)).not.toContain("ISTIO");
     expect(ns.save("nft", 6)).not.toContain("ISTIO");
@@ -144,11 +157,15 @@ describe.skipIf(!isRoot())("a dual-stack pod: its families and its ip commands",
     const c = allCases().find((x) => x.name === "istio-ipv6-tproxy-dns")!;
     const fw = await openFirewall(ns.path, { mode: "nft", wait: false, simulate: false }, [4, 6], Bun.env.PATH);
     const { fw: mixed } = timed(fw, "route", "addr");
-    await expect(applyPlan({ ...mixed, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/ip route replace .* failed in the pod network namespace/);
+    await expect(applyPlan({ ...mixed, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(
+      /ip route replace .* failed in the pod network namespace/,
+    );
     expect(ns.exec(["ip", "-4", "rule"]).stdout).not.toContain("lookup 133");
     // With only the time-out, the time-out is the error.
     const { fw: stalled } = timed(fw, undefined, "addr");
-    await expect(applyPlan({ ...stalled, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(/timed out/);
+    await expect(applyPlan({ ...stalled, driver: fw.driver } as typeof fw, c.plan, log, t())).rejects.toThrow(
+      /timed out/,
+    );
   });
 });
 

@@ -2,7 +2,17 @@
 // a runtime starts them in changes nothing, and dist/meshcni is the plugin and (run as
 // meshcni-installer or with `installer` first) the agent, whose code the plugin never loads.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pkg from "../../package.json" with { type: "json" };
@@ -24,7 +34,13 @@ describe("compiled binaries", () => {
     expect(lstatSync(repoPath("dist/meshcni-installer")).isSymbolicLink()).toBe(true);
     expect(readlinkSync(repoPath("dist/meshcni-installer"))).toBe("meshcni");
     const run = (argv: string[], argv0?: string) => {
-      const r = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe", stdin: "ignore", ...(argv0 ? { argv0 } : {}), env: { PATH: Bun.env.PATH! } });
+      const r = Bun.spawnSync(argv, {
+        stdout: "pipe",
+        stderr: "pipe",
+        stdin: "ignore",
+        ...(argv0 ? { argv0 } : {}),
+        env: { PATH: Bun.env.PATH! },
+      });
       return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
     };
     const usage = "meshcni-installer: installs the meshcni CNI plugin";
@@ -45,11 +61,25 @@ describe("compiled binaries", () => {
 
   test("the plugin's path loads no code of the agent, and VERSION nothing but the entry and the CNI spec", async () => {
     const out = join(dir, "chunks");
-    const r = await Bun.build({ entrypoints: [repoPath("cmd/node.ts")], target: "bun", format: "esm", minify: true, splitting: true, outdir: out, naming: { chunk: "[name]-[hash].[ext]" } });
+    const r = await Bun.build({
+      entrypoints: [repoPath("cmd/node.ts")],
+      target: "bun",
+      format: "esm",
+      minify: true,
+      splitting: true,
+      outdir: out,
+      naming: { chunk: "[name]-[hash].[ext]" },
+    });
     expect(r.success).toBe(true);
     const code = (name: string) => readFileSync(join(out, name), "utf8");
     const imports = (name: string, dynamic: boolean) =>
-      [...code(name).matchAll(dynamic ? /import\(\s*["']\.\/([^"']+)["']\s*\)/g : /(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g)].map((m) => m[1]!);
+      [
+        ...code(name).matchAll(
+          dynamic
+            ? /import\(\s*["']\.\/([^"']+)["']\s*\)/g
+            : /(?:import|export)\s*(?:[^"'();]*?from\s*)?["']\.\/([^"']+)["']/g,
+        ),
+      ].map((m) => m[1]!);
     /** Chunks loaded from `start`: static imports always, dynamic ones when `follow` says so. */
     const closure = (start: string, follow: (chunk: string) => boolean) => {
       const seen = new Set<string>();
@@ -96,7 +126,10 @@ describe("compiled binaries", () => {
     expect([runChunks.length, depsChunks.length]).toEqual([1, 1]);
     // run.ts is shared with the agent (which plans ADDs with it), so the plugin reaches it through
     // a small facade chunk named after it.
-    const noRules = closure("node.js", (c) => c === pluginChunk || c === runChunks[0] || c === depsChunks[0] || /^(run|plugin-deps)-/.test(c));
+    const noRules = closure(
+      "node.js",
+      (c) => c === pluginChunk || c === runChunks[0] || c === depsChunks[0] || /^(run|plugin-deps)-/.test(c),
+    );
     expect(noRules).toContain(runChunks[0]!);
     for (const backend of ["--noflush", "libnftables.so"]) {
       expect(text(pluginPath).includes(backend)).toBe(true);
@@ -123,14 +156,33 @@ describe("compiled binaries", () => {
     writeFileSync(bunfig, `preload = [${JSON.stringify(evil)}]\n`);
     const stdin = new TextEncoder().encode(JSON.stringify({ cniVersion: "1.0.0", name: "n" }));
     const run = (argv: string[], extra: Record<string, string>) => {
-      const r = Bun.spawnSync(argv, { env: { PATH: Bun.env.PATH!, ...cniEnv("ADD"), ...extra }, stdin, stdout: "pipe", stderr: "pipe", cwd: dir });
+      const r = Bun.spawnSync(argv, {
+        env: { PATH: Bun.env.PATH!, ...cniEnv("ADD"), ...extra },
+        stdin,
+        stdout: "pipe",
+        stderr: "pipe",
+        cwd: dir,
+      });
       return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
     };
-    for (const opts of [`--preload ${evil}`, `--preload=${evil}`, `-r ${evil}`, `--require ${evil}`, `--import ${evil}`, `--config=${bunfig}`]) {
+    for (const opts of [
+      `--preload ${evil}`,
+      `--preload=${evil}`,
+      `-r ${evil}`,
+      `--require ${evil}`,
+      `--import ${evil}`,
+      `--config=${bunfig}`,
+    ]) {
       for (const argv of [[PLUGIN], [PLUGIN, "installer", "--help"]]) {
         const r = run(argv, { BUN_OPTIONS: opts });
         // A failed command, with no result: the runtime fails the ADD (and no agent starts).
-        expect({ opts, argv: argv.length, code: r.code, out: r.out, ran: existsSync(marker) }).toEqual({ opts, argv: argv.length, code: 1, out: "", ran: false });
+        expect({ opts, argv: argv.length, code: r.code, out: r.out, ran: existsSync(marker) }).toEqual({
+          opts,
+          argv: argv.length,
+          code: 1,
+          out: "",
+          ran: false,
+        });
         expect(r.err).toContain("Code generation from strings disallowed");
       }
     }
@@ -138,7 +190,10 @@ describe("compiled binaries", () => {
     expect(run([PLUGIN], { BUN_INSPECT: "ws://127.0.0.1:1/x" })).toMatchObject({ code: 1, out: "" });
     // Flags that run no code leave the plugin as it is.
     const plain = run([PLUGIN], { BUN_OPTIONS: "--smol" });
-    expect({ code: plain.code, result: JSON.parse(plain.out) }).toEqual({ code: 0, result: { cniVersion: "1.0.0", dns: {} } });
+    expect({ code: plain.code, result: JSON.parse(plain.out) }).toEqual({
+      code: 0,
+      result: { cniVersion: "1.0.0", dns: {} },
+    });
   });
 
   test("a .env and a bunfig.toml in the working directory are not read", () => {

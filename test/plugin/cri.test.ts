@@ -48,29 +48,42 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
   }
 
   function callsFor(containerId: string, command?: string): PluginCall[] {
-    return cri.calls("meshcni").filter((c) => c.env.CNI_CONTAINERID === containerId && (!command || c.command === command));
+    return cri
+      .calls("meshcni")
+      .filter((c) => c.env.CNI_CONTAINERID === containerId && (!command || c.command === command));
   }
 
   beforeAll(async () => {
     lab = await PodLab.start();
     legacyNetDir = join(lab.dir, "net-legacy.d");
-    cri = await Cri.start({ plugins: { meshcni: PLUGIN }, record: ["meshcni"], handlerNetDirs: { legacy: legacyNetDir } });
+    cri = await Cri.start({
+      plugins: { meshcni: PLUGIN },
+      record: ["meshcni"],
+      handlerNetDirs: { legacy: legacyNetDir },
+    });
     base = await readFixture("testdata/pods/linkerd-meshed.json");
     lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
-    await cri.writeConflist("10-pods.conflist", bridgeConflist({
-      name: network,
-      bridge,
-      subnet,
-      ipamDir: join(cri.dir, "ipam"),
-      meshcni: lab.entry({ log_level: "info", kubernetes: { exclude_namespaces: ["kube-system"] } }),
-    }));
-    await cri.writeConflist("10-pods.conflist", bridgeConflist({
-      name: legacyNetwork,
-      bridge: legacyBridge,
-      subnet: subnet.replace(/\.11\.0\/24$/, ".12.0/24"),
-      ipamDir: join(cri.dir, "ipam"),
-      meshcni: lab.entry({ log_level: "info", linkerd: { "iptables-mode": "legacy" } }),
-    }), { netDir: legacyNetDir });
+    await cri.writeConflist(
+      "10-pods.conflist",
+      bridgeConflist({
+        name: network,
+        bridge,
+        subnet,
+        ipamDir: join(cri.dir, "ipam"),
+        meshcni: lab.entry({ log_level: "info", kubernetes: { exclude_namespaces: ["kube-system"] } }),
+      }),
+    );
+    await cri.writeConflist(
+      "10-pods.conflist",
+      bridgeConflist({
+        name: legacyNetwork,
+        bridge: legacyBridge,
+        subnet: subnet.replace(/\.11\.0\/24$/, ".12.0/24"),
+        ipamDir: join(cri.dir, "ipam"),
+        meshcni: lab.entry({ log_level: "info", linkerd: { "iptables-mode": "legacy" } }),
+      }),
+      { netDir: legacyNetDir },
+    );
     listeners.push(await listen(undefined, { [outsidePort]: "outside" }));
   });
 
@@ -85,9 +98,13 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
     meshed = await cri.runPodSandbox(meta);
     expect(meshed.ip).toMatch(/^10\.\d+\.11\.\d+$/);
     const rules = rulesOf(meshed);
-    expect(rules).toContain("-A PREROUTING -m comment --comment \"proxy-init/install-proxy-init-prerouting\" -j PROXY_INIT_REDIRECT");
+    expect(rules).toContain(
+      '-A PREROUTING -m comment --comment "proxy-init/install-proxy-init-prerouting" -j PROXY_INIT_REDIRECT',
+    );
     expect(rules).toContain("-j REDIRECT --to-ports 4143");
-    listeners.push(await listen(meshed.netns, { 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app", 4191: "admin" }));
+    listeners.push(
+      await listen(meshed.netns, { 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app", 4191: "admin" }),
+    );
     expect(probe(undefined, meshed.ip, 8080)).toBe("proxy-inbound port=4143");
     expect(probe(undefined, meshed.ip, 4191)).toBe("admin port=4191");
     expect(probe(meshed.netns, gateway, outsidePort)).toBe("proxy-outbound port=4140");
@@ -119,7 +136,10 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
 
   test("a successful ADD's log lines (the plugin's stderr) land in containerd's own log", () => {
     expect(meshed).toBeDefined();
-    const mine = cri.log().split("\n").filter((l) => l.startsWith(`meshcni: info ADD ${meshed!.id.slice(0, 12)}:`));
+    const mine = cri
+      .log()
+      .split("\n")
+      .filter((l) => l.startsWith(`meshcni: info ADD ${meshed!.id.slice(0, 12)}:`));
     expect(mine.length).toBeGreaterThan(0);
     expect(mine.join("\n")).toMatch(/pod emojivoto\/web-cri-meshed.*applied \d+ rules/);
   });
@@ -165,14 +185,30 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
     expect(add.rulesAfter).toBeDefined();
     expect(add.rulesAfter).not.toContain("PROXY_INIT");
     // containerd undoes the failed set-up with one DEL, which succeeds
-    expect(cri.calls("meshcni").filter((c) => c.env.CNI_CONTAINERID === add.env.CNI_CONTAINERID).map((c) => [c.command, c.exitCode]))
-      .toEqual([["ADD", 1], ["DEL", 0]]);
+    expect(
+      cri
+        .calls("meshcni")
+        .filter((c) => c.env.CNI_CONTAINERID === add.env.CNI_CONTAINERID)
+        .map((c) => [c.command, c.exitCode]),
+    ).toEqual([
+      ["ADD", 1],
+      ["DEL", 0],
+    ]);
 
     // The same call made directly (the API still answering 401) shows what the plugin printed.
     lab.api.faults.set(`/api/v1/namespaces/emojivoto/pods/${meta.name}`, { kind: "status", code: 401 });
     // (asynchronous: the stand-in API server answers from this process)
-    const direct = Bun.spawn([PLUGIN], { env: { PATH: Bun.env.PATH ?? "", ...add.env }, stdin: Buffer.from(add.stdin), stdout: "pipe", stderr: "pipe" });
-    const [stdout, stderr] = await Promise.all([new Response(direct.stdout).text(), new Response(direct.stderr).text(), direct.exited]);
+    const direct = Bun.spawn([PLUGIN], {
+      env: { PATH: Bun.env.PATH ?? "", ...add.env },
+      stdin: Buffer.from(add.stdin),
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr] = await Promise.all([
+      new Response(direct.stdout).text(),
+      new Response(direct.stderr).text(),
+      direct.exited,
+    ]);
     lab.api.faults.delete(`/api/v1/namespaces/emojivoto/pods/${meta.name}`);
     const answer = JSON.parse(stdout);
     expect(answer.code).toBe(104);
@@ -184,7 +220,11 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
     // ...while its stderr lines were dropped: none of them reached containerd's log.
     const logged = cri.logSince(mark);
     expect(logged).toContain(answer.msg); // containerd's own error line quotes the error
-    expect(logged.split("\n").filter((l) => l.startsWith("meshcni:") && l.includes(`ADD ${add.env.CNI_CONTAINERID!.slice(0, 12)}`))).toEqual([]);
+    expect(
+      logged
+        .split("\n")
+        .filter((l) => l.startsWith("meshcni:") && l.includes(`ADD ${add.env.CNI_CONTAINERID!.slice(0, 12)}`)),
+    ).toEqual([]);
     // and no sandbox is left for the pod
     expect((await cri.listPodSandboxes()).filter((s) => s.name === meta.name)).toEqual([]);
   });
@@ -214,7 +254,9 @@ describe("containerd's CRI (as kubelet drives it) with meshcni chained after bri
     expect(atStop!.exitCode).toBe(0);
     expect(atStop!.env.CNI_NETNS).toBe(sb.netns.path);
     expect(atStop!.args.K8S_POD_UID).toBe(sb.meta.uid);
-    expect(JSON.parse(atStop!.stdin).prevResult.ips.map((i: { address: string }) => i.address)).toContain(`${sb.ip}/24`);
+    expect(JSON.parse(atStop!.stdin).prevResult.ips.map((i: { address: string }) => i.address)).toContain(
+      `${sb.ip}/24`,
+    );
     // meshcni's DEL removed its chains while the namespace was still there
     expect(atStop!.rulesAfter).toBeDefined();
     expect(atStop!.rulesAfter).not.toContain("PROXY_INIT");

@@ -12,8 +12,10 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
   beforeAll(async () => {
     lab = await PodLab.start();
     lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
-    pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-life", {}),
-      lab.entry({ linkerd: { ipv6: true } }));
+    pod = await lab.addPod(
+      withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-life", {}),
+      lab.entry({ linkerd: { ipv6: true } }),
+    );
   });
   afterAll(() => lab?.close());
 
@@ -53,18 +55,27 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
     const rt = lab.runtime(lab.entry(), "1.1.0");
     const status = await rt.exec("STATUS", rt.conflist.plugins[1]!, { containerId: "", netns: "" });
     expect(status).toBeUndefined();
-    const gc = await rt.exec("GC", { ...rt.conflist.plugins[1]!, "cni.dev/valid-attachments": [] }, { containerId: "", netns: "" });
+    const gc = await rt.exec(
+      "GC",
+      { ...rt.conflist.plugins[1]!, "cni.dev/valid-attachments": [] },
+      { containerId: "", netns: "" },
+    );
     expect(gc).toBeUndefined();
     // STATUS says so when the plugin cannot work: here, its kubeconfig is gone.
     const broken = lab.runtime(lab.entry({ kubernetes: { kubeconfig: "/nonexistent/kubeconfig" } }), "1.1.0");
-    const err = await broken.exec("STATUS", broken.conflist.plugins[1]!, { containerId: "", netns: "" }).catch((e) => e);
+    const err = await broken
+      .exec("STATUS", broken.conflist.plugins[1]!, { containerId: "", netns: "" })
+      .catch((e) => e);
     expect(JSON.parse(err.run.stdout).code).toBe(50);
   });
 
   test("STATUS names what the host lacks (code 50)", async () => {
     // Without iptables, nft and the in-process nftables path (MESHCNI_NFT_INPROCESS=0).
-    const r = await hidden("/usr/sbin", { CNI_COMMAND: "STATUS", MESHCNI_NFT_INPROCESS: "0" },
-      JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }));
+    const r = await hidden(
+      "/usr/sbin",
+      { CNI_COMMAND: "STATUS", MESHCNI_NFT_INPROCESS: "0" },
+      JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }),
+    );
     expect(r.code).toBe(1);
     const err = JSON.parse(r.stdout);
     expect(err.code).toBe(50);
@@ -72,8 +83,11 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
   });
 
   test("STATUS: a host with libnftables but no iptables and no nft binary can serve ADD (auto: nftables in process)", async () => {
-    const r = await hidden("/usr/sbin", { CNI_COMMAND: "STATUS" },
-      JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }));
+    const r = await hidden(
+      "/usr/sbin",
+      { CNI_COMMAND: "STATUS" },
+      JSON.stringify({ cniVersion: "1.1.0", name: "n", kubernetes: { kubeconfig: lab.kubeconfig } }),
+    );
     expect({ code: r.code, stdout: r.stdout }).toEqual({ code: 0, stdout: "" });
   });
 });
@@ -87,8 +101,12 @@ describe("CHECK with an IPv4-mapped IPv6 range", () => {
   afterAll(() => lab?.close());
 
   test("skip-subnets ::ffff:a00:0/104 is applied and CHECK finds it (ip6tables-save prints ::ffff:10.0.0.0/104)", async () => {
-    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-mapped",
-      { "config.linkerd.io/skip-subnets": "10.1.0.0/16,::ffff:a00:0/104" }), lab.entry({ linkerd: { ipv6: true } }));
+    const pod = await lab.addPod(
+      withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-mapped", {
+        "config.linkerd.io/skip-subnets": "10.1.0.0/16,::ffff:a00:0/104",
+      }),
+      lab.entry({ linkerd: { ipv6: true } }),
+    );
     expect(pod.netns.save("nft", 6)).toContain("-s ::ffff:10.0.0.0/104");
     await pod.runtime.check(pod.attachment);
   });
@@ -104,29 +122,43 @@ describe("dry run: the environment variable, never silent", () => {
 
   test("MESHCNI_DRY_RUN_FILE alone (a stray line in a runtime's unit file) fails a meshed pod's ADD with code 4, its payload written; a pod that is not meshed passes", async () => {
     const dry = `${lab.dir}/stray-dry-run`;
-    const err = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-stray", {}),
-      lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } }).catch((e) => e);
+    const err = await lab
+      .addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-stray", {}), lab.entry(), {
+        env: { MESHCNI_DRY_RUN_FILE: dry },
+      })
+      .catch((e) => e);
     expect(err.run?.type).toBe("meshcni");
     expect(JSON.parse(err.run.stdout)).toMatchObject({ code: 4, msg: "MESHCNI_DRY_RUN_FILE is set: no rules applied" });
     expect(JSON.parse(err.run.stdout).details).toContain(`went to ${dry} instead`);
     expect(await Bun.file(dry).text()).toContain("PROXY_INIT_REDIRECT");
-    expect(err.run.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod/);
+    expect(err.run.stderr).toMatch(
+      /meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment, so no rules are applied to this pod/,
+    );
     // A pod that gets no rules applies nothing either way: it starts, and the line is still there.
-    const plain = await lab.addPod(await readFixture("testdata/pods/not-injected.json"), lab.entry(), { env: { MESHCNI_DRY_RUN_FILE: dry } });
+    const plain = await lab.addPod(await readFixture("testdata/pods/not-injected.json"), lab.entry(), {
+      env: { MESHCNI_DRY_RUN_FILE: dry },
+    });
     expect(plain.result.ips.length).toBeGreaterThan(0);
     expect(await Bun.file(dry).text()).toBe("");
     const add = plain.runtime.runs.find((r) => r.type === "meshcni")!;
     expect(add.stderr).toMatch(/meshcni: error[^:]*: dry run: MESHCNI_DRY_RUN_FILE is set in the plugin's environment/);
   });
 
-  test("\"dry_run\": true with the variable writes the payload and applies nothing; without it, ADD fails with code 7", async () => {
+  test('"dry_run": true with the variable writes the payload and applies nothing; without it, ADD fails with code 7', async () => {
     const dry = `${lab.dir}/dry-run`;
-    const pod = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-dry", {}),
-      lab.entry({ dry_run: true }), { env: { MESHCNI_DRY_RUN_FILE: dry } });
+    const pod = await lab.addPod(
+      withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-dry", {}),
+      lab.entry({ dry_run: true }),
+      { env: { MESHCNI_DRY_RUN_FILE: dry } },
+    );
     expect(pod.netns.save("nft", 4)).not.toContain("PROXY_INIT_REDIRECT");
     expect(await Bun.file(dry).text()).toContain("PROXY_INIT_REDIRECT");
-    const err = await lab.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-nofile", {}),
-      lab.entry({ dry_run: true })).catch((e) => e);
+    const err = await lab
+      .addPod(
+        withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-nofile", {}),
+        lab.entry({ dry_run: true }),
+      )
+      .catch((e) => e);
     expect(JSON.parse(err.run.stdout).code).toBe(7);
     expect(JSON.parse(err.run.stdout).msg).toBe("dry_run needs MESHCNI_DRY_RUN_FILE");
   });
@@ -137,10 +169,20 @@ describe("dry run: the environment variable, never silent", () => {
  * empty tmpfs over that folder.
  */
 async function hidden(dir: string, env: Record<string, string>, stdin: string) {
-  const proc = Bun.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", `mount -t tmpfs none ${dir} && exec "$0"`, PLUGIN], {
-    stdin: new Blob([withTestState(stdin)]), stdout: "pipe", stderr: "pipe", env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
-  });
-  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  const proc = Bun.spawn(
+    ["unshare", "-m", "--propagation", "private", "sh", "-c", `mount -t tmpfs none ${dir} && exec "$0"`, PLUGIN],
+    {
+      stdin: new Blob([withTestState(stdin)]),
+      stdout: "pipe",
+      stderr: "pipe",
+      env: { PATH: "/usr/sbin:/usr/bin:/sbin:/bin", ...env },
+    },
+  );
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(proc.stdout).text(),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
   return { stdout, stderr, code };
 }
 
@@ -153,9 +195,13 @@ describe("bad input leaves the namespace untouched", () => {
     lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
     const base = await readFixture("testdata/pods/linkerd-meshed.json");
     lab.api.addPod(withAnnotations(base, "web-bad-ports", { "config.linkerd.io/skip-inbound-ports": "80,99999" }));
-    lab.api.addPod(withAnnotations(base, "web-bad-subnet", { "config.linkerd.io/skip-subnets": "10.0.0.0/8,10.0.0.1" }));
+    lab.api.addPod(
+      withAnnotations(base, "web-bad-subnet", { "config.linkerd.io/skip-subnets": "10.0.0.0/8,10.0.0.1" }),
+    );
     lab.api.addPod(withAnnotations(base, "web-bad-uid", { "config.linkerd.io/proxy-uid": "2102; rm -rf /" }));
-    lab.api.addPod(withAnnotations(base, "web-newline", { "config.linkerd.io/skip-outbound-ports": "443\n-A OUTPUT -j ACCEPT" }));
+    lab.api.addPod(
+      withAnnotations(base, "web-newline", { "config.linkerd.io/skip-outbound-ports": "443\n-A OUTPUT -j ACCEPT" }),
+    );
     netns = Netns.create(`mcb-${uniq()}`);
     // something of the pod's own, which must survive
     netns.exec(["iptables-nft", "-t", "nat", "-A", "OUTPUT", "-p", "udp", "--dport", "53", "-j", "RETURN"]);
@@ -169,18 +215,53 @@ describe("bad input leaves the namespace untouched", () => {
 
   const args = (name: string) => `IgnoreUnknown=1;K8S_POD_NAMESPACE=emojivoto;K8S_POD_NAME=${name}`;
   const conf = (extra: Record<string, unknown> = {}) =>
-    JSON.stringify({ cniVersion: "1.0.0", name: "n", type: "meshcni", kubernetes: { kubeconfig: lab.kubeconfig }, linkerd: { "iptables-mode": "nft" }, ...extra });
+    JSON.stringify({
+      cniVersion: "1.0.0",
+      name: "n",
+      type: "meshcni",
+      kubernetes: { kubeconfig: lab.kubeconfig },
+      linkerd: { "iptables-mode": "nft" },
+      ...extra,
+    });
   const strip = (s: string) => s.replace(/^#.*$/gm, "");
 
   const cases: [string, () => Promise<{ code: number; stdout: string }>, number][] = [
-    ["malformed JSON", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }), "{"), 6],
-    ["wrong types", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }), conf({ linkerd: { "proxy-uid": "2102" } })), 7],
+    [
+      "malformed JSON",
+      () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }), "{"),
+      6,
+    ],
+    [
+      "wrong types",
+      () =>
+        runPlugin(
+          cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }),
+          conf({ linkerd: { "proxy-uid": "2102" } }),
+        ),
+      7,
+    ],
     ["an unknown version", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path }), conf({ cniVersion: "9.9.9" })), 1],
     ["missing environment", () => runPlugin({ CNI_COMMAND: "ADD", CNI_NETNS: netns.path }, conf()), 4],
-    ["an invalid port annotation", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }), conf()), 7],
-    ["a CIDR annotation without a prefix length", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-subnet") }), conf()), 7],
-    ["a uid annotation with a command in it", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-uid") }), conf()), 7],
-    ["an annotation smuggling a rule on a new line", () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-newline") }), conf()), 7],
+    [
+      "an invalid port annotation",
+      () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-ports") }), conf()),
+      7,
+    ],
+    [
+      "a CIDR annotation without a prefix length",
+      () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-subnet") }), conf()),
+      7,
+    ],
+    [
+      "a uid annotation with a command in it",
+      () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-bad-uid") }), conf()),
+      7,
+    ],
+    [
+      "an annotation smuggling a rule on a new line",
+      () => runPlugin(cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-newline") }), conf()),
+      7,
+    ],
   ];
   for (const [name, run, code] of cases) {
     test(`${name}: code ${code}`, async () => {
@@ -194,7 +275,10 @@ describe("bad input leaves the namespace untouched", () => {
 
   test("ADD into a namespace that does not exist: code 4, nothing applied anywhere", async () => {
     lab.api.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-gone", {}));
-    const r = await runPlugin(cniEnv("ADD", { CNI_NETNS: "/var/run/netns/does-not-exist", CNI_ARGS: args("web-gone") }), conf());
+    const r = await runPlugin(
+      cniEnv("ADD", { CNI_NETNS: "/var/run/netns/does-not-exist", CNI_ARGS: args("web-gone") }),
+      conf(),
+    );
     expect(JSON.parse(r.stdout).code).toBe(4);
   });
 

@@ -23,9 +23,17 @@ describe("podman (CNI backend) with meshcni chained after bridge", () => {
     lab.api.addPod(await readFixture("testdata/pods/not-injected.json"));
     const subnet = `10.${120 + (process.pid % 100)}.7.0/24`;
     gateway = subnet.replace(/0\/24$/, "1");
-    pm.writeNetwork("10-mesh.conflist", bridgeConflist({
-      name: network, bridge, subnet, ipamDir: `${pm.dir}/ipam`, meshcni: lab.entry(),
-    }), bridge);
+    pm.writeNetwork(
+      "10-mesh.conflist",
+      bridgeConflist({
+        name: network,
+        bridge,
+        subnet,
+        ipamDir: `${pm.dir}/ipam`,
+        meshcni: lab.entry(),
+      }),
+      bridge,
+    );
     outside = await listen(undefined, { 19998: "outside" });
   });
 
@@ -36,19 +44,33 @@ describe("podman (CNI backend) with meshcni chained after bridge", () => {
   });
 
   test("a meshed pod's traffic goes through its proxy ports", async () => {
-    const ip = await pm.run("web-podman", network, tagScript({ 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }), "K8S_POD_NAMESPACE=emojivoto");
+    const ip = await pm.run(
+      "web-podman",
+      network,
+      tagScript({ 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }),
+      "K8S_POD_NAMESPACE=emojivoto",
+    );
     await pm.waitListening("web-podman", 4143);
     expect(probe(undefined, ip, 8080)).toBe("proxy-inbound port=4143");
-    expect((await pm.exec("web-podman", ["nc", "-w", "3", gateway, "19998"])).stdout.trim()).toBe("proxy-outbound port=4140");
+    expect((await pm.exec("web-podman", ["nc", "-w", "3", gateway, "19998"])).stdout.trim()).toBe(
+      "proxy-outbound port=4140",
+    );
     // the proxy's own user goes straight out
-    expect((await pm.exec("web-podman", ["nc", "-w", "3", gateway, "19998"], "2102:2102")).stdout.trim()).toBe("outside port=19998");
+    expect((await pm.exec("web-podman", ["nc", "-w", "3", gateway, "19998"], "2102:2102")).stdout.trim()).toBe(
+      "outside port=19998",
+    );
     // the plugin asked the API about this pod by the name podman gave it
     expect(lab.api.requests.some((r) => r.path === "/api/v1/namespaces/emojivoto/pods/web-podman")).toBe(true);
     await pm.rm("web-podman");
   });
 
   test("a pod without linkerd-proxy gets no rules", async () => {
-    const ip = await pm.run("nginx-6d4cf56db6-abcde", network, tagScript({ 4143: "proxy-inbound", 8080: "app" }), "K8S_POD_NAMESPACE=default");
+    const ip = await pm.run(
+      "nginx-6d4cf56db6-abcde",
+      network,
+      tagScript({ 4143: "proxy-inbound", 8080: "app" }),
+      "K8S_POD_NAMESPACE=default",
+    );
     await pm.waitListening("nginx-6d4cf56db6-abcde", 8080);
     expect(probe(undefined, ip, 8080)).toBe("app port=8080");
     await pm.rm("nginx-6d4cf56db6-abcde");

@@ -6,12 +6,23 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { anythingOfOurs, BACKENDS, flushChain, hiddenIptablesDir, listRules, type TestBackend } from "../support/backends.ts";
+import {
+  anythingOfOurs,
+  BACKENDS,
+  flushChain,
+  hiddenIptablesDir,
+  listRules,
+  type TestBackend,
+} from "../support/backends.ts";
 import { type Listener, listen, probe } from "../support/netns.ts";
 import { type Pod, PodLab, readFixture, REFERENCE_PLUGINS, withAnnotations } from "../support/pod-lab.ts";
 
 const label = (b: TestBackend | "hidden") =>
-  b === "nftables" ? "native nftables" : b === "hidden" ? "no iptables and no nft binary on the node (auto: nftables in process)" : `iptables-${b}`;
+  b === "nftables"
+    ? "native nftables"
+    : b === "hidden"
+      ? "no iptables and no nft binary on the node (auto: nftables in process)"
+      : `iptables-${b}`;
 
 for (const backend of [...BACKENDS, "hidden"] as const) {
   describe(`linkerd redirect with ${label(backend)}`, () => {
@@ -34,17 +45,28 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       const base = await readFixture("testdata/pods/linkerd-meshed.json");
       lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
       meshed = await lab.addPod(withAnnotations(base, `web-${backend}-1`, {}), entry);
-      skipping = await lab.addPod(withAnnotations(base, `web-${backend}-2`, {
-        "config.linkerd.io/skip-outbound-ports": "9443",
-        "config.linkerd.io/skip-inbound-ports": "8081",
-        "config.linkerd.io/skip-subnets": `${meshed.gateway}/32,${meshed.gateway6}/128`,
-      }), entry);
+      skipping = await lab.addPod(
+        withAnnotations(base, `web-${backend}-2`, {
+          "config.linkerd.io/skip-outbound-ports": "9443",
+          "config.linkerd.io/skip-inbound-ports": "8081",
+          "config.linkerd.io/skip-subnets": `${meshed.gateway}/32,${meshed.gateway6}/128`,
+        }),
+        entry,
+      );
       // The proxy runs as 2103 (linkerd-proxy's securityContext) while the config says 2102.
       const other = withAnnotations(base, `web-${backend}-3`, {});
       other.spec.containers.find((c: any) => c.name === "linkerd-proxy").securityContext.runAsUser = 2103;
       runAs = await lab.addPod(other, entry);
       for (const pod of [meshed, skipping, runAs]) {
-        listeners.push(await listen(pod.netns, { 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app", 8081: "app", 4191: "admin" }));
+        listeners.push(
+          await listen(pod.netns, {
+            4143: "proxy-inbound",
+            4140: "proxy-outbound",
+            8080: "app",
+            8081: "app",
+            4191: "admin",
+          }),
+        );
       }
       // "Outside the pod": listeners in the host namespace, reached through the bridge gateway.
       listeners.push(await listen(undefined, { 19999: "outside", 9443: "outside" }));
@@ -63,7 +85,9 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
           expect(text).toContain('jump nat_PROXY_INIT_REDIRECT comment "proxy-init/install-proxy-init-prerouting"');
           expect(text).toContain("meta l4proto tcp redirect to :4140");
         } else {
-          expect(text).toContain("-A PREROUTING -m comment --comment \"proxy-init/install-proxy-init-prerouting\" -j PROXY_INIT_REDIRECT");
+          expect(text).toContain(
+            '-A PREROUTING -m comment --comment "proxy-init/install-proxy-init-prerouting" -j PROXY_INIT_REDIRECT',
+          );
           expect(text).toContain("-j REDIRECT --to-ports 4140");
         }
       }
@@ -77,7 +101,12 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
 
     if (backend === "hidden") {
       test("the plugin really ran without iptables binaries and without nft", () => {
-        const r = Bun.spawnSync([join(hiddenDir!, "probe"), "sh", "-c", "command -v iptables || command -v iptables-nft-restore || command -v iptables-legacy-restore || command -v ip6tables-restore || echo none; command -v nft || echo no-nft"]);
+        const r = Bun.spawnSync([
+          join(hiddenDir!, "probe"),
+          "sh",
+          "-c",
+          "command -v iptables || command -v iptables-nft-restore || command -v iptables-legacy-restore || command -v ip6tables-restore || echo none; command -v nft || echo no-nft",
+        ]);
         expect(r.stdout.toString().trim().split("\n")).toEqual(["none", "no-nft"]);
       });
     }
@@ -139,7 +168,10 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
     test("CHECK passes while the rules are in place and fails once some are gone", async () => {
       await meshed.runtime.check(meshed.attachment);
       flushChain(meshed.netns, rules, "nat", "PROXY_INIT_OUTPUT", 6);
-      const err = await meshed.runtime.check(meshed.attachment).then(() => undefined, (e) => e as Error & { run: { stdout: string } });
+      const err = await meshed.runtime.check(meshed.attachment).then(
+        () => undefined,
+        (e) => e as Error & { run: { stdout: string } },
+      );
       expect(err).toBeDefined();
       const body = JSON.parse(err!.run.stdout);
       expect(body.code).toBe(103);

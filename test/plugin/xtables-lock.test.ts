@@ -19,11 +19,14 @@ describe("xtables lock set-up by iptables version", () => {
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), "meshcni-xtables-"));
     script("nsenter", 'shift; shift; exec "$@"');
-    script("iptables-legacy-restore", [
-      `if [ "$1" = --version ]; then cat ${dir}/version; exit 0; fi`,
-      `echo "args=$* lockfile=\${XTABLES_LOCKFILE-unset}" > ${dir}/restore.log`,
-      "cat > /dev/null",
-    ].join("\n"));
+    script(
+      "iptables-legacy-restore",
+      [
+        `if [ "$1" = --version ]; then cat ${dir}/version; exit 0; fi`,
+        `echo "args=$* lockfile=\${XTABLES_LOCKFILE-unset}" > ${dir}/restore.log`,
+        "cat > /dev/null",
+      ].join("\n"),
+    );
     script("iptables-legacy-save", "exit 0");
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -43,6 +46,8 @@ describe("xtables lock set-up by iptables version", () => {
   });
 
   test("1.8.4: no lock file, a bounded wait for the host's lock", async () => {
-    expect(await restored("iptables-restore v1.8.4 (legacy)", false)).toBe(`args=--noflush --wait=${XTABLES_WAIT_SECONDS} lockfile=unset`);
+    expect(await restored("iptables-restore v1.8.4 (legacy)", false)).toBe(
+      `args=--noflush --wait=${XTABLES_WAIT_SECONDS} lockfile=unset`,
+    );
   });
 });

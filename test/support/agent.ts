@@ -55,22 +55,45 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
       lookups.push(uid === undefined ? { namespace, name } : { namespace, name, uid });
       if (agent.delayMs > 0) await Bun.sleep(agent.delayMs);
       signal.throwIfAborted();
-      if (agent.fail) return { ok: false, status: 503, error: { code: 11, msg: "the agent cannot answer", details: "stand-in told to fail" } };
-      const pod = api.objects.get(`/api/v1/namespaces/${namespace}/pods/${name}`) as { metadata?: { uid?: string } } | undefined;
-      if (!pod || (!agent.ignoreUid && uid !== undefined && pod.metadata?.uid !== undefined && pod.metadata.uid !== uid)) {
-        return { ok: false, status: 404, error: { code: 106, msg: "pod not found", details: `no pod ${namespace}/${name}${uid ? ` with UID ${uid}` : ""} on this node` } };
+      if (agent.fail)
+        return {
+          ok: false,
+          status: 503,
+          error: { code: 11, msg: "the agent cannot answer", details: "stand-in told to fail" },
+        };
+      const pod = api.objects.get(`/api/v1/namespaces/${namespace}/pods/${name}`) as
+        | { metadata?: { uid?: string } }
+        | undefined;
+      if (
+        !pod ||
+        (!agent.ignoreUid && uid !== undefined && pod.metadata?.uid !== undefined && pod.metadata.uid !== uid)
+      ) {
+        return {
+          ok: false,
+          status: 404,
+          error: {
+            code: 106,
+            msg: "pod not found",
+            details: `no pod ${namespace}/${name}${uid ? ` with UID ${uid}` : ""} on this node`,
+          },
+        };
       }
       return { ok: true, pod, namespace: api.objects.get(`/api/v1/namespaces/${namespace}`) ?? null, source: "cache" };
     },
   };
   const planner = createAddPlanner({
-    lookup: cache, stateDir: dir, onLookup: () => {},
+    lookup: cache,
+    stateDir: dir,
+    onLookup: () => {},
     writeRecord: async (d, record) => writeRecordFor(d, record),
     // The tests' namespaces are made with `ip netns add`, in the host's folder.
     netnsProblem: (path) => readNetnsProblem(DEFAULT_NETNS_DIR, path),
   });
   const handler = createSocketHandler({
-    lookup: cache, onReport: (r) => reports.push(r), onLookup: () => {}, onBadRequest: () => {},
+    lookup: cache,
+    onReport: (r) => reports.push(r),
+    onLookup: () => {},
+    onBadRequest: () => {},
     async planAdd(req, signal) {
       if (agent.noPlanning) return { ok: false, why: "stand-in told not to plan" };
       const r = await planner(req, signal);
@@ -82,17 +105,28 @@ export function startStandInAgent(api: ApiServer, opts: { dir?: string } = {}): 
   });
   let served: AgentSocket | undefined;
   const agent: StandInAgent = {
-    dir, socket, reports, lookups, delayMs: 0, planned: 0, reportsSent: 0, declined: [],
+    dir,
+    socket,
+    reports,
+    lookups,
+    delayMs: 0,
+    planned: 0,
+    reportsSent: 0,
+    declined: [],
     async waitReports(n, timeoutMs = 3000) {
       const until = Date.now() + timeoutMs;
       while (reports.length < n && Date.now() < until) await Bun.sleep(10);
       return reports;
     },
     start() {
-      served ??= serveAgentSocket(socket, (req) => {
-        if (new URL(req.url).pathname === REPORTS_PATH) agent.reportsSent++;
-        return handler(req);
-      }, () => {});
+      served ??= serveAgentSocket(
+        socket,
+        (req) => {
+          if (new URL(req.url).pathname === REPORTS_PATH) agent.reportsSent++;
+          return handler(req);
+        },
+        () => {},
+      );
     },
     stop() {
       served?.stop();

@@ -156,8 +156,14 @@ function status(code: number, reason: string, message: string) {
 const NAMESPACED_PODS = /^\/api\/v1\/namespaces\/([^/]+)\/pods$/;
 
 const REASONS: Record<number, string> = {
-  400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "AlreadyExists",
-  429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
+  400: "BadRequest",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "NotFound",
+  409: "AlreadyExists",
+  429: "TooManyRequests",
+  500: "InternalError",
+  503: "ServiceUnavailable",
 };
 
 export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiServer> {
@@ -173,18 +179,34 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   let rv = 0;
   let compactedAt = 0;
   let outage: "refuse" | "500" | undefined;
-  interface Change { rv: number; kind: "pods" | "namespaces"; type: "ADDED" | "MODIFIED" | "DELETED"; object: unknown; before: unknown }
+  interface Change {
+    rv: number;
+    kind: "pods" | "namespaces";
+    type: "ADDED" | "MODIFIED" | "DELETED";
+    object: unknown;
+    before: unknown;
+  }
   const history: Change[] = [];
   /** What a list or watch selects: the node (spec.nodeName), the namespace (from the path), the name. */
-  interface Selection { node?: string; namespace?: string; name?: string }
-  interface Watch extends Selection { kind: "pods" | "namespaces"; bookmarks: boolean; res: http.ServerResponse; socket: import("node:net").Socket }
+  interface Selection {
+    node?: string;
+    namespace?: string;
+    name?: string;
+  }
+  interface Watch extends Selection {
+    kind: "pods" | "namespaces";
+    bookmarks: boolean;
+    res: http.ServerResponse;
+    socket: import("node:net").Socket;
+  }
   const open = new Set<Watch>();
   const podKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+\/pods\/[^/]+$/.test(p);
   const nsKey = (p: string) => /^\/api\/v1\/namespaces\/[^/]+$/.test(p);
   const nodeOf = (o: unknown) => (o as { spec?: { nodeName?: string } } | undefined)?.spec?.nodeName;
   const metaOf = (o: unknown) => (o as { metadata?: { name?: string; namespace?: string } } | undefined)?.metadata;
   const selects = (s: Selection, o: unknown) =>
-    (s.node === undefined || nodeOf(o) === s.node) && (s.name === undefined || metaOf(o)?.name === s.name) &&
+    (s.node === undefined || nodeOf(o) === s.node) &&
+    (s.name === undefined || metaOf(o)?.name === s.name) &&
     (s.namespace === undefined || (metaOf(o)?.namespace ?? "default") === s.namespace);
   const matches = (w: Watch, kind: string, o: unknown) => o !== undefined && w.kind === kind && selects(w, o);
   // GETs answer the stored objects as they were added (unchanged for the tests that compare
@@ -251,16 +273,26 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const countKey = (path: string, kind: string) => `${kind} ${path}`;
 
   /** LIST or WATCH of pods or namespaces; false when the request is neither. */
-  const listOrWatch = (req: http.IncomingMessage, res: http.ServerResponse, path: string, q: URLSearchParams, send: (code: number, obj: unknown) => void): boolean => {
+  const listOrWatch = (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    path: string,
+    q: URLSearchParams,
+    send: (code: number, obj: unknown) => void,
+  ): boolean => {
     const namespaced = NAMESPACED_PODS.exec(path)?.[1];
-    const kind = path === "/api/v1/pods" || namespaced ? "pods" : path === "/api/v1/namespaces" ? "namespaces" : undefined;
+    const kind =
+      path === "/api/v1/pods" || namespaced ? "pods" : path === "/api/v1/namespaces" ? "namespaces" : undefined;
     if (!kind || req.method !== "GET") return false;
     const selector = q.get("fieldSelector") ?? "";
     const sel: Selection = namespaced ? { namespace: namespaced } : {};
     for (const term of selector ? selector.split(",") : []) {
       const m = /^(spec\.nodeName|metadata\.name)=([^=]+)$/.exec(term);
       if (!m || kind !== "pods") {
-        send(400, status(400, "BadRequest", `field selector ${JSON.stringify(selector)} is not supported by the stand-in`));
+        send(
+          400,
+          status(400, "BadRequest", `field selector ${JSON.stringify(selector)} is not supported by the stand-in`),
+        );
         return true;
       }
       if (m[1] === "spec.nodeName") sel.node = m[2]!;
@@ -276,7 +308,12 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     }
     if (!watching) {
       const items = listed(kind, sel);
-      send(200, { kind: kind === "pods" ? "PodList" : "NamespaceList", apiVersion: "v1", metadata: { resourceVersion: String(rv) }, items });
+      send(200, {
+        kind: kind === "pods" ? "PodList" : "NamespaceList",
+        apiVersion: "v1",
+        metadata: { resourceVersion: String(rv) },
+        items,
+      });
       return true;
     }
     const fromText = q.get("resourceVersion");
@@ -291,7 +328,13 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     }
     res.writeHead(200, { "Content-Type": "application/json", "Transfer-Encoding": "chunked" });
     res.flushHeaders();
-    const w: Watch = { kind, bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1", res, socket: req.socket, ...sel };
+    const w: Watch = {
+      kind,
+      bookmarks: q.get("allowWatchBookmarks") === "true" || q.get("allowWatchBookmarks") === "1",
+      res,
+      socket: req.socket,
+      ...sel,
+    };
     if (from !== undefined && from < compactedAt) {
       writeEvent(w, { type: "ERROR", object: gone(from) });
       res.end();
@@ -324,8 +367,12 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   const issue = (namespace: string, name: string, granted: number, extra: Partial<IssuedToken> = {}): IssuedToken => {
     const token = `stand-in-token.${namespace}.${name}.${++tokenSerial}.${Math.random().toString(36).slice(2)}`;
     const t: IssuedToken = {
-      token, user: serviceAccountUser(namespace, name), expiresAt: Date.now() + granted * 1000, grantedSeconds: granted,
-      boundObjectRef: null, ...extra,
+      token,
+      user: serviceAccountUser(namespace, name),
+      expiresAt: Date.now() + granted * 1000,
+      grantedSeconds: granted,
+      boundObjectRef: null,
+      ...extra,
     };
     issued.push(t);
     issuedByToken.set(token, t);
@@ -356,14 +403,16 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     const asked = req.spec?.expirationSeconds;
     const valid = (n: unknown) => typeof n === "number" && Number.isInteger(n) && n >= 600 && n <= 2 ** 32;
     if (asked !== undefined && !valid(asked)) {
-      const message = `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: ` +
+      const message =
+        `TokenRequest.authentication.k8s.io "${name}" is invalid: spec.expirationSeconds: ` +
         `Invalid value: ${JSON.stringify(asked)}: may not specify a duration less than 10 minutes`;
       return { status: 422, body: status(422, "Invalid", message) };
     }
     const requested = (asked as number | undefined) ?? 3600;
     const granted = api.maxTokenSeconds !== undefined ? Math.min(requested, api.maxTokenSeconds) : requested;
     const t = issue(namespace, name, granted, {
-      requestedSeconds: requested, boundObjectRef: req.spec?.boundObjectRef ?? null,
+      requestedSeconds: requested,
+      boundObjectRef: req.spec?.boundObjectRef ?? null,
       ...(entry.user ? { by: entry.user } : {}),
     });
     // metav1.Time: whole seconds, UTC.
@@ -371,7 +420,8 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     return {
       status: 201,
       body: {
-        kind: "TokenRequest", apiVersion: "authentication.k8s.io/v1",
+        kind: "TokenRequest",
+        apiVersion: "authentication.k8s.io/v1",
         metadata: { name, namespace, creationTimestamp: null },
         spec: {
           audiences: Array.isArray(req.spec?.audiences) ? req.spec.audiences : [DEFAULT_AUDIENCE],
@@ -387,7 +437,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     const [path = "/", query = ""] = (req.url ?? "/").split(/\?(.*)/s);
     const q = new URLSearchParams(query);
     const isCollection = path === "/api/v1/pods" || path === "/api/v1/namespaces" || NAMESPACED_PODS.test(path);
-    const kindOfRequest = !isCollection ? "get" : q.get("watch") === "1" || q.get("watch") === "true" ? "watch" : "list";
+    const kindOfRequest = !isCollection
+      ? "get"
+      : q.get("watch") === "1" || q.get("watch") === "true"
+        ? "watch"
+        : "list";
     counts.set(countKey(path, kindOfRequest), (counts.get(countKey(path, kindOfRequest)) ?? 0) + 1);
     if (outage === "refuse") {
       req.socket.destroy();
@@ -400,7 +454,8 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     // With requestCert and rejectUnauthorized off, `authorized` says a client certificate signed
     // by the test CA was presented (Bun's sockets do not offer getPeerCertificate everywhere).
     if (tls && opts.acceptClientCert && sock.authorized) {
-      const subject = typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined;
+      const subject =
+        typeof sock.getPeerCertificate === "function" ? sock.getPeerCertificate()?.subject?.CN : undefined;
       cn = (Array.isArray(subject) ? subject[0] : subject) ?? "verified-client-certificate";
     }
     const entry: ApiRequest = { method: req.method ?? "GET", path, query };
@@ -412,7 +467,7 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       res.writeHead(code, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(text) });
       res.end(text);
     };
-    const fault = outage === "500" ? { kind: "status" as const, code: 500 } : faults.get(path) ?? globalFault;
+    const fault = outage === "500" ? { kind: "status" as const, code: 500 } : (faults.get(path) ?? globalFault);
     if (fault?.kind === "drop") {
       req.socket.destroy();
       return;
@@ -427,9 +482,11 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     const known = bearer === undefined ? undefined : api.identities.get(bearer);
     if (minted) entry.user = minted.user;
     else if (known) entry.user = known;
-    const authorized = minted ? Date.now() < minted.expiresAt
-      : known !== undefined || cn !== undefined
-        || (api.identities.size === 0 && (opts.token === undefined || bearer === opts.token));
+    const authorized = minted
+      ? Date.now() < minted.expiresAt
+      : known !== undefined ||
+        cn !== undefined ||
+        (api.identities.size === 0 && (opts.token === undefined || bearer === opts.token));
     if (!authorized) {
       send(401, status(401, "Unauthorized", "Unauthorized"));
       return;
@@ -447,7 +504,10 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     for (const h of handlers) {
       const out = await h(entry, body);
       if (out?.text !== undefined) {
-        res.writeHead(out.status, { "Content-Type": "text/plain; charset=utf-8", "Content-Length": Buffer.byteLength(out.text) });
+        res.writeHead(out.status, {
+          "Content-Type": "text/plain; charset=utf-8",
+          "Content-Length": Buffer.byteLength(out.text),
+        });
         res.end(out.text);
         return;
       }
@@ -476,13 +536,16 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
   };
 
   const server = tls
-    ? https.createServer({
-        cert: pki.serverCert,
-        key: pki.serverKey,
-        ca: pki.caPem,
-        requestCert: !!opts.acceptClientCert,
-        rejectUnauthorized: false,
-      }, listener)
+    ? https.createServer(
+        {
+          cert: pki.serverCert,
+          key: pki.serverKey,
+          ca: pki.caPem,
+          requestCert: !!opts.acceptClientCert,
+          rejectUnauthorized: false,
+        },
+        listener,
+      )
     : http.createServer(listener);
   const host = opts.host ?? "127.0.0.1";
   await new Promise<void>((resolve) => server.listen(0, host, resolve));
@@ -497,7 +560,9 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     objects,
     faults,
     handlers,
-    setGlobalFault: (f) => { globalFault = f; },
+    setGlobalFault: (f) => {
+      globalFault = f;
+    },
     addPod(pod) {
       record("pods", `/api/v1/namespaces/${pod.metadata.namespace ?? "default"}/pods/${pod.metadata.name}`, pod);
     },
@@ -521,7 +586,15 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     },
     bookmark() {
       for (const w of open) {
-        if (w.bookmarks) writeEvent(w, { type: "BOOKMARK", object: { kind: w.kind === "pods" ? "Pod" : "Namespace", apiVersion: "v1", metadata: { resourceVersion: String(rv) } } });
+        if (w.bookmarks)
+          writeEvent(w, {
+            type: "BOOKMARK",
+            object: {
+              kind: w.kind === "pods" ? "Pod" : "Namespace",
+              apiVersion: "v1",
+              metadata: { resourceVersion: String(rv) },
+            },
+          });
       }
     },
     compact(o = {}) {
@@ -555,40 +628,49 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
     },
     kubeconfig(k = {}) {
       const token = k.token ?? opts.token;
-      const caLine = !tls ? "" : k.caFile
-        ? `    certificate-authority: ${k.caFile}\n`
-        : `    certificate-authority-data: ${Buffer.from(pki.caPem).toString("base64")}\n`;
+      const caLine = !tls
+        ? ""
+        : k.caFile
+          ? `    certificate-authority: ${k.caFile}\n`
+          : `    certificate-authority-data: ${Buffer.from(pki.caPem).toString("base64")}\n`;
       const userLines = [
         token !== undefined ? `    token: ${token}` : "",
         k.clientCert ? `    client-certificate-data: ${Buffer.from(pki.clientCert).toString("base64")}` : "",
         k.clientCert ? `    client-key-data: ${Buffer.from(pki.clientKey).toString("base64")}` : "",
-      ].filter(Boolean).join("\n");
-      return [
-        "# kubeconfig for the stand-in API server",
-        "apiVersion: v1",
-        "kind: Config",
-        "clusters:",
-        "- name: local",
-        "  cluster:",
-        `    server: ${url}`,
-        caLine.trimEnd(),
-        "users:",
-        "- name: meshcni",
-        "  user:",
-        userLines || "    username: anonymous",
-        "contexts:",
-        "- name: meshcni-context",
-        "  context:",
-        "    cluster: local",
-        "    user: meshcni",
-        "current-context: meshcni-context",
-        "",
-      ].filter((l) => l !== "").join("\n") + "\n";
+      ]
+        .filter(Boolean)
+        .join("\n");
+      return (
+        [
+          "# kubeconfig for the stand-in API server",
+          "apiVersion: v1",
+          "kind: Config",
+          "clusters:",
+          "- name: local",
+          "  cluster:",
+          `    server: ${url}`,
+          caLine.trimEnd(),
+          "users:",
+          "- name: meshcni",
+          "  user:",
+          userLines || "    username: anonymous",
+          "contexts:",
+          "- name: meshcni-context",
+          "  context:",
+          "    cluster: local",
+          "    user: meshcni",
+          "current-context: meshcni-context",
+          "",
+        ]
+          .filter((l) => l !== "")
+          .join("\n") + "\n"
+      );
     },
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections?.();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections?.();
+        server.close(() => resolve());
+      }),
   };
   if (opts.token !== undefined) api.token = opts.token;
   return api;
@@ -618,7 +700,14 @@ export function podProxyHandler(routes: Map<string, PodProxyTarget>): Handler {
     const target = routes.get(`${ns}/${name}`);
     if (!target) return { status: 404, body: status(404, "NotFound", `pods "${name}" not found`) };
     if ("unreachable" in target) {
-      return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: dial tcp 10.244.0.10:${port ?? "80"}: ${target.unreachable}`) };
+      return {
+        status: 503,
+        body: status(
+          503,
+          "ServiceUnavailable",
+          `error trying to reach service: dial tcp 10.244.0.10:${port ?? "80"}: ${target.unreachable}`,
+        ),
+      };
     }
     if ("forward" in target) {
       try {
@@ -630,7 +719,10 @@ export function podProxyHandler(routes: Map<string, PodProxyTarget>): Handler {
           return { status: res.status, body: null, text };
         }
       } catch (e) {
-        return { status: 503, body: status(503, "ServiceUnavailable", `error trying to reach service: ${(e as Error).message}`) };
+        return {
+          status: 503,
+          body: status(503, "ServiceUnavailable", `error trying to reach service: ${(e as Error).message}`),
+        };
       }
     }
     if (target.text !== undefined) return { status: target.status ?? 200, body: null, text: target.text };

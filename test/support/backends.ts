@@ -24,17 +24,29 @@ export function listRules(netns: Netns, backend: TestBackend, family: 4 | 6 = 4)
 export function anythingOfOurs(netns: Netns): string[] {
   const out: string[] = [];
   for (const v of ["nft", "legacy"] as const) {
-    for (const f of [4, 6] as const) out.push(...netns.save(v, f).split("\n").filter((l) => /PROXY_INIT|ISTIO/.test(l)));
+    for (const f of [4, 6] as const)
+      out.push(
+        ...netns
+          .save(v, f)
+          .split("\n")
+          .filter((l) => /PROXY_INIT|ISTIO/.test(l)),
+      );
   }
-  out.push(...netns.exec(["nft", "list", "tables"]).stdout.split("\n").filter((l) => l.includes("meshcni")));
+  out.push(
+    ...netns
+      .exec(["nft", "list", "tables"])
+      .stdout.split("\n")
+      .filter((l) => l.includes("meshcni")),
+  );
   return out;
 }
 
 /** Empties one chain of meshcni's (a chain the profile owns, e.g. nat PROXY_INIT_OUTPUT). */
 export function flushChain(netns: Netns, backend: TestBackend, stage: string, chain: string, family: 4 | 6 = 4): void {
-  const argv = backend === "nftables"
-    ? ["nft", "flush", "chain", family === 6 ? "ip6" : "ip", "meshcni", `${stage}_${chain}`]
-    : [`${family === 6 ? "ip6tables" : "iptables"}-${backend}`, "-t", stage, "-F", chain];
+  const argv =
+    backend === "nftables"
+      ? ["nft", "flush", "chain", family === 6 ? "ip6" : "ip", "meshcni", `${stage}_${chain}`]
+      : [`${family === 6 ? "ip6tables" : "iptables"}-${backend}`, "-t", stage, "-F", chain];
   const r = netns.exec(argv);
   if (r.code !== 0) throw new Error(`${argv.join(" ")}: ${r.stderr}`);
 }

@@ -26,22 +26,105 @@ const SHARED = join(tmpdir(), "meshcni-test-pki");
 const FRESH_MS = 24 * 3600 * 1000;
 
 function generate(dir: string): void {
-  openssl(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-    "-subj", "/CN=meshcni-test-ca", "-keyout", "ca.key", "-out", "ca.crt"], dir);
+  openssl(
+    [
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-days",
+      "2",
+      "-subj",
+      "/CN=meshcni-test-ca",
+      "-keyout",
+      "ca.key",
+      "-out",
+      "ca.crt",
+    ],
+    dir,
+  );
   Bun.spawnSync(["sh", "-c", "printf 'subjectAltName=IP:127.0.0.1,IP:::1,DNS:localhost\\n' > san.ext"], { cwd: dir });
-  openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=kube-apiserver",
-    "-keyout", "server.key", "-out", "server.csr"], dir);
-  openssl(["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-    "-extfile", "san.ext", "-out", "server.crt"], dir);
-  openssl(["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", "/CN=system:serviceaccount:meshcni:meshcni/O=meshcni",
-    "-keyout", "client.key", "-out", "client.csr"], dir);
-  openssl(["x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "2",
-    "-out", "client.crt"], dir);
+  openssl(
+    [
+      "req",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-subj",
+      "/CN=kube-apiserver",
+      "-keyout",
+      "server.key",
+      "-out",
+      "server.csr",
+    ],
+    dir,
+  );
+  openssl(
+    [
+      "x509",
+      "-req",
+      "-in",
+      "server.csr",
+      "-CA",
+      "ca.crt",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-days",
+      "2",
+      "-extfile",
+      "san.ext",
+      "-out",
+      "server.crt",
+    ],
+    dir,
+  );
+  openssl(
+    [
+      "req",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-subj",
+      "/CN=system:serviceaccount:meshcni:meshcni/O=meshcni",
+      "-keyout",
+      "client.key",
+      "-out",
+      "client.csr",
+    ],
+    dir,
+  );
+  openssl(
+    [
+      "x509",
+      "-req",
+      "-in",
+      "client.csr",
+      "-CA",
+      "ca.crt",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-days",
+      "2",
+      "-out",
+      "client.crt",
+    ],
+    dir,
+  );
 }
 
 export function makePki(): TestPki {
   if (cached) return cached;
-  const ready = existsSync(join(SHARED, "client.crt")) && Date.now() - statSync(join(SHARED, "client.crt")).mtimeMs < FRESH_MS;
+  const ready =
+    existsSync(join(SHARED, "client.crt")) && Date.now() - statSync(join(SHARED, "client.crt")).mtimeMs < FRESH_MS;
   if (!ready) {
     const fresh = mkdtempSync(join(tmpdir(), "meshcni-pki-"));
     generate(fresh);
@@ -62,8 +145,11 @@ export function makePki(): TestPki {
     clientCert: read("client.crt"),
     clientKey: read("client.key"),
     paths: {
-      ca: join(dir, "ca.crt"), serverCert: join(dir, "server.crt"), serverKey: join(dir, "server.key"),
-      clientCert: join(dir, "client.crt"), clientKey: join(dir, "client.key"),
+      ca: join(dir, "ca.crt"),
+      serverCert: join(dir, "server.crt"),
+      serverKey: join(dir, "server.key"),
+      clientCert: join(dir, "client.crt"),
+      clientKey: join(dir, "client.key"),
     },
   };
   return cached;

@@ -65,8 +65,17 @@ export class CniRuntime {
       CNI_PATH: this.cniPath.join(":"),
     };
     const t0 = performance.now();
-    const proc = Bun.spawn([this.find(type)], { stdin: new Blob([JSON.stringify(conf)]), stdout: "pipe", stderr: "pipe", env });
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const proc = Bun.spawn([this.find(type)], {
+      stdin: new Blob([JSON.stringify(conf)]),
+      stdout: "pipe",
+      stderr: "pipe",
+      env,
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     const run = { type, code, stdout, stderr, ms: performance.now() - t0 };
     this.runs.push(run);
     if (code !== 0) {
@@ -77,7 +86,9 @@ export class CniRuntime {
       } catch {
         // not a CNI error object
       }
-      throw Object.assign(new Error(`plugin type=${JSON.stringify(type)} failed (${command.toLowerCase()}): ${msg}`), { run });
+      throw Object.assign(new Error(`plugin type=${JSON.stringify(type)} failed (${command.toLowerCase()}): ${msg}`), {
+        run,
+      });
     }
     return stdout.trim() ? JSON.parse(stdout) : undefined;
   }
@@ -85,7 +96,10 @@ export class CniRuntime {
   async add(a: Attachment): Promise<unknown> {
     let result: unknown;
     for (const p of this.conflist.plugins) result = await this.exec("ADD", p, a, result);
-    writeFileSync(this.cacheFile(a), JSON.stringify({ kind: "cniCacheV1", result, netns: a.netns, cniArgs: a.cniArgs ?? "" }));
+    writeFileSync(
+      this.cacheFile(a),
+      JSON.stringify({ kind: "cniCacheV1", result, netns: a.netns, cniArgs: a.cniArgs ?? "" }),
+    );
     return result;
   }
 

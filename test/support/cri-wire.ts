@@ -88,8 +88,13 @@ export function decode(buf: Uint8Array): Decoded {
     const field = key >>> 3;
     let value: bigint | Uint8Array;
     switch (key & 7) {
-      case 0: value = readVarint(); break;
-      case 1: value = buf.subarray(at, at + 8); at += 8; break;
+      case 0:
+        value = readVarint();
+        break;
+      case 1:
+        value = buf.subarray(at, at + 8);
+        at += 8;
+        break;
       case 2: {
         const len = Number(readVarint());
         if (at + len > buf.length) throw new Error("protobuf: truncated field");
@@ -97,8 +102,12 @@ export function decode(buf: Uint8Array): Decoded {
         at += len;
         break;
       }
-      case 5: value = buf.subarray(at, at + 4); at += 4; break;
-      default: throw new Error(`protobuf: wire type ${key & 7} of field ${field} is not supported`);
+      case 5:
+        value = buf.subarray(at, at + 4);
+        at += 4;
+        break;
+      default:
+        throw new Error(`protobuf: wire type ${key & 7} of field ${field} is not supported`);
     }
     const list = out.get(field);
     if (list) list.push(value);
@@ -140,7 +149,11 @@ export function getStringMap(m: Decoded, field: number): Record<string, string> 
 
 /** A call that ended with a gRPC status other than OK. */
 export class GrpcError extends Error {
-  constructor(readonly method: string, readonly code: number, readonly details: string) {
+  constructor(
+    readonly method: string,
+    readonly code: number,
+    readonly details: string,
+  ) {
     super(`${method}: gRPC status ${code}: ${details}`);
   }
 }
@@ -210,8 +223,13 @@ export class GrpcClient {
         clearTimeout(timer);
         const code = Number(status["grpc-status"] ?? NaN);
         if (code !== 0) {
-          reject(new GrpcError(path, Number.isNaN(code) ? -1 : code,
-            Number.isNaN(code) ? "the answer carried no grpc-status" : grpcMessage(status["grpc-message"])));
+          reject(
+            new GrpcError(
+              path,
+              Number.isNaN(code) ? -1 : code,
+              Number.isNaN(code) ? "the answer carried no grpc-status" : grpcMessage(status["grpc-message"]),
+            ),
+          );
           return;
         }
         const body = Buffer.concat(chunks);

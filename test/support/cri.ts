@@ -13,11 +13,38 @@
 //   const sb = await cri.runPodSandbox({ name, namespace, uid });   // sb.ip, sb.netns
 //   await cri.stopPodSandbox(sb.id); await cri.removePodSandbox(sb.id);
 //   await cri.close();                                         // also after a failed test
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import type { Subprocess } from "bun";
-import { decode, getMsg, getMsgs, getStr, getStringMap, getUint, GrpcClient, message, str, stringMap, sub, uint } from "./cri-wire.ts";
+import {
+  decode,
+  getMsg,
+  getMsgs,
+  getStr,
+  getStringMap,
+  getUint,
+  GrpcClient,
+  message,
+  str,
+  stringMap,
+  sub,
+  uint,
+} from "./cri-wire.ts";
 import { must, Netns, sh } from "./netns.ts";
 
 export const REFERENCE_PLUGINS = "/usr/lib/cni";
@@ -119,7 +146,10 @@ export class Cri {
   private readonly netnsSeen = new Set<string>();
   private readonly bridges = new Set<string>();
 
-  private constructor(readonly dir: string, opts: CriOptions) {
+  private constructor(
+    readonly dir: string,
+    opts: CriOptions,
+  ) {
     this.socket = join(dir, "containerd.sock");
     this.netDir = opts.netDir ?? join(dir, "net.d");
     this.binDir = opts.binDir ?? join(dir, "bin");
@@ -135,9 +165,11 @@ export class Cri {
    */
   static async start(opts: CriOptions = {}): Promise<Cri> {
     for (const bin of ["containerd", "ctr", "runc", "containerd-shim-runc-v2"]) {
-      if (!Bun.which(bin)) throw new Error(`${bin} is not installed: run scripts/setup.sh (Debian packages containerd and runc)`);
+      if (!Bun.which(bin))
+        throw new Error(`${bin} is not installed: run scripts/setup.sh (Debian packages containerd and runc)`);
     }
-    if (!existsSync("/bin/busybox")) throw new Error("/bin/busybox is missing: run scripts/setup.sh (Debian package busybox-static)");
+    if (!existsSync("/bin/busybox"))
+      throw new Error("/bin/busybox is missing: run scripts/setup.sh (Debian package busybox-static)");
     const cri = new Cri(mkdtempSync(join(tmpdir(), "meshcni-cri-")), opts);
     try {
       cri.installPlugins(opts.plugins ?? {}, new Set(opts.record ?? []));
@@ -148,7 +180,9 @@ export class Cri {
     } catch (e) {
       const tail = existsSync(cri.logFile) ? cri.log().trim().split("\n").slice(-15).join("\n") : "";
       await cri.close();
-      throw new Error(`containerd's CRI did not start: ${(e as Error).message}${tail ? `\ncontainerd's log ends with:\n${tail}` : ""}`);
+      throw new Error(
+        `containerd's CRI did not start: ${(e as Error).message}${tail ? `\ncontainerd's log ends with:\n${tail}` : ""}`,
+      );
     }
   }
 
@@ -157,7 +191,8 @@ export class Cri {
     mkdirSync(this.netDir, { recursive: true });
     mkdirSync(this.recordDir, { recursive: true });
     for (const f of readdirSync(REFERENCE_PLUGINS)) {
-      if (!(f in plugins) && !existsSync(join(this.binDir, f))) symlinkSync(join(REFERENCE_PLUGINS, f), join(this.binDir, f));
+      if (!(f in plugins) && !existsSync(join(this.binDir, f)))
+        symlinkSync(join(REFERENCE_PLUGINS, f), join(this.binDir, f));
     }
     for (const [type, path] of Object.entries(plugins)) {
       if (!existsSync(path)) throw new Error(`plugin ${type}: ${path} does not exist (run the build first)`);
@@ -165,7 +200,9 @@ export class Cri {
       if (record.has(type)) {
         const dir = join(this.recordDir, type);
         mkdirSync(dir);
-        writeFileSync(join(this.binDir, type), RECORDER.replaceAll("@REAL@", path).replaceAll("@DIR@", dir), { mode: 0o755 });
+        writeFileSync(join(this.binDir, type), RECORDER.replaceAll("@REAL@", path).replaceAll("@DIR@", dir), {
+          mode: 0o755,
+        });
       } else {
         symlinkSync(path, join(this.binDir, type));
       }
@@ -206,7 +243,8 @@ export class Cri {
       '  default_runtime_name = "runc"',
       ...runtime("runc"),
       ...Object.entries(this.handlerNetDirs).flatMap(([name, dir]) =>
-        runtime(name, [`  cni_conf_dir = ${JSON.stringify(dir)}`, "  cni_max_conf_num = 1"])),
+        runtime(name, [`  cni_conf_dir = ${JSON.stringify(dir)}`, "  cni_max_conf_num = 1"]),
+      ),
       "",
     ];
     writeFileSync(join(d, "config.toml"), lines.join("\n"));
@@ -227,7 +265,8 @@ export class Cri {
     const deadline = Date.now() + 30_000;
     let last: unknown;
     while (Date.now() < deadline) {
-      if (!this.running()) throw new Error(`containerd exited (${this.containerd.signalCode ?? `status ${this.containerd.exitCode}`})`);
+      if (!this.running())
+        throw new Error(`containerd exited (${this.containerd.signalCode ?? `status ${this.containerd.exitCode}`})`);
       if (existsSync(this.socket)) {
         try {
           const v = decode(await this.client.call(`${RUNTIME}/Version`, message(str(1, "v1")), 5_000));
@@ -276,7 +315,19 @@ export class Cri {
     writeFileSync(join(layer, "bin/busybox"), readFileSync("/bin/busybox"), { mode: 0o755 });
     for (const a of ["sh", "sleep", "nc", "ip"]) symlinkSync("busybox", join(layer, "bin", a));
     const layerTar = join(img, "layer.tar");
-    must(["tar", "--sort=name", "--mtime=@0", "--owner=0", "--group=0", "--numeric-owner", "-C", layer, "-cf", layerTar, "."]);
+    must([
+      "tar",
+      "--sort=name",
+      "--mtime=@0",
+      "--owner=0",
+      "--group=0",
+      "--numeric-owner",
+      "-C",
+      layer,
+      "-cf",
+      layerTar,
+      ".",
+    ]);
     const oci = join(img, "oci");
     const blobs = join(oci, "blobs/sha256");
     mkdirSync(blobs, { recursive: true });
@@ -287,34 +338,45 @@ export class Cri {
       return { digest: `sha256:${digest}`, size: data.length };
     };
     const layerBlob = blob(readFileSync(layerTar));
-    const configBlob = blob(JSON.stringify({
-      architecture: "amd64",
-      os: "linux",
-      config: { Entrypoint: ["/bin/sleep", "2147483647"] },
-      rootfs: { type: "layers", diff_ids: [layerBlob.digest] },
-    }));
-    const manifestBlob = blob(JSON.stringify({
-      schemaVersion: 2,
-      mediaType: "application/vnd.oci.image.manifest.v1+json",
-      config: { mediaType: "application/vnd.oci.image.config.v1+json", ...configBlob },
-      layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar", ...layerBlob }],
-    }));
-    writeFileSync(join(oci, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
-    writeFileSync(join(oci, "index.json"), JSON.stringify({
-      schemaVersion: 2,
-      manifests: [{
+    const configBlob = blob(
+      JSON.stringify({
+        architecture: "amd64",
+        os: "linux",
+        config: { Entrypoint: ["/bin/sleep", "2147483647"] },
+        rootfs: { type: "layers", diff_ids: [layerBlob.digest] },
+      }),
+    );
+    const manifestBlob = blob(
+      JSON.stringify({
+        schemaVersion: 2,
         mediaType: "application/vnd.oci.image.manifest.v1+json",
-        ...manifestBlob,
-        platform: { architecture: "amd64", os: "linux" },
-        annotations: { "io.containerd.image.name": SANDBOX_IMAGE },
-      }],
-    }));
+        config: { mediaType: "application/vnd.oci.image.config.v1+json", ...configBlob },
+        layers: [{ mediaType: "application/vnd.oci.image.layer.v1.tar", ...layerBlob }],
+      }),
+    );
+    writeFileSync(join(oci, "oci-layout"), JSON.stringify({ imageLayoutVersion: "1.0.0" }));
+    writeFileSync(
+      join(oci, "index.json"),
+      JSON.stringify({
+        schemaVersion: 2,
+        manifests: [
+          {
+            mediaType: "application/vnd.oci.image.manifest.v1+json",
+            ...manifestBlob,
+            platform: { architecture: "amd64", os: "linux" },
+            annotations: { "io.containerd.image.name": SANDBOX_IMAGE },
+          },
+        ],
+      }),
+    );
     const archive = join(img, "pause.tar");
     must(["tar", "-C", oci, "-cf", archive, "."]);
     must(["ctr", "--address", this.socket, "-n", "k8s.io", "images", "import", archive]);
     // The CRI learns of the image from containerd's events; wait until it knows it.
     for (let i = 0; i < 100; i++) {
-      const r = decode(await this.client.call(`${IMAGES}/ImageStatus`, message(sub(1, message(str(1, SANDBOX_IMAGE))))));
+      const r = decode(
+        await this.client.call(`${IMAGES}/ImageStatus`, message(sub(1, message(str(1, SANDBOX_IMAGE))))),
+      );
       if (r.has(1)) return;
       await Bun.sleep(50);
     }
@@ -336,10 +398,16 @@ export class Cri {
     const tmp = join(dir, `.${file}.tmp`);
     writeFileSync(tmp, text);
     renameSync(tmp, join(dir, file));
-    const bridge = (conflist as { plugins?: { type?: string; bridge?: string }[] }).plugins?.find((p) => p.type === "bridge")?.bridge;
+    const bridge = (conflist as { plugins?: { type?: string; bridge?: string }[] }).plugins?.find(
+      (p) => p.type === "bridge",
+    )?.bridge;
     if (bridge) this.bridges.add(bridge);
     if (handler === "") await this.waitForNetwork((n) => n.Source === text || n.Source === text.trimEnd());
-    else await this.waitFor(async () => (await this.runtimeInfo())[`lastCNILoadStatus.${handler}`] === "OK", `containerd did not load ${dir}`);
+    else
+      await this.waitFor(
+        async () => (await this.runtimeInfo())[`lastCNILoadStatus.${handler}`] === "OK",
+        `containerd did not load ${dir}`,
+      );
     return join(dir, file);
   }
 
@@ -358,8 +426,11 @@ export class Cri {
 
   /** Waits until a loaded network matches (containerd reloads its folder on file events). */
   async waitForNetwork(match: (n: { Name: string; Source: string }) => boolean, timeoutMs = 20_000): Promise<void> {
-    await this.waitFor(async () => (await this.loadedNetworks()).some(match),
-      `containerd did not load the expected network from ${this.netDir}`, timeoutMs);
+    await this.waitFor(
+      async () => (await this.loadedNetworks()).some(match),
+      `containerd did not load the expected network from ${this.netDir}`,
+      timeoutMs,
+    );
   }
 
   private async waitFor(ok: () => Promise<boolean>, what: string, timeoutMs = 20_000): Promise<void> {
@@ -369,7 +440,9 @@ export class Cri {
       await Bun.sleep(50);
     }
     const info = await this.runtimeInfo();
-    const status = Object.entries(info).filter(([k]) => k.startsWith("lastCNILoadStatus")).map(([k, v]) => `${k}: ${v}`);
+    const status = Object.entries(info)
+      .filter(([k]) => k.startsWith("lastCNILoadStatus"))
+      .map(([k, v]) => `${k}: ${v}`);
     throw new Error(`${what} within ${timeoutMs} ms (${status.join("; ")})`);
   }
 
@@ -409,11 +482,19 @@ export class Cri {
       stringMap(6, labels),
       stringMap(7, meta.annotations),
     );
-    const r = decode(await this.client.call(`${RUNTIME}/RunPodSandbox`, message(sub(1, config), str(2, handler)), opts.timeoutMs ?? 120_000));
+    const r = decode(
+      await this.client.call(
+        `${RUNTIME}/RunPodSandbox`,
+        message(sub(1, config), str(2, handler)),
+        opts.timeoutMs ?? 120_000,
+      ),
+    );
     const id = getStr(r, 1);
     const status = await this.podSandboxStatus(id);
     if (!status.netnsPath.startsWith("/var/run/netns/")) {
-      throw new Error(`sandbox ${id}: its network namespace ${JSON.stringify(status.netnsPath)} is not under /var/run/netns`);
+      throw new Error(
+        `sandbox ${id}: its network namespace ${JSON.stringify(status.netnsPath)} is not under /var/run/netns`,
+      );
     }
     return { id, meta, ip: status.ip, netns: new Netns(basename(status.netnsPath)) };
   }
@@ -424,7 +505,10 @@ export class Cri {
     const md = getMsg(s, 2);
     const infoText = getStringMap(r, 2).info;
     const info = infoText ? JSON.parse(infoText) : {};
-    const netns = ((info.runtimeSpec?.linux?.namespaces ?? []) as { type: string; path?: string }[]).find((n) => n.type === "network")?.path ?? "";
+    const netns =
+      ((info.runtimeSpec?.linux?.namespaces ?? []) as { type: string; path?: string }[]).find(
+        (n) => n.type === "network",
+      )?.path ?? "";
     if (netns) this.netnsSeen.add(netns);
     return {
       id: getStr(s, 1),
@@ -442,7 +526,13 @@ export class Cri {
     const r = decode(await this.client.call(`${RUNTIME}/ListPodSandbox`, message()));
     return getMsgs(r, 1).map((p) => {
       const md = getMsg(p, 2);
-      return { id: getStr(p, 1), name: getStr(md, 1), uid: getStr(md, 2), namespace: getStr(md, 3), ready: getUint(p, 3) === 0 };
+      return {
+        id: getStr(p, 1),
+        name: getStr(md, 1),
+        uid: getStr(md, 2),
+        namespace: getStr(md, 3),
+        ready: getUint(p, 3) === 0,
+      };
     });
   }
 
@@ -462,7 +552,10 @@ export class Cri {
   calls(type: string): PluginCall[] {
     const dir = join(this.recordDir, type);
     if (!existsSync(dir)) throw new Error(`plugin ${type} is not recorded (give it in record)`);
-    const ids = readdirSync(dir).filter((f) => f.endsWith(".rc")).map((f) => f.slice(0, -3)).sort();
+    const ids = readdirSync(dir)
+      .filter((f) => f.endsWith(".rc"))
+      .map((f) => f.slice(0, -3))
+      .sort();
     return ids.map((id) => {
       const env: Record<string, string> = {};
       for (const line of readFileSync(join(dir, `${id}.env`), "utf8").split("\n")) {
@@ -551,7 +644,11 @@ export class Cri {
       try {
         const argv = readFileSync(`/proc/${p}/cmdline`, "utf8").split("\0");
         const flag = (name: string) => argv[argv.indexOf(name) + 1];
-        if (basename(argv[0] ?? "").startsWith("containerd-shim") && argv.includes("-address") && flag("-address") === this.socket) {
+        if (
+          basename(argv[0] ?? "").startsWith("containerd-shim") &&
+          argv.includes("-address") &&
+          flag("-address") === this.socket
+        ) {
           out.push({ pid: Number(p), id: flag("-id") ?? "" });
         }
       } catch {
@@ -563,7 +660,8 @@ export class Cri {
 
   /** Mount points under this harness' folder, deepest first. */
   private mountsUnder(): string[] {
-    const points = readFileSync("/proc/self/mountinfo", "utf8").split("\n")
+    const points = readFileSync("/proc/self/mountinfo", "utf8")
+      .split("\n")
       .map((l) => l.split(" ")[4] ?? "")
       .map((p) => p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8))))
       .filter((p) => p.startsWith(`${this.dir}/`));

@@ -89,14 +89,37 @@ function checkHostPathType(path: string, type: string | undefined): void {
 export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
   const pod = ds.spec.template.spec as Obj;
   known("pod spec", pod, [
-    "serviceAccountName", "automountServiceAccountToken", "imagePullSecrets", "priorityClassName", "nodeSelector", "affinity",
-    "tolerations", "terminationGracePeriodSeconds", "securityContext", "containers", "volumes", "hostNetwork", "hostPID", "hostIPC",
+    "serviceAccountName",
+    "automountServiceAccountToken",
+    "imagePullSecrets",
+    "priorityClassName",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "terminationGracePeriodSeconds",
+    "securityContext",
+    "containers",
+    "volumes",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
   ]);
-  if (pod.containers.length !== 1) throw new Error(`the pod has ${pod.containers.length} containers; this translation runs one`);
+  if (pod.containers.length !== 1)
+    throw new Error(`the pod has ${pod.containers.length} containers; this translation runs one`);
   const c = pod.containers[0] as Obj;
   known("container", c, [
-    "name", "image", "imagePullPolicy", "command", "args", "env", "ports", "livenessProbe", "readinessProbe", "resources",
-    "securityContext", "volumeMounts",
+    "name",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "args",
+    "env",
+    "ports",
+    "livenessProbe",
+    "readinessProbe",
+    "resources",
+    "securityContext",
+    "volumeMounts",
   ]);
   const options: string[] = [];
   const notes: string[] = [];
@@ -106,18 +129,28 @@ export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
   options.push("--network", pod.hostNetwork ? "host" : "none");
   if (pod.hostPID) options.push("--pid", "host");
   if (pod.hostIPC) options.push("--ipc", "host");
-  if (!pod.hostNetwork) notes.push("pod network: a private network namespace with loopback only (podman --network none)");
+  if (!pod.hostNetwork)
+    notes.push("pod network: a private network namespace with loopback only (podman --network none)");
 
   // The security context: the pod's, then the container's over it.
   const psc = (pod.securityContext ?? {}) as Obj;
   known("pod securityContext", psc, ["seccompProfile", "runAsUser", "runAsGroup", "runAsNonRoot"]);
   const sc = { ...psc, ...(c.securityContext ?? {}) } as Obj;
   known("container securityContext", sc, [
-    "runAsUser", "runAsGroup", "runAsNonRoot", "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities", "seccompProfile",
+    "runAsUser",
+    "runAsGroup",
+    "runAsNonRoot",
+    "privileged",
+    "allowPrivilegeEscalation",
+    "readOnlyRootFilesystem",
+    "capabilities",
+    "seccompProfile",
   ]);
   if (sc.runAsUser !== undefined) options.push("--user", `${sc.runAsUser}:${sc.runAsGroup ?? 0}`);
-  else if (sc.runAsGroup !== undefined) throw new Error("runAsGroup without runAsUser: the image's user is not known here");
-  if (sc.runAsNonRoot === true && sc.runAsUser === 0) throw new Error("runAsNonRoot with runAsUser 0: kubelet refuses to start it");
+  else if (sc.runAsGroup !== undefined)
+    throw new Error("runAsGroup without runAsUser: the image's user is not known here");
+  if (sc.runAsNonRoot === true && sc.runAsUser === 0)
+    throw new Error("runAsNonRoot with runAsUser 0: kubelet refuses to start it");
   if (sc.privileged === true) options.push("--privileged");
   if (sc.allowPrivilegeEscalation === false) options.push("--security-opt", "no-new-privileges");
   // A read-only root and nothing else: podman's --read-only adds tmpfs folders kubelet does not.
@@ -126,7 +159,8 @@ export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
   known("capabilities", caps, ["drop", "add"]);
   for (const d of caps.drop ?? []) options.push(`--cap-drop=${String(d).toLowerCase()}`);
   for (const a of caps.add ?? []) options.push(`--cap-add=${String(a).toLowerCase()}`);
-  if (!(caps.drop ?? []).includes("ALL")) throw new Error("capabilities not dropped with ALL: podman's default set is not the CRI runtime's");
+  if (!(caps.drop ?? []).includes("ALL"))
+    throw new Error("capabilities not dropped with ALL: podman's default set is not the CRI runtime's");
   const seccomp = sc.seccompProfile?.type as string | undefined;
   // RuntimeDefault: podman's own default profile (containers' seccomp.json), which it applies
   // unless told otherwise; Unconfined: none.
@@ -177,7 +211,8 @@ export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
       if (!cm) throw new Error(`volume ${v.name}: no ConfigMap ${v.configMap.name} rendered`);
       kind = "configMap";
       source = fresh(v.name);
-      for (const [k, text] of Object.entries((cm.data ?? {}) as Record<string, string>)) writeFileSync(join(source, k), text);
+      for (const [k, text] of Object.entries((cm.data ?? {}) as Record<string, string>))
+        writeFileSync(join(source, k), text);
       // kubelet mounts a configMap read-only whatever the mount says.
       readOnly = true;
     } else if (v.emptyDir) {
@@ -186,17 +221,27 @@ export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
       kind = "emptyDir";
       source = fresh(v.name);
     } else {
-      throw new Error(`volume ${v.name}: ${Object.keys(v).filter((k) => k !== "name").join(", ")} is not translated`);
+      throw new Error(
+        `volume ${v.name}: ${Object.keys(v)
+          .filter((k) => k !== "name")
+          .join(", ")} is not translated`,
+      );
     }
     const mountOptions = [`type=bind`, `source=${source}`, `destination=${m.mountPath}`];
     if (readOnly) mountOptions.push("ro=true");
     const propagation = (m.mountPropagation ?? "None") as string;
     const rro = (m.recursiveReadOnly ?? "Disabled") as string;
     if (rro !== "Disabled") {
-      if (!readOnly || propagation !== "None") throw new Error(`volumeMount ${m.name}: recursiveReadOnly needs readOnly and mountPropagation None (the API server refuses it)`);
+      if (!readOnly || propagation !== "None")
+        throw new Error(
+          `volumeMount ${m.name}: recursiveReadOnly needs readOnly and mountPropagation None (the API server refuses it)`,
+        );
       // Neither this podman nor runc 1.1 mounts recursively read-only ("rro"): kubelet then
       // falls back, for IfPossible, to the plain read-only bind; Enabled would not start.
-      if (rro === "Enabled") throw new Error(`volumeMount ${m.name}: recursiveReadOnly Enabled, which this podman cannot do (the pod would not start)`);
+      if (rro === "Enabled")
+        throw new Error(
+          `volumeMount ${m.name}: recursiveReadOnly Enabled, which this podman cannot do (the pod would not start)`,
+        );
       if (rro !== "IfPossible") throw new Error(`volumeMount ${m.name}: recursiveReadOnly ${rro} is not translated`);
       notes.push(`${m.mountPath}: recursiveReadOnly IfPossible, run as its fallback (a read-only bind, not recursive)`);
     }
@@ -233,20 +278,23 @@ export interface MountInfo {
 /** Parses mountinfo (octal escapes such as \040 decoded). */
 export function parseMountInfo(text: string): MountInfo[] {
   const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
-  return text.split("\n").filter((l) => l.trim() !== "").map((line) => {
-    const [left, right] = line.split(" - ");
-    const f = left!.split(" ");
-    const r = right!.split(" ");
-    return {
-      dev: f[2]!,
-      root: unescape(f[3]!),
-      mountPoint: unescape(f[4]!),
-      options: f[5]!.split(","),
-      fsType: r[0]!,
-      source: unescape(r[1]!),
-      superOptions: (r[2] ?? "").split(","),
-    };
-  });
+  return text
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((line) => {
+      const [left, right] = line.split(" - ");
+      const f = left!.split(" ");
+      const r = right!.split(" ");
+      return {
+        dev: f[2]!,
+        root: unescape(f[3]!),
+        mountPoint: unescape(f[4]!),
+        options: f[5]!.split(","),
+        fsType: r[0]!,
+        source: unescape(r[1]!),
+        superOptions: (r[2] ?? "").split(","),
+      };
+    });
 }
 
 /** Writable as mounted: read-write both at the mount and in its file system. */

@@ -40,7 +40,8 @@ export function makeElf(spec: ElfSpec): Uint8Array {
   const buf = new Uint8Array(size);
   const v = new DataView(buf.buffer);
   buf.set([0x7f, 0x45, 0x4c, 0x46, wide ? 2 : 1, 1, 1], 0);
-  const put = (at: number, n: number, w: boolean) => (w ? v.setBigUint64(at, BigInt(n), true) : v.setUint32(at, n, true));
+  const put = (at: number, n: number, w: boolean) =>
+    w ? v.setBigUint64(at, BigInt(n), true) : v.setUint32(at, n, true);
   v.setUint16(16, 3, true); // ET_DYN
   v.setUint16(18, spec.machine ?? 62, true);
   v.setUint32(20, 1, true);
@@ -124,9 +125,7 @@ export function makeExecutable(spec: ExecutableSpec): Uint8Array {
   }
   const interp = spec.interpreter !== undefined ? [...enc.encode(spec.interpreter), 0] : [];
   const dynamic = !spec.noDynamic;
-  const types = [
-    ...(spec.noPhdr ? [] : [6]), ...(interp.length ? [3] : []), 1, 1, ...(dynamic ? [2] : []), 0x6474e551,
-  ];
+  const types = [...(spec.noPhdr ? [] : [6]), ...(interp.length ? [3] : []), 1, 1, ...(dynamic ? [2] : []), 0x6474e551];
   const phoff = 64;
   const interpOff = phoff + types.length * 56;
   const strOff = interpOff + interp.length;
@@ -137,17 +136,19 @@ export function makeExecutable(spec: ExecutableSpec): Uint8Array {
   const roEnd = codeOff + code.length;
   const dynOff = Math.ceil(roEnd / 16) * 16;
   const dynVaddr = base + page + dynOff;
-  const dyn: [number, number][] = dynamic ? [
-    ...(spec.needed ?? []).map((n) => [1, offsets.get(n)!] as [number, number]),
-    ...(spec.runpath ? [[spec.rpathTag ?? 29, offsets.get(spec.runpath)!] as [number, number]] : []),
-    [5, base + strOff],
-    [10, strs.length],
-    [6, base + symOff],
-    [11, 24],
-    [21, 0], // DT_DEBUG: the loader writes its r_debug here
-    [0, 0],
-    ...Array.from({ length: spec.spareDynamic ?? 0 }, () => [0, 0] as [number, number]),
-  ] : [];
+  const dyn: [number, number][] = dynamic
+    ? [
+        ...(spec.needed ?? []).map((n) => [1, offsets.get(n)!] as [number, number]),
+        ...(spec.runpath ? [[spec.rpathTag ?? 29, offsets.get(spec.runpath)!] as [number, number]] : []),
+        [5, base + strOff],
+        [10, strs.length],
+        [6, base + symOff],
+        [11, 24],
+        [21, 0], // DT_DEBUG: the loader writes its r_debug here
+        [0, 0],
+        ...Array.from({ length: spec.spareDynamic ?? 0 }, () => [0, 0] as [number, number]),
+      ]
+    : [];
   const dynSize = dyn.length * 16;
   const names = "\0.interp\0.dynstr\0.dynamic\0.shstrtab\0";
   const shstrOff = dynOff + dynSize;

@@ -43,9 +43,8 @@ export class Netns {
 
   exec(argv: string[], opts: { uid?: number; stdin?: string } = {}) {
     const prefix = ["ip", "netns", "exec", this.name];
-    const asUser = opts.uid !== undefined
-      ? ["setpriv", `--reuid=${opts.uid}`, `--regid=${opts.uid}`, "--clear-groups", "--"]
-      : [];
+    const asUser =
+      opts.uid !== undefined ? ["setpriv", `--reuid=${opts.uid}`, `--regid=${opts.uid}`, "--clear-groups", "--"] : [];
     return sh([...prefix, ...asUser, ...argv], opts.stdin !== undefined ? { stdin: opts.stdin } : {});
   }
 
@@ -69,13 +68,15 @@ export interface Listener {
 /** Starts a tag server inside `netns` (or in the host namespace when undefined). */
 export async function listen(netns: Netns | undefined, ports: Record<number, string>): Promise<Listener> {
   const args = Object.entries(ports).map(([port, tag]) => `${tag}@${port}`);
-  const argv = [...(netns ? ["ip", "netns", "exec", netns.name] : []), BUN, repoPath("test/support/tag-server.ts"), ...args];
+  const argv = [
+    ...(netns ? ["ip", "netns", "exec", netns.name] : []),
+    BUN,
+    repoPath("test/support/tag-server.ts"),
+    ...args,
+  ];
   const proc = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe" });
   const reader = proc.stdout.getReader();
-  const { value } = await Promise.race([
-    reader.read(),
-    Bun.sleep(10000).then(() => ({ value: undefined })),
-  ]);
+  const { value } = await Promise.race([reader.read(), Bun.sleep(10000).then(() => ({ value: undefined }))]);
   if (!value || !new TextDecoder().decode(value).includes("ready")) {
     proc.kill();
     throw new Error(`tag server did not start: ${await new Response(proc.stderr).text()}`);

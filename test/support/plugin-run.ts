@@ -17,7 +17,10 @@ process.on("exit", () => rmSync(STATE, { recursive: true, force: true }));
 
 /** `stdin` with `"state_dir"` and `"agent_socket"` first, pointing into STATE (an entry's own win). */
 export const withTestState = (stdin: string): string =>
-  withFirstKeys(stdin, `"state_dir":${JSON.stringify(STATE)},"agent_socket":${JSON.stringify(join(STATE, "no-agent.sock"))}`);
+  withFirstKeys(
+    stdin,
+    `"state_dir":${JSON.stringify(STATE)},"agent_socket":${JSON.stringify(join(STATE, "no-agent.sock"))}`,
+  );
 
 export interface PluginResult {
   code: number;
@@ -32,15 +35,29 @@ export interface PluginResult {
  * Runs dist/meshcni with `env` (added to a clean environment) and `stdin`; `dryRun` sets
  * MESHCNI_DRY_RUN_FILE and adds `"dry_run": true` to the entry (both are needed).
  */
-export async function runPlugin(env: Record<string, string>, stdin: string, opts: { dryRun?: boolean } = {}): Promise<PluginResult> {
+export async function runPlugin(
+  env: Record<string, string>,
+  stdin: string,
+  opts: { dryRun?: boolean } = {},
+): Promise<PluginResult> {
   const dir = mkdtempSync(join(tmpdir(), "meshcni-run-"));
   const dry = join(dir, "payload");
   try {
     const fullEnv: Record<string, string> = { PATH: Bun.env.PATH ?? "/usr/sbin:/usr/bin:/sbin:/bin", ...env };
     if (opts.dryRun) fullEnv.MESHCNI_DRY_RUN_FILE = dry;
     const t0 = performance.now();
-    const proc = Bun.spawn([PLUGIN], { stdin: new Blob([withTestState(opts.dryRun ? withDryRun(stdin) : stdin)]), stdout: "pipe", stderr: "pipe", env: fullEnv, cwd: dir });
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const proc = Bun.spawn([PLUGIN], {
+      stdin: new Blob([withTestState(opts.dryRun ? withDryRun(stdin) : stdin)]),
+      stdout: "pipe",
+      stderr: "pipe",
+      env: fullEnv,
+      cwd: dir,
+    });
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     const ms = performance.now() - t0;
     let payload: string | undefined;
     try {

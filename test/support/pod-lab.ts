@@ -38,7 +38,10 @@ export class PodLab {
   /** Where the runtime looks for plugins; a test may put a wrapped meshcni first. */
   pluginDirs: string[] = [REFERENCE_PLUGINS, DIST];
 
-  private constructor(readonly api: ApiServer, readonly dualStack = false) {
+  private constructor(
+    readonly api: ApiServer,
+    readonly dualStack = false,
+  ) {
     this.dir = mkdtempSync(join(tmpdir(), "meshcni-lab-"));
     this.kubeconfig = join(this.dir, "ZZZ-meshcni-kubeconfig");
     writeFileSync(this.kubeconfig, api.kubeconfig(), { mode: 0o600 });
@@ -90,20 +93,25 @@ export class PodLab {
 
   /** Creates a netns and runs ADD for `podObject` (added to the API server) through the chain. */
   async addPod(
-    podObject: any, meshcni: Record<string, unknown>, opts: { cniVersion?: string; cniArgs?: string; env?: Record<string, string> } = {},
+    podObject: any,
+    meshcni: Record<string, unknown>,
+    opts: { cniVersion?: string; cniArgs?: string; env?: Record<string, string> } = {},
   ): Promise<Pod> {
     const name = podObject.metadata.name as string;
     const namespace = (podObject.metadata.namespace as string) ?? "default";
     this.api.addPod(podObject);
     const netns = Netns.create(`mc-${uniq()}`);
     // No duplicate address detection in the pod: its IPv6 address is usable at once.
-    if (this.dualStack) netns.exec(["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0"]);
+    if (this.dualStack)
+      netns.exec(["sysctl", "-qw", "net.ipv6.conf.default.accept_dad=0", "net.ipv6.conf.all.accept_dad=0"]);
     const runtime = this.runtime(meshcni, opts.cniVersion, opts.env);
     const attachment: Attachment = {
       containerId: `c${uniq()}`,
       netns: netns.path,
       ifname: "eth0",
-      cniArgs: opts.cniArgs ?? `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=x`,
+      cniArgs:
+        opts.cniArgs ??
+        `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${name};K8S_POD_INFRA_CONTAINER_ID=x`,
     };
     const pod: Pod = { name, namespace, netns, ip: "", gateway: "", result: undefined, runtime, attachment };
     this.pods.push(pod);

@@ -21,7 +21,8 @@ export class MemoryPodLookup implements PodLookup {
 
   addPod(pod: { metadata: { namespace: string; name: string; uid?: string } }): void {
     this.pods.set(`${pod.metadata.namespace}/${pod.metadata.name}`, pod);
-    if (!this.namespaces.has(pod.metadata.namespace)) this.namespaces.set(pod.metadata.namespace, { metadata: { name: pod.metadata.namespace } });
+    if (!this.namespaces.has(pod.metadata.namespace))
+      this.namespaces.set(pod.metadata.namespace, { metadata: { name: pod.metadata.namespace } });
   }
 
   async lookup(namespace: string, name: string, uid: string | undefined, signal: AbortSignal): Promise<LookupResult> {
@@ -29,17 +30,35 @@ export class MemoryPodLookup implements PodLookup {
     if (this.delayMs > 0) {
       await new Promise<void>((resolve, reject) => {
         const t = setTimeout(resolve, this.delayMs);
-        signal.addEventListener("abort", () => {
-          clearTimeout(t);
-          reject(signal.reason);
-        }, { once: true });
+        signal.addEventListener(
+          "abort",
+          () => {
+            clearTimeout(t);
+            reject(signal.reason);
+          },
+          { once: true },
+        );
       });
     }
-    if (this.unavailable) return { ok: false, status: 503, error: { code: 11, msg: "the agent cannot answer", details: this.unavailable } };
+    if (this.unavailable)
+      return { ok: false, status: 503, error: { code: 11, msg: "the agent cannot answer", details: this.unavailable } };
     const pod = this.pods.get(`${namespace}/${name}`) as { metadata: { uid?: string } } | undefined;
-    if (!pod) return { ok: false, status: 404, error: { code: 106, msg: "not found in the API (404)", details: `pod ${namespace}/${name} does not exist` } };
+    if (!pod)
+      return {
+        ok: false,
+        status: 404,
+        error: { code: 106, msg: "not found in the API (404)", details: `pod ${namespace}/${name} does not exist` },
+      };
     if (uid !== undefined && pod.metadata.uid !== uid) {
-      return { ok: false, status: 404, error: { code: 106, msg: "not found in the API (404)", details: `pod ${namespace}/${name} has UID ${pod.metadata.uid}, not ${uid}` } };
+      return {
+        ok: false,
+        status: 404,
+        error: {
+          code: 106,
+          msg: "not found in the API (404)",
+          details: `pod ${namespace}/${name} has UID ${pod.metadata.uid}, not ${uid}`,
+        },
+      };
     }
     return { ok: true, pod, namespace: this.namespaces.get(namespace), source: "cache" };
   }

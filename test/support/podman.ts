@@ -32,17 +32,20 @@ export class PodmanLab {
     writeFileSync(join(this.rootfs, "etc/group"), "root:x:0:\nproxy:x:2102:\n");
     this.conf = join(this.dir, "containers.conf");
     const dirs = opts.pluginDirs ?? ["/usr/lib/cni", repoPath("dist")];
-    writeFileSync(this.conf, [
-      "[network]",
-      'network_backend = "cni"',
-      `cni_plugin_dirs = [${dirs.map((d) => JSON.stringify(d)).join(", ")}]`,
-      `network_config_dir = ${JSON.stringify(this.netDir)}`,
-      "[engine]",
-      'runtime = "runc"',
-      'cgroup_manager = "cgroupfs"',
-      'events_logger = "file"',
-      "",
-    ].join("\n"));
+    writeFileSync(
+      this.conf,
+      [
+        "[network]",
+        'network_backend = "cni"',
+        `cni_plugin_dirs = [${dirs.map((d) => JSON.stringify(d)).join(", ")}]`,
+        `network_config_dir = ${JSON.stringify(this.netDir)}`,
+        "[engine]",
+        'runtime = "runc"',
+        'cgroup_manager = "cgroupfs"',
+        'events_logger = "file"',
+        "",
+      ].join("\n"),
+    );
   }
 
   /**
@@ -50,12 +53,19 @@ export class PodmanLab {
    * server in the test's own process can answer the plugin meanwhile.
    */
   async podman(args: string[], env: Record<string, string> = {}) {
-    const proc = Bun.spawn(["podman", "--root", join(this.dir, "storage"), "--runroot", join(this.dir, "run"), ...args], {
-      env: { ...Bun.env, CONTAINERS_CONF: this.conf, ...env },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
-    const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+    const proc = Bun.spawn(
+      ["podman", "--root", join(this.dir, "storage"), "--runroot", join(this.dir, "run"), ...args],
+      {
+        env: { ...Bun.env, CONTAINERS_CONF: this.conf, ...env },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
+    const [stdout, stderr, code] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ]);
     return { code, stdout, stderr };
   }
 
@@ -72,19 +82,30 @@ export class PodmanLab {
    * Returns the container's IPv4 address.
    */
   async run(name: string, network: string, script: string, cniArgs?: string): Promise<string> {
-    const r = await this.podman(["run", "-d", "--name", name, "--network", network, ...ULIMITS, "--rootfs", this.rootfs, "/bin/sh", "-c", script],
-      cniArgs ? { CNI_ARGS: cniArgs } : {});
+    const r = await this.podman(
+      ["run", "-d", "--name", name, "--network", network, ...ULIMITS, "--rootfs", this.rootfs, "/bin/sh", "-c", script],
+      cniArgs ? { CNI_ARGS: cniArgs } : {},
+    );
     if (r.code !== 0) throw new Error(`podman run ${name} failed: ${r.stderr.trim()}`);
     this.containers.add(name);
-    const ip = (await this.podman(["inspect", "-f", `{{(index .NetworkSettings.Networks ${JSON.stringify(network)}).IPAddress}}`, name])).stdout.trim();
+    const ip = (
+      await this.podman([
+        "inspect",
+        "-f",
+        `{{(index .NetworkSettings.Networks ${JSON.stringify(network)}).IPAddress}}`,
+        name,
+      ])
+    ).stdout.trim();
     if (!ip) throw new Error(`no IP for ${name}: ${(await this.podman(["inspect", name])).stdout}`);
     return ip;
   }
 
   /** `podman run` that is expected to fail; returns podman's error text. */
   async runFailing(name: string, network: string, cniArgs?: string): Promise<string> {
-    const r = await this.podman(["run", "-d", "--name", name, "--network", network, ...ULIMITS, "--rootfs", this.rootfs, "/bin/sleep", "60"],
-      cniArgs ? { CNI_ARGS: cniArgs } : {});
+    const r = await this.podman(
+      ["run", "-d", "--name", name, "--network", network, ...ULIMITS, "--rootfs", this.rootfs, "/bin/sleep", "60"],
+      cniArgs ? { CNI_ARGS: cniArgs } : {},
+    );
     this.containers.add(name);
     if (r.code === 0) throw new Error(`podman run ${name} unexpectedly succeeded`);
     return r.stderr;

@@ -22,13 +22,17 @@ export function checkExposition(text: string): { families: Map<string, string>; 
       families.set(type[1]!, type[2]!);
       continue;
     }
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? (-?[0-9.e+]+|\+Inf)$/.exec(line);
+    const m =
+      /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*\})? (-?[0-9.e+]+|\+Inf)$/.exec(
+        line,
+      );
     if (!m) throw new Error(`not an exposition line: ${JSON.stringify(line)}`);
-    const family = m[1]!.replace(/_(bucket|sum|count)$/, (s) => (families.get(m[1]!.slice(0, -s.length)) === "histogram" ? "" : s));
+    const family = m[1]!.replace(/_(bucket|sum|count)$/, (s) =>
+      families.get(m[1]!.slice(0, -s.length)) === "histogram" ? "" : s,
+    );
     expect(families.has(family)).toBe(true);
     if (families.get(family) === "counter") expect(m[1]!.endsWith("_total")).toBe(true);
     samples.set(`${m[1]}${m[2] ?? ""}`, Number(m[3]));
   }
   return { families, samples };
 }
-

@@ -56,15 +56,18 @@ export function requestAttributes(method: string, path: string, query: string): 
   // The pod proxy names pod:port.
   const name = rawName?.split(":")[0];
   const watching = /(^|&)watch=(1|true)(&|$)/.test(query);
-  const verb = ({
-    GET: name === undefined ? (watching ? "watch" : "list") : "get",
-    POST: "create",
-    PUT: "update",
-    PATCH: "patch",
-    DELETE: name === undefined ? "deletecollection" : "delete",
-  } as Record<string, string>)[method.toUpperCase()];
+  const verb = (
+    {
+      GET: name === undefined ? (watching ? "watch" : "list") : "get",
+      POST: "create",
+      PUT: "update",
+      PATCH: "patch",
+      DELETE: name === undefined ? "deletecollection" : "delete",
+    } as Record<string, string>
+  )[method.toUpperCase()];
   return {
-    group, resource,
+    group,
+    resource,
     ...(verb ? { verb } : {}),
     ...(subresource ? { subresource } : {}),
     ...(namespace !== undefined ? { namespace } : {}),
@@ -97,8 +100,10 @@ export function rbacAllows(objects: readonly unknown[], user: string, a: Request
   if (a.group === "authorization.k8s.io" && a.resource.startsWith("selfsubject")) return true;
   const objs = objects as Obj[];
   const role = (kind: string, name: string, namespace?: string) =>
-    objs.find((o) => o.kind === kind && o.metadata?.name === name
-      && (kind === "ClusterRole" || o.metadata?.namespace === namespace));
+    objs.find(
+      (o) =>
+        o.kind === kind && o.metadata?.name === name && (kind === "ClusterRole" || o.metadata?.namespace === namespace),
+    );
   for (const b of objs) {
     if (b.kind !== "ClusterRoleBinding" && b.kind !== "RoleBinding") continue;
     const ns = b.kind === "RoleBinding" ? b.metadata?.namespace : undefined;

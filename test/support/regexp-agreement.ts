@@ -63,7 +63,8 @@ export function disagreements(loop: (s: string) => boolean, re: RegExp, o: Agree
     const b = o.bounds[rnd(o.bounds.length)]!;
     const len = rnd(3) === 0 ? rnd(12) : Math.max(0, b - 1 + rnd(3));
     let s = "";
-    for (let j = 0; j < len; j++) s += rnd(len + 4) === 0 ? o.alphabet[rnd(o.alphabet.length)] : o.valid[rnd(o.valid.length)];
+    for (let j = 0; j < len; j++)
+      s += rnd(len + 4) === 0 ? o.alphabet[rnd(o.alphabet.length)] : o.valid[rnd(o.valid.length)];
     agree(s);
   }
   return out;

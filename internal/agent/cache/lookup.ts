@@ -68,15 +68,17 @@ export class CachePodLookup implements PodLookup {
   readonly counts: LookupCounts = { cache: 0, api: 0, failed: 0 };
   private readonly inflight = new Map<string, Promise<ApiAnswer>>();
 
-  constructor(private readonly d: {
-    /** This node: the only node whose pods are answered. */
-    node: string;
-    pods: CachedResource;
-    namespaces: CachedResource;
-    api: LookupApi;
-    watchWaitMs?: number;
-    getTimeoutMs?: number;
-  }) {}
+  constructor(
+    private readonly d: {
+      /** This node: the only node whose pods are answered. */
+      node: string;
+      pods: CachedResource;
+      namespaces: CachedResource;
+      api: LookupApi;
+      watchWaitMs?: number;
+      getTimeoutMs?: number;
+    },
+  ) {}
 
   /** One GET per path at a time, whoever asks; bounded by the GET timeout, not by any one asker. */
   private sharedGet(path: string): Promise<ApiAnswer> {
@@ -95,7 +97,12 @@ export class CachePodLookup implements PodLookup {
     return r;
   }
 
-  private async answer(namespace: string, name: string, uid: string | undefined, signal: AbortSignal): Promise<LookupResult> {
+  private async answer(
+    namespace: string,
+    name: string,
+    uid: string | undefined,
+    signal: AbortSignal,
+  ): Promise<LookupResult> {
     const key = `${namespace}/${name}`;
     const what = `pod ${key}`;
     const here = (o: unknown) => nodeOf(o) === this.d.node;
@@ -126,7 +133,11 @@ export class CachePodLookup implements PodLookup {
         return failed(404, "not found in the API (404)", why);
       }
       if (!accept(pod)) {
-        return failed(404, "not found in the API (404)", `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, not ${uid}: it was deleted and created again`);
+        return failed(
+          404,
+          "not found in the API (404)",
+          `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, not ${uid}: it was deleted and created again`,
+        );
       }
     }
     let ns = nsCached;
@@ -142,8 +153,14 @@ export class CachePodLookup implements PodLookup {
 
   private judge(a: ApiAnswer, which: string): LookupResult | undefined {
     if (a.kind === "object") return undefined;
-    if (a.kind === "status" && a.status === 404) return failed(404, "not found in the API (404)", `${which} does not exist on ${this.d.api.server} (the agent's GET)`);
-    const why = a.kind === "status" ? `answered ${a.status}${a.message ? `: ${a.message}` : ""}` : `did not answer: ${a.reason}`;
+    if (a.kind === "status" && a.status === 404)
+      return failed(
+        404,
+        "not found in the API (404)",
+        `${which} does not exist on ${this.d.api.server} (the agent's GET)`,
+      );
+    const why =
+      a.kind === "status" ? `answered ${a.status}${a.message ? `: ${a.message}` : ""}` : `did not answer: ${a.reason}`;
     return failed(503, "the agent cannot read the pod", `the API server ${this.d.api.server} ${why} for ${which}`);
   }
 }

@@ -10,7 +10,11 @@ import { type Namespace, parseNamespace, parsePod, type Pod } from "../../kube/o
 const pods = new WeakMap<object, Pod | undefined>();
 const namespaces = new WeakMap<object, Namespace | undefined>();
 
-function once<T>(memo: WeakMap<object, T | undefined>, raw: unknown, parse: (x: unknown) => T | undefined): T | undefined {
+function once<T>(
+  memo: WeakMap<object, T | undefined>,
+  raw: unknown,
+  parse: (x: unknown) => T | undefined,
+): T | undefined {
   if (typeof raw !== "object" || raw === null) return parse(raw);
   if (memo.has(raw)) return memo.get(raw);
   const out = parse(raw);

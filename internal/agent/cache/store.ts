@@ -38,22 +38,60 @@ function pick(o: unknown, keys: readonly string[]): Record<string, unknown> | un
 }
 
 /** What of the metadata anyone reads: managedFields and ownerReferences are most of its bytes. */
-const META_KEYS = ["name", "namespace", "uid", "resourceVersion", "labels", "annotations", "creationTimestamp", "deletionTimestamp", "generateName"] as const;
+const META_KEYS = [
+  "name",
+  "namespace",
+  "uid",
+  "resourceVersion",
+  "labels",
+  "annotations",
+  "creationTimestamp",
+  "deletionTimestamp",
+  "generateName",
+] as const;
 /** What the profiles read of a container (internal/kube/objects.ts), and what repair names. */
-const CONTAINER_KEYS = ["name", "image", "command", "args", "env", "ports", "restartPolicy", "securityContext"] as const;
+const CONTAINER_KEYS = [
+  "name",
+  "image",
+  "command",
+  "args",
+  "env",
+  "ports",
+  "restartPolicy",
+  "securityContext",
+] as const;
 const SPEC_KEYS = ["nodeName", "hostNetwork", "securityContext", "serviceAccountName"] as const;
-const STATUS_KEYS = ["phase", "conditions", "containerStatuses", "initContainerStatuses", "podIP", "podIPs", "startTime"] as const;
+const STATUS_KEYS = [
+  "phase",
+  "conditions",
+  "containerStatuses",
+  "initContainerStatuses",
+  "podIP",
+  "podIPs",
+  "startTime",
+] as const;
 
 const containers = (list: unknown) => (Array.isArray(list) ? list.map((c) => pick(c, CONTAINER_KEYS) ?? c) : list);
 
 /** A pod as the cache keeps it: metadata, the containers' fields the profiles read, the status repair reads. */
 export function trimPod(pod: unknown): unknown {
-  const p = pod as { apiVersion?: unknown; kind?: unknown; metadata?: unknown; spec?: Record<string, unknown>; status?: unknown };
+  const p = pod as {
+    apiVersion?: unknown;
+    kind?: unknown;
+    metadata?: unknown;
+    spec?: Record<string, unknown>;
+    status?: unknown;
+  };
   if (typeof p !== "object" || p === null) return pod;
   const spec = pick(p.spec, SPEC_KEYS) ?? {};
   if (p.spec?.containers !== undefined) spec.containers = containers(p.spec.containers);
   if (p.spec?.initContainers !== undefined) spec.initContainers = containers(p.spec.initContainers);
-  const out: Record<string, unknown> = { apiVersion: p.apiVersion ?? "v1", kind: p.kind ?? "Pod", metadata: pick(p.metadata, META_KEYS) ?? {}, spec };
+  const out: Record<string, unknown> = {
+    apiVersion: p.apiVersion ?? "v1",
+    kind: p.kind ?? "Pod",
+    metadata: pick(p.metadata, META_KEYS) ?? {},
+    spec,
+  };
   const status = pick(p.status, STATUS_KEYS);
   if (status) out.status = status;
   return out;
@@ -63,7 +101,11 @@ export function trimPod(pod: unknown): unknown {
 export function trimNamespace(ns: unknown): unknown {
   const n = ns as { metadata?: unknown; status?: unknown };
   if (typeof n !== "object" || n === null) return ns;
-  const out: Record<string, unknown> = { apiVersion: "v1", kind: "Namespace", metadata: pick(n.metadata, META_KEYS) ?? {} };
+  const out: Record<string, unknown> = {
+    apiVersion: "v1",
+    kind: "Namespace",
+    metadata: pick(n.metadata, META_KEYS) ?? {},
+  };
   const phase = (n.status as { phase?: unknown } | undefined)?.phase;
   if (phase !== undefined) out.status = { phase };
   return out;

@@ -26,24 +26,34 @@ export interface InformerTiming {
   listTimeoutMs: number;
 }
 
-export const DEFAULT_TIMING: InformerTiming = { backoffBaseMs: 500, backoffCapMs: 30_000, watchSeconds: [300, 600], listTimeoutMs: 30_000 };
+export const DEFAULT_TIMING: InformerTiming = {
+  backoffBaseMs: 500,
+  backoffCapMs: 30_000,
+  watchSeconds: [300, 600],
+  listTimeoutMs: 30_000,
+};
 
 /** The jittered exponential back-off after `failures` failures in a row (pure; `random` in [0, 1)). */
-export function backoffMs(failures: number, t: Pick<InformerTiming, "backoffBaseMs" | "backoffCapMs">, random = Math.random()): number {
+export function backoffMs(
+  failures: number,
+  t: Pick<InformerTiming, "backoffBaseMs" | "backoffCapMs">,
+  random = Math.random(),
+): number {
   const full = Math.min(t.backoffCapMs, t.backoffBaseMs * 2 ** Math.min(failures, 30));
   return Math.round(full * (0.5 + random / 2));
 }
 
-const abortableSleep = (ms: number, signal: AbortSignal) => new Promise<void>((resolve) => {
-  if (signal.aborted) return resolve();
-  const t = setTimeout(done, ms);
-  function done() {
-    clearTimeout(t);
-    signal.removeEventListener("abort", done);
-    resolve();
-  }
-  signal.addEventListener("abort", done, { once: true });
-});
+const abortableSleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
+    const t = setTimeout(done, ms);
+    function done() {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    }
+    signal.addEventListener("abort", done, { once: true });
+  });
 
 type Log = Pick<Logger, "info" | "warn">;
 
@@ -60,7 +70,14 @@ export class Informer implements CachedResource {
 
   constructor(
     private readonly client: KubeClient,
-    private readonly o: { resource: string; path: string; fieldSelector?: string; trim: (o: unknown) => unknown; timing?: InformerTiming; log?: Log },
+    private readonly o: {
+      resource: string;
+      path: string;
+      fieldSelector?: string;
+      trim: (o: unknown) => unknown;
+      timing?: InformerTiming;
+      log?: Log;
+    },
   ) {
     this.store = new Store(o.trim);
   }
@@ -179,10 +196,13 @@ export class Informer implements CachedResource {
       if (needList) {
         const a = await this.client.list(this.query(false, this.expired > 0), t.listTimeoutMs, signal);
         if (signal.aborted) break;
-        const list = a.kind === "object" ? (a.object as { items?: unknown; metadata?: { resourceVersion?: unknown } }) : undefined;
+        const list =
+          a.kind === "object" ? (a.object as { items?: unknown; metadata?: { resourceVersion?: unknown } }) : undefined;
         const rv = list?.metadata?.resourceVersion;
         if (!list || !Array.isArray(list.items) || typeof rv !== "string") {
-          this.fail(`listing ${this.o.path} failed: ${a.kind === "status" ? `${a.status}${a.message ? ` ${a.message}` : ""}` : a.kind === "unreachable" ? a.reason : "not a list"}`);
+          this.fail(
+            `listing ${this.o.path} failed: ${a.kind === "status" ? `${a.status}${a.message ? ` ${a.message}` : ""}` : a.kind === "unreachable" ? a.reason : "not a list"}`,
+          );
           await backoff();
           continue;
         }
@@ -191,7 +211,8 @@ export class Informer implements CachedResource {
         needList = false;
         const first = !this.synced_;
         this.synced_ = true;
-        if (first) this.o.log?.info(`watch cache (${this.o.resource}): listed ${this.store.size} at resourceVersion ${rv}`);
+        if (first)
+          this.o.log?.info(`watch cache (${this.o.resource}): listed ${this.store.size} at resourceVersion ${rv}`);
         for (const fn of [...this.syncWaiters]) fn();
         this.changed(undefined);
       }
@@ -200,24 +221,32 @@ export class Informer implements CachedResource {
       let broken: string | undefined;
       const started = performance.now();
       this.watches++;
-      const end = await this.client.watch(this.query(true), (e) => {
-        const key = e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? keyOfEvent(e.object) : undefined;
-        const r = this.store.apply(e);
-        if (r === "changed") this.changed(key);
-        else if (r === "expired") {
-          expired = true;
-          stop.abort();
-        } else if (e.type === "ERROR") {
-          broken = `the watch answered an error: ${JSON.stringify(e.object).slice(0, 200)}`;
-          stop.abort();
-        }
-      }, AbortSignal.any([signal, stop.signal]), (t.watchSeconds[1] + 60) * 1000);
+      const end = await this.client.watch(
+        this.query(true),
+        (e) => {
+          const key =
+            e.type === "ADDED" || e.type === "MODIFIED" || e.type === "DELETED" ? keyOfEvent(e.object) : undefined;
+          const r = this.store.apply(e);
+          if (r === "changed") this.changed(key);
+          else if (r === "expired") {
+            expired = true;
+            stop.abort();
+          } else if (e.type === "ERROR") {
+            broken = `the watch answered an error: ${JSON.stringify(e.object).slice(0, 200)}`;
+            stop.abort();
+          }
+        },
+        AbortSignal.any([signal, stop.signal]),
+        (t.watchSeconds[1] + 60) * 1000,
+      );
       if (signal.aborted) break;
       const healthy = end.kind !== "status" && (end.events > 0 || performance.now() - started >= 1000);
       if (healthy) failures = 0;
       if (expired || (end.kind === "status" && end.status === 410)) {
         this.expired++;
-        this.o.log?.info(`watch cache (${this.o.resource}): resourceVersion ${this.store.resourceVersion} expired (410 Gone): listing again, serving the cached objects meanwhile`);
+        this.o.log?.info(
+          `watch cache (${this.o.resource}): resourceVersion ${this.store.resourceVersion} expired (410 Gone): listing again, serving the cached objects meanwhile`,
+        );
         needList = true;
         continue;
       }
@@ -233,7 +262,9 @@ export class Informer implements CachedResource {
       } else if (!healthy) {
         await backoff(); // closed at once with nothing in it: do not spin
       } else if (this.lastError) {
-        this.o.log?.info(`watch cache (${this.o.resource}): watching again at resourceVersion ${this.store.resourceVersion}`);
+        this.o.log?.info(
+          `watch cache (${this.o.resource}): watching again at resourceVersion ${this.store.resourceVersion}`,
+        );
         this.lastError = undefined;
       }
     }
@@ -252,12 +283,29 @@ export class WatchCache implements NodeView {
   readonly namespaceInformer: Informer;
   readonly lookup: CachePodLookup;
 
-  constructor(client: KubeClient, o: { nodeName: string; timing?: InformerTiming; log?: Log; watchWaitMs?: number; getTimeoutMs?: number }) {
+  constructor(
+    client: KubeClient,
+    o: { nodeName: string; timing?: InformerTiming; log?: Log; watchWaitMs?: number; getTimeoutMs?: number },
+  ) {
     const common = { ...(o.timing ? { timing: o.timing } : {}), ...(o.log ? { log: o.log } : {}) };
-    this.podInformer = new Informer(client, { resource: "pods", path: "/api/v1/pods", fieldSelector: `spec.nodeName=${o.nodeName}`, trim: trimPod, ...common });
-    this.namespaceInformer = new Informer(client, { resource: "namespaces", path: "/api/v1/namespaces", trim: trimNamespace, ...common });
+    this.podInformer = new Informer(client, {
+      resource: "pods",
+      path: "/api/v1/pods",
+      fieldSelector: `spec.nodeName=${o.nodeName}`,
+      trim: trimPod,
+      ...common,
+    });
+    this.namespaceInformer = new Informer(client, {
+      resource: "namespaces",
+      path: "/api/v1/namespaces",
+      trim: trimNamespace,
+      ...common,
+    });
     this.lookup = new CachePodLookup({
-      node: o.nodeName, pods: this.podInformer, namespaces: this.namespaceInformer, api: client,
+      node: o.nodeName,
+      pods: this.podInformer,
+      namespaces: this.namespaceInformer,
+      api: client,
       ...(o.watchWaitMs !== undefined ? { watchWaitMs: o.watchWaitMs } : {}),
       ...(o.getTimeoutMs !== undefined ? { getTimeoutMs: o.getTimeoutMs } : {}),
     });
@@ -290,6 +338,10 @@ export class WatchCache implements NodeView {
   }
 
   status(): CacheStatus {
-    return { pods: this.podInformer.status(), namespaces: this.namespaceInformer.status(), lookups: { ...this.lookup.counts } };
+    return {
+      pods: this.podInformer.status(),
+      namespaces: this.namespaceInformer.status(),
+      lookups: { ...this.lookup.counts },
+    };
   }
 }

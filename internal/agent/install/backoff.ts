@@ -14,7 +14,13 @@ export interface BackoffOptions {
   quietMs: number;
 }
 
-export const DEFAULT_BACKOFF: BackoffOptions = { budget: 40, windowMs: 5_000, baseMs: 100, maxMs: 10_000, quietMs: 30_000 };
+export const DEFAULT_BACKOFF: BackoffOptions = {
+  budget: 40,
+  windowMs: 5_000,
+  baseMs: 100,
+  maxMs: 10_000,
+  quietMs: 30_000,
+};
 
 export interface RechainVerdict {
   /** Wait this long before the next re-chain of the file. */

@@ -19,7 +19,12 @@ export interface AgentPaths {
  * `configText` is the content of --plugin-config, or undefined for the default entry. The
  * runtime injects `cniVersion` (and `name`) from the list, so `cniVersion` is dropped.
  */
-export function entryFromConfigText(configText: string | undefined, destNetDir: string, podNamespace?: string, agent?: AgentPaths): JsonObject {
+export function entryFromConfigText(
+  configText: string | undefined,
+  destNetDir: string,
+  podNamespace?: string,
+  agent?: AgentPaths,
+): JsonObject {
   let entry: JsonObject;
   if (configText === undefined) {
     entry = defaultPluginEntry("linkerd", destNetDir);
@@ -30,7 +35,8 @@ export function entryFromConfigText(configText: string | undefined, destNetDir: 
     } catch (e) {
       throw new EntryError(`not JSON: ${(e as Error).message}`);
     }
-    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) throw new EntryError("must be a JSON object (meshcni's conflist entry)");
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw))
+      throw new EntryError("must be a JSON object (meshcni's conflist entry)");
     entry = raw as JsonObject;
   }
   if (entry.type !== PLUGIN_TYPE) {
@@ -38,7 +44,8 @@ export function entryFromConfigText(configText: string | undefined, destNetDir: 
   }
   const { cniVersion: _dropped, ...rest } = entry;
   const k8s = rest.kubernetes ?? {};
-  if (typeof k8s !== "object" || k8s === null || Array.isArray(k8s)) throw new EntryError("\"kubernetes\" must be an object");
+  if (typeof k8s !== "object" || k8s === null || Array.isArray(k8s))
+    throw new EntryError('"kubernetes" must be an object');
   const kubernetes: JsonObject = { ...k8s, kubeconfig: kubeconfigPath(destNetDir) };
   if (podNamespace) kubernetes.pod_namespace = podNamespace;
   const out: JsonObject = { ...rest, kubernetes };

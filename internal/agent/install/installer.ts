@@ -14,7 +14,15 @@ import { HOST_CHECK_PATHS } from "./hostcheck/check.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
 import type { FileStat, InstallerDeps } from "./deps.ts";
 import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } from "./plan.ts";
-import { EMPTY_STATE, parseUndoState, renderUndoState, sha256Hex, UNDO_FILE, type UndoRecord, type UndoState } from "./undo-state.ts";
+import {
+  EMPTY_STATE,
+  parseUndoState,
+  renderUndoState,
+  sha256Hex,
+  UNDO_FILE,
+  type UndoRecord,
+  type UndoState,
+} from "./undo-state.ts";
 
 export const PLUGIN_BINARY_NAME = "meshcni";
 /** The kubeconfig holds a token: owner only. */
@@ -69,7 +77,11 @@ export class Installer {
   private readonly said = new Map<string, string>();
   private readonly backoff: RechainBackoff;
 
-  constructor(readonly config: InstallerConfig, private readonly deps: InstallerDeps, private readonly backoffOptions: BackoffOptions = DEFAULT_BACKOFF) {
+  constructor(
+    readonly config: InstallerConfig,
+    private readonly deps: InstallerDeps,
+    private readonly backoffOptions: BackoffOptions = DEFAULT_BACKOFF,
+  ) {
     this.backoff = new RechainBackoff(backoffOptions);
   }
 
@@ -96,7 +108,10 @@ export class Installer {
     fs.ensureDir(this.config.hostNetDir);
     fs.ensureDir(this.config.hostBinDir);
     for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
-      for (const name of fs.recoverInterruptedWrites(dir)) log.info(`recovered ${join(dir, name)}, left by an interrupted write (temp file removed, or host file put back)`);
+      for (const name of fs.recoverInterruptedWrites(dir))
+        log.info(
+          `recovered ${join(dir, name)}, left by an interrupted write (temp file removed, or host file put back)`,
+        );
     }
     this.loadState();
   }
@@ -107,7 +122,9 @@ export class Installer {
     try {
       this.state = parseUndoState(text);
     } catch (e) {
-      this.deps.log.error(`${(e as Error).message}; ignoring it: undo removes meshcni's entries but cannot restore original bytes`);
+      this.deps.log.error(
+        `${(e as Error).message}; ignoring it: undo removes meshcni's entries but cannot restore original bytes`,
+      );
       this.state = EMPTY_STATE;
     }
   }
@@ -171,9 +188,13 @@ export class Installer {
    */
   pickPluginBinary(): string | undefined {
     const { fs, canRun } = this.deps;
-    const candidates = this.config.pluginBinary.split(",").map((c) => c.trim()).filter((c) => c !== "");
+    const candidates = this.config.pluginBinary
+      .split(",")
+      .map((c) => c.trim())
+      .filter((c) => c !== "");
     const present = candidates.filter((c) => fs.stat(c) !== undefined);
-    if (present.length === 0) throw new InstallError(`the plugin binary ${candidates.join(" or ")} does not exist (see --plugin-binary)`);
+    if (present.length === 0)
+      throw new InstallError(`the plugin binary ${candidates.join(" or ")} does not exist (see --plugin-binary)`);
     const root = this.config.hostRoot;
     if (!canRun || root === undefined) return present[0];
     if (fs.list(root) === undefined) {
@@ -205,7 +226,11 @@ export class Installer {
     }
     this.hostProblems = [`this host cannot run the plugin, so meshcni is not installed here: ${refused.join("; ")}`];
     this.hostCheck = this.hostProblems[0];
-    this.once("host", "error", `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (README: "Which hosts run the plugin")`);
+    this.once(
+      "host",
+      "error",
+      `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (README: "Which hosts run the plugin")`,
+    );
     return undefined;
   }
 
@@ -231,7 +256,8 @@ export class Installer {
   private binaryProblem(): string | undefined {
     const now = this.deps.fs.stat(this.binaryPath);
     if (!now) return `${this.binaryPath} is missing`;
-    if (!this.binaryStat || !sameStat(now, this.binaryStat)) return `${this.binaryPath} is not the installed meshcni binary`;
+    if (!this.binaryStat || !sameStat(now, this.binaryStat))
+      return `${this.binaryPath} is not the installed meshcni binary`;
     return undefined;
   }
 
@@ -246,7 +272,9 @@ export class Installer {
     const { fs, tokens } = this.deps;
     const service = this.config.service;
     if (!service) {
-      throw new InstallError("KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; they come with every pod, or set them to the API server's address");
+      throw new InstallError(
+        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; they come with every pod, or set them to the API server's address",
+      );
     }
     const sa = this.config.serviceAccountDir;
     const caPem = fs.readText(join(sa, "ca.crt"));
@@ -260,10 +288,16 @@ export class Installer {
     }
     try {
       return renderKubeconfig({
-        host: service.host, port: service.port, token: t.token, caPem, account: t.account, expiresAt: t.expiresAt,
+        host: service.host,
+        port: service.port,
+        token: t.token,
+        caPem,
+        account: t.account,
+        expiresAt: t.expiresAt,
       });
     } catch (e) {
-      if (e instanceof KubeconfigInputError) throw new InstallError(`cannot write the plugin's kubeconfig: ${e.message}`);
+      if (e instanceof KubeconfigInputError)
+        throw new InstallError(`cannot write the plugin's kubeconfig: ${e.message}`);
       throw e;
     }
   }
@@ -292,14 +326,15 @@ export class Installer {
     fs.writeAtomic(path, text, KUBECONFIG_MODE);
     const server = renderServerUrl(this.config.service!.host, this.config.service!.port);
     const t = this.deps.tokens!.current()!;
-    const why = current === undefined
-      ? "wrote the plugin's kubeconfig"
-      : before === undefined
-        ? "rewrote the plugin's kubeconfig, which held no token of the plugin's own account " +
-          "(written by an older meshcni: the agent's token)"
-        : before.token !== t.token
-          ? "rewrote the plugin's kubeconfig with a new token"
-          : "rewrote the plugin's kubeconfig (CA, server or mode changed)";
+    const why =
+      current === undefined
+        ? "wrote the plugin's kubeconfig"
+        : before === undefined
+          ? "rewrote the plugin's kubeconfig, which held no token of the plugin's own account " +
+            "(written by an older meshcni: the agent's token)"
+          : before.token !== t.token
+            ? "rewrote the plugin's kubeconfig with a new token"
+            : "rewrote the plugin's kubeconfig (CA, server or mode changed)";
     this.said.delete("kubeconfig");
     const whose = `service account ${accountName(t.account)}, valid until ${renderTime(t.expiresAt)}`;
     log.info(`${why} for ${server} (${whose}): ${path}`);
@@ -324,8 +359,10 @@ export class Installer {
     if (validUntil(t) <= now) {
       const why = this.deps.tokens!.problem();
       const whose = `${this.kubeconfigPath} (${accountName(t.account)})`;
-      return `the plugin's token in ${whose} expired at ${renderTime(t.expiresAt)}${why ? `: ${why}` : ""}; ` +
-        "the plugin's fallback fails closed until the agent gets a new one";
+      return (
+        `the plugin's token in ${whose} expired at ${renderTime(t.expiresAt)}${why ? `: ${why}` : ""}; ` +
+        "the plugin's fallback fails closed until the agent gets a new one"
+      );
     }
     return undefined;
   }
@@ -348,7 +385,9 @@ export class Installer {
     const { fs } = this.deps;
     const dir = this.config.hostNetDir;
     const read: ReadFile = (name) => fs.readText(join(dir, name));
-    const sel = this.config.confName ? selectNamedConfig(this.config.confName, read) : selectPrimaryConfig(fs.list(dir) ?? [], read);
+    const sel = this.config.confName
+      ? selectNamedConfig(this.config.confName, read)
+      : selectPrimaryConfig(fs.list(dir) ?? [], read);
     for (const s of sel.skipped) this.once(`skip:${s.name}`, "warn", `skipped ${join(dir, s.name)}: ${s.reason}`);
     this.skippedLast = sel.skipped.length;
     return sel;
@@ -366,7 +405,9 @@ export class Installer {
     const dir = this.config.hostNetDir;
     const sel = this.withoutReplacedList(this.readSelection());
     if (!sel.name || !sel.config) {
-      const what = this.config.confName ? `${join(dir, this.config.confName)} to be a valid network config` : `a CNI network config in ${dir}`;
+      const what = this.config.confName
+        ? `${join(dir, this.config.confName)} to be a valid network config`
+        : `a CNI network config in ${dir}`;
       this.once("chain", "info", `waiting for ${what}; the cluster's network plugin writes it`);
       return { kind: "waiting" };
     }
@@ -385,7 +426,9 @@ export class Installer {
     // list is made from (a file rewritten in place can read differently from one moment to the next).
     const seen = this.observe(sel.name);
     if (!seen || new TextDecoder().decode(seen.bytes) !== sel.text) return { kind: "changed", file: sel.name };
-    const outcome = planChain(this.state, primary, this.config.entry, (name) => (name === sel.name ? seen : this.observe(name)));
+    const outcome = planChain(this.state, primary, this.config.entry, (name) =>
+      name === sel.name ? seen : this.observe(name),
+    );
     if (!outcome.ok) {
       this.once("chain", "error", outcome.reason);
       return { kind: "blocked", reason: outcome.reason };
@@ -407,8 +450,10 @@ export class Installer {
     if (rechain) {
       const verdict = this.backoff.note(sel.name, this.deps.now());
       if (verdict.startedBackoff) {
-        log.warn(`${join(dir, sel.name)} keeps losing meshcni's entry (re-chained more than ${this.backoffOptions.budget} times in ${this.backoffOptions.windowMs / 1000} s): ` +
-          "another component rewrites it; backing off. If it is a CNI agent that owns the folder, let it keep foreign plugins (Cilium: cni.exclusive=false)");
+        log.warn(
+          `${join(dir, sel.name)} keeps losing meshcni's entry (re-chained more than ${this.backoffOptions.budget} times in ${this.backoffOptions.windowMs / 1000} s): ` +
+            "another component rewrites it; backing off. If it is a CNI agent that owns the folder, let it keep foreign plugins (Cilium: cni.exclusive=false)",
+        );
       }
     }
     this.undoStale(plan.stale);
@@ -429,7 +474,9 @@ export class Installer {
       if (!record || source === undefined || text === undefined) return sel;
       const parsed = parseHostConfig(source, text);
       if (parsed.ok) return { name: source, config: parsed.config, text, skipped: sel.skipped };
-      this.deps.log.info(`${join(this.config.hostNetDir, source)} was written again and cannot be used; ${record.file}, made from its earlier content, is out of date`);
+      this.deps.log.info(
+        `${join(this.config.hostNetDir, source)} was written again and cannot be used; ${record.file}, made from its earlier content, is out of date`,
+      );
       this.undoRecord(record);
       sel = this.readSelection();
     }
@@ -447,7 +494,9 @@ export class Installer {
   /** Files chained earlier that the runtime no longer reads first: put them back. */
   private undoStale(stale: UndoRecord[]): void {
     for (const record of stale) {
-      this.deps.log.info(`${join(this.config.hostNetDir, record.file)} is no longer the config the runtime reads first; undoing meshcni's change there`);
+      this.deps.log.info(
+        `${join(this.config.hostNetDir, record.file)} is no longer the config the runtime reads first; undoing meshcni's change there`,
+      );
       this.undoRecord(record);
     }
   }
@@ -474,11 +523,15 @@ export class Installer {
 
   /** Each part, where it is and why it is not current (a binary the host cannot run says so). */
   status(): InstallStatus {
-    const part = (path: string, problem: string | undefined) => (problem === undefined ? { path, current: true } : { path, current: false, problem });
+    const part = (path: string, problem: string | undefined) =>
+      problem === undefined ? { path, current: true } : { path, current: false, problem };
     const token = this.tokenStatus();
     return {
       chain: this.chainStatus(),
-      binary: { ...part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()), ...(this.hostCheck ? { hostCheck: this.hostCheck } : {}) },
+      binary: {
+        ...part(this.binaryPath, this.hostProblems[0] ?? this.binaryProblem()),
+        ...(this.hostCheck ? { hostCheck: this.hostCheck } : {}),
+      },
       kubeconfig: { ...part(this.kubeconfigPath, this.kubeconfigProblem()), ...(token ? { token } : {}) },
     };
   }
@@ -486,7 +539,9 @@ export class Installer {
   /** Ready only while the host can run the plugin, the chain is in place and the binary and kubeconfig are current. */
   check(): Readiness {
     const s = this.status();
-    const problems = [s.chain.problem, s.binary.problem, s.kubeconfig.problem].filter((p): p is string => p !== undefined);
+    const problems = [s.chain.problem, s.binary.problem, s.kubeconfig.problem].filter(
+      (p): p is string => p !== undefined,
+    );
     return { ready: problems.length === 0, problems };
   }
 
@@ -510,7 +565,10 @@ export class Installer {
     // --uninstall after a crash must not leave a `.meshcni-held` or `.meshcni-tmp` file behind.
     for (const d of [dir, this.config.hostBinDir]) {
       attempt(`recovering interrupted writes in ${d}`, () => {
-        for (const name of fs.recoverInterruptedWrites(d)) log.info(`recovered ${join(d, name)}, left by an interrupted write (temp file removed, or host file put back)`);
+        for (const name of fs.recoverInterruptedWrites(d))
+          log.info(
+            `recovered ${join(d, name)}, left by an interrupted write (temp file removed, or host file put back)`,
+          );
       });
     }
     this.loadState();
@@ -519,15 +577,20 @@ export class Installer {
     }
     for (const name of fs.list(dir) ?? []) {
       const current = this.observe(name);
-      if (current && isConfigFileName(name)) attempt(`cleaning ${join(dir, name)}`, () => this.apply(planEntryRemoval(name, current)));
+      if (current && isConfigFileName(name))
+        attempt(`cleaning ${join(dir, name)}`, () => this.apply(planEntryRemoval(name, current)));
     }
     if (this.state.records.length === 0) attempt(`removing ${this.undoPath}`, () => fs.remove(this.undoPath));
-    for (const [what, path] of [["the plugin's kubeconfig", this.kubeconfigPath], ["the plugin binary", this.binaryPath]] as const) {
+    for (const [what, path] of [
+      ["the plugin's kubeconfig", this.kubeconfigPath],
+      ["the plugin binary", this.binaryPath],
+    ] as const) {
       attempt(`removing ${path}`, () => {
         if (fs.remove(path)) log.info(`removed ${what}: ${path}`);
       });
     }
-    if (errors.length > 0) throw new AggregateError(errors, `undo left work undone:\n${errors.map((e) => `  ${e.message}`).join("\n")}`);
+    if (errors.length > 0)
+      throw new AggregateError(errors, `undo left work undone:\n${errors.map((e) => `  ${e.message}`).join("\n")}`);
     log.info("meshcni is uninstalled from this node");
   }
 }

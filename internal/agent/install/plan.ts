@@ -43,7 +43,10 @@ const NEW_FILE_MODE = 0o644;
  * when it rewrote the file since), so that undo can put them back exactly.
  */
 export function planChain(
-  state: UndoState, sel: Required<Pick<Selection, "name" | "config">> & Pick<Selection, "text">, entry: JsonObject, observe: Observe,
+  state: UndoState,
+  sel: Required<Pick<Selection, "name" | "config">> & Pick<Selection, "text">,
+  entry: JsonObject,
+  observe: Observe,
 ): ChainOutcome {
   const chained = buildChainedConfig(sel.name, sel.config, entry);
   if (!chained.ok) return { ok: false, reason: `cannot chain meshcni into ${sel.name}: ${chained.reason}` };
@@ -60,17 +63,25 @@ export function planChain(
     mode: inherit ? previous.mode : mode,
     wrote: sha256Hex(chained.text),
   };
-  if (chained.converted && source) record.convertedFrom = { name: sel.name, before: toBase64(source.bytes), mode: source.mode };
+  if (chained.converted && source)
+    record.convertedFrom = { name: sel.name, before: toBase64(source.bytes), mode: source.mode };
   else if (inherit && previous.convertedFrom) record.convertedFrom = previous.convertedFrom;
 
   // The list is written only over what it was made from; a converted file goes only as it was read.
   const read = sel.text ?? (chained.converted ? source && textOf(source) : current && textOf(current)) ?? null;
-  const steps: Step[] = [{
-    op: "write", file: target, data: chained.text, mode, why: chained.converted ? `chained meshcni into ${sel.name}, now a list` : "chained meshcni",
-    expect: chained.converted ? (current ? textOf(current) : null) : read,
-  }];
+  const steps: Step[] = [
+    {
+      op: "write",
+      file: target,
+      data: chained.text,
+      mode,
+      why: chained.converted ? `chained meshcni into ${sel.name}, now a list` : "chained meshcni",
+      expect: chained.converted ? (current ? textOf(current) : null) : read,
+    },
+  ];
   // The host's file must still be there to be replaced: if the host withdrew it, the list is out of date.
-  if (chained.converted && read !== null) steps.push({ op: "remove", file: sel.name, why: `replaced by ${target}`, expect: read, mustExist: true });
+  if (chained.converted && read !== null)
+    steps.push({ op: "remove", file: sel.name, why: `replaced by ${target}`, expect: read, mustExist: true });
   const stale = state.records.filter((r) => r.file !== target);
   return { ok: true, plan: { target, state: { version: 1, records: [record, ...stale] }, steps, stale } };
 }
@@ -98,10 +109,26 @@ export function planUndoRecord(record: UndoRecord, observe: Observe): Step[] {
   const conf = record.convertedFrom;
   // The original goes back first, so that a runtime always finds a config.
   if (conf && !observe(conf.name)) {
-    steps.push({ op: "write", file: conf.name, data: fromBase64(conf.before), mode: conf.mode, why: `restored the host's ${conf.name}`, expect: null });
+    steps.push({
+      op: "write",
+      file: conf.name,
+      data: fromBase64(conf.before),
+      mode: conf.mode,
+      why: `restored the host's ${conf.name}`,
+      expect: null,
+    });
   }
   const expect = textOf(current);
-  if (record.before === null) steps.push({ op: "remove", file: record.file, why: conf ? `${conf.name} is back` : "meshcni created it", expect });
-  else steps.push({ op: "write", file: record.file, data: fromBase64(record.before), mode: record.mode, why: "restored the host's bytes", expect });
+  if (record.before === null)
+    steps.push({ op: "remove", file: record.file, why: conf ? `${conf.name} is back` : "meshcni created it", expect });
+  else
+    steps.push({
+      op: "write",
+      file: record.file,
+      data: fromBase64(record.before),
+      mode: record.mode,
+      why: "restored the host's bytes",
+      expect,
+    });
   return steps;
 }

@@ -40,7 +40,12 @@ const RETRY_MAX_MS = 30_000;
  * Watches and reconciles until `signal` aborts (run) or the chain and the plugin's kubeconfig are
  * in place (once). Returns false when --once was stopped before that.
  */
-export async function runInstall(inst: Installer, mode: "run" | "once", deps: RunDeps, signal: AbortSignal): Promise<boolean> {
+export async function runInstall(
+  inst: Installer,
+  mode: "run" | "once",
+  deps: RunDeps,
+  signal: AbortSignal,
+): Promise<boolean> {
   const { log } = deps;
   const { hostNetDir, hostBinDir, serviceAccountDir } = inst.config;
   inst.prepare();
@@ -130,10 +135,14 @@ export async function runInstall(inst: Installer, mode: "run" | "once", deps: Ru
     const start = (): void => {
       if (signal.aborted) return;
       try {
-        const w = deps.watch(dir, (name) => relevant(name) && schedule(DEBOUNCE_MS), (e) => {
-          w.close();
-          retry(e.message);
-        });
+        const w = deps.watch(
+          dir,
+          (name) => relevant(name) && schedule(DEBOUNCE_MS),
+          (e) => {
+            w.close();
+            retry(e.message);
+          },
+        );
         watches.push(w);
         if (wait > RETRY_MS) schedule(DEBOUNCE_MS);
         wait = RETRY_MS;
@@ -158,12 +167,16 @@ export async function runInstall(inst: Installer, mode: "run" | "once", deps: Ru
   if (resyncTimer !== undefined) clearInterval(resyncTimer);
   for (const w of watches) w.close();
   if (mode === "run") {
-    const decision = deps.decideOnStop ? await deps.decideOnStop() : { undo: false, why: "nobody asked the API server" };
+    const decision = deps.decideOnStop
+      ? await deps.decideOnStop()
+      : { undo: false, why: "nobody asked the API server" };
     if (decision.undo) {
       log.info(`stopping: ${decision.why}; undoing the installation`);
       inst.uninstall();
     } else {
-      log.info(`stopping: ${decision.why}; leaving meshcni installed (pods that need the mesh fail closed until an agent runs again; --uninstall undoes)`);
+      log.info(
+        `stopping: ${decision.why}; leaving meshcni installed (pods that need the mesh fail closed until an agent runs again; --uninstall undoes)`,
+      );
     }
     return true;
   }

@@ -56,9 +56,7 @@ export interface PluginToken {
 export const validUntil = (t: PluginToken) => t.issuedAt + t.lifetimeMs;
 
 /** An HTTP answer, or none (internal/kube/client.ts's RawAnswer). */
-export type TokenAnswer =
-  | { kind: "answer"; status: number; body: string }
-  | { kind: "unreachable"; reason: string };
+export type TokenAnswer = { kind: "answer"; status: number; body: string } | { kind: "unreachable"; reason: string };
 
 export type TokenOutcome = { ok: true; token: PluginToken } | { ok: false; why: string };
 
@@ -66,7 +64,10 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 
 /** What a TokenRequest's answer gives: the token, or why there is none (never the token in the reason). */
 export function judgeTokenAnswer(
-  a: TokenAnswer, account: PluginAccount, sentAt: number, requestedSeconds: number,
+  a: TokenAnswer,
+  account: PluginAccount,
+  sentAt: number,
+  requestedSeconds: number,
 ): TokenOutcome {
   const who = accountName(account);
   if (a.kind === "unreachable") return { ok: false, why: `the API server did not answer: ${a.reason}` };
@@ -83,7 +84,8 @@ export function judgeTokenAnswer(
   if (a.status === 403) {
     return {
       ok: false,
-      why: `the agent may not create tokens for ${who} (403)${message}; its Role needs create on ` +
+      why:
+        `the agent may not create tokens for ${who} (403)${message}; its Role needs create on ` +
         `serviceaccounts/token for ${account.name} (meshcnictl install-cni renders it)`,
     };
   }
@@ -98,14 +100,14 @@ export function judgeTokenAnswer(
   if (token === "" || !Number.isFinite(expiresAt)) {
     return { ok: false, why: `the API server's answer holds no token and expirationTimestamp (status ${a.status})` };
   }
-  const grantedSeconds = typeof spec.expirationSeconds === "number" && spec.expirationSeconds > 0
-    ? spec.expirationSeconds
-    : undefined;
+  const grantedSeconds =
+    typeof spec.expirationSeconds === "number" && spec.expirationSeconds > 0 ? spec.expirationSeconds : undefined;
   const lifetimeMs = Math.min(grantedSeconds === undefined ? Infinity : grantedSeconds * 1000, expiresAt - sentAt);
   if (!(lifetimeMs > 0)) {
     return {
       ok: false,
-      why: `the API server granted a token of ${who} that has expired already ` +
+      why:
+        `the API server granted a token of ${who} that has expired already ` +
         `(expirationTimestamp ${status.expirationTimestamp}; is this node's clock right?)`,
     };
   }

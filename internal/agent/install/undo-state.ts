@@ -8,7 +8,11 @@ import { describeFirstIssue } from "./conflist/schema.ts";
 export const UNDO_FILE = "ZZZ-meshcni-undo";
 
 const Base64 = v.pipe(v.string(), v.regex(/^[A-Za-z0-9+/]*={0,2}$/, "must be base64"));
-const Name = v.pipe(v.string(), v.nonEmpty(), v.check((s) => !s.includes("/"), "must be a file name"));
+const Name = v.pipe(
+  v.string(),
+  v.nonEmpty(),
+  v.check((s) => !s.includes("/"), "must be a file name"),
+);
 const Mode = v.pipe(v.number(), v.integer(), v.minValue(0), v.maxValue(0o7777));
 
 export const UndoRecordSchema = v.object({

@@ -14,13 +14,15 @@ export function renderLogLine(obj: Pick<LogObject, "date" | "type" | "args">): s
 export function createAgentLog(level: LogLevel): Logger {
   const consola = createConsola({
     level: LEVELS[level],
-    reporters: [{
-      log(obj) {
-        const line = renderLogLine(obj);
-        if (obj.level <= 1) process.stderr.write(line);
-        else process.stdout.write(line);
+    reporters: [
+      {
+        log(obj) {
+          const line = renderLogLine(obj);
+          if (obj.level <= 1) process.stderr.write(line);
+          else process.stdout.write(line);
+        },
       },
-    }],
+    ],
   });
   return {
     debug: (m) => consola.debug(m),

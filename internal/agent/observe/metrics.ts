@@ -109,7 +109,13 @@ function num(n: number): string {
 
 type Sample = [labels: Record<string, string>, value: number];
 
-function family(name: string, type: "counter" | "gauge" | "histogram", help: string, samples: Sample[], suffix = ""): string[] {
+function family(
+  name: string,
+  type: "counter" | "gauge" | "histogram",
+  help: string,
+  samples: Sample[],
+  suffix = "",
+): string[] {
   const head = [`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`];
   return [...head, ...samples.map(([labels, value]) => `${name}${suffix}${renderLabels(labels)} ${num(value)}`)];
 }
@@ -125,59 +131,168 @@ const sorted = (o: Record<string, number>) => Object.entries(o).sort(([a], [b]) 
 export function renderMetrics(m: MetricsInput): string {
   const c = m.counters;
   const h = c.addDuration;
-  const resources = [["pods", m.cache?.pods], ["namespaces", m.cache?.namespaces]] as const;
+  const resources = [
+    ["pods", m.cache?.pods],
+    ["namespaces", m.cache?.namespaces],
+  ] as const;
   const lines = [
-    ...family("meshcni_agent_info", "gauge", "The agent's version and node.", [[{ version: m.version, node: m.node }, 1]]),
-    ...family("meshcni_plugin_requests_total", "counter", "Plugin commands reported to the agent, by command and outcome.",
+    ...family("meshcni_agent_info", "gauge", "The agent's version and node.", [
+      [{ version: m.version, node: m.node }, 1],
+    ]),
+    ...family(
+      "meshcni_plugin_requests_total",
+      "counter",
+      "Plugin commands reported to the agent, by command and outcome.",
       sorted(c.requests).map(([k, val]) => {
         const [command, outcome] = k.split(" ") as [string, string];
         return [{ command, outcome }, val];
-      })),
-    ...family("meshcni_plugin_errors_total", "counter", "Plugin commands that answered a CNI error, by error code.",
-      sorted(c.errors).map(([code, val]) => [{ code }, val])),
+      }),
+    ),
+    ...family(
+      "meshcni_plugin_errors_total",
+      "counter",
+      "Plugin commands that answered a CNI error, by error code.",
+      sorted(c.errors).map(([code, val]) => [{ code }, val]),
+    ),
     "# HELP meshcni_plugin_add_duration_seconds How long the plugin's ADD took, as it reported.",
     "# TYPE meshcni_plugin_add_duration_seconds histogram",
     ...ADD_BUCKETS.map((le, i) => `meshcni_plugin_add_duration_seconds_bucket{le="${le}"} ${h.buckets[i]}`),
     `meshcni_plugin_add_duration_seconds_bucket{le="+Inf"} ${h.count}`,
     `meshcni_plugin_add_duration_seconds_sum ${num(h.sum)}`,
     `meshcni_plugin_add_duration_seconds_count ${h.count}`,
-    ...family("meshcni_plugin_lookups_total", "counter", "Where the plugin got the pod from (agent-cache, agent-api, kubeconfig, none), by report.",
-      LOOKUP_SOURCES.map((source) => [{ source }, c.pluginLookups[source] ?? 0])),
-    ...family("meshcni_api_fallbacks_total", "counter", "Reports whose pod came from the plugin's own kubeconfig GET (the agent did not answer).",
-      [[{}, c.pluginLookups.kubeconfig ?? 0]]),
-    ...family("meshcni_agent_lookups_total", "counter", "The agent's answers to the plugin's pod lookups: from the cache, from its own GET, not found, unavailable.",
-      (["cache", "api", "not_found", "unavailable"] as const).map((answer) => [{ answer }, c.agentLookups[answer]])),
-    ...family("meshcni_agent_bad_requests_total", "counter", "Requests on the agent's socket it could not use (answered 400, 405 or 413).", [[{}, c.badRequests]]),
-    ...family("meshcni_agent_adds_planned_total", "counter", "ADDs the agent planned for the plugin (the plugin only applied the rules).", [[{}, c.addsPlanned]]),
-    ...family("meshcni_agent_adds_declined_total", "counter", "ADDs the agent left to the plugin (a pod it could not answer, a Service or the pod's addresses needed).", [[{}, c.addsDeclined]]),
-    ...family("meshcni_agent_records", "gauge",
+    ...family(
+      "meshcni_plugin_lookups_total",
+      "counter",
+      "Where the plugin got the pod from (agent-cache, agent-api, kubeconfig, none), by report.",
+      LOOKUP_SOURCES.map((source) => [{ source }, c.pluginLookups[source] ?? 0]),
+    ),
+    ...family(
+      "meshcni_api_fallbacks_total",
+      "counter",
+      "Reports whose pod came from the plugin's own kubeconfig GET (the agent did not answer).",
+      [[{}, c.pluginLookups.kubeconfig ?? 0]],
+    ),
+    ...family(
+      "meshcni_agent_lookups_total",
+      "counter",
+      "The agent's answers to the plugin's pod lookups: from the cache, from its own GET, not found, unavailable.",
+      (["cache", "api", "not_found", "unavailable"] as const).map((answer) => [{ answer }, c.agentLookups[answer]]),
+    ),
+    ...family(
+      "meshcni_agent_bad_requests_total",
+      "counter",
+      "Requests on the agent's socket it could not use (answered 400, 405 or 413).",
+      [[{}, c.badRequests]],
+    ),
+    ...family(
+      "meshcni_agent_adds_planned_total",
+      "counter",
+      "ADDs the agent planned for the plugin (the plugin only applied the rules).",
+      [[{}, c.addsPlanned]],
+    ),
+    ...family(
+      "meshcni_agent_adds_declined_total",
+      "counter",
+      "ADDs the agent left to the plugin (a pod it could not answer, a Service or the pod's addresses needed).",
+      [[{}, c.addsDeclined]],
+    ),
+    ...family(
+      "meshcni_agent_records",
+      "gauge",
       "Files in the state folder's records folder (records and files that are not), as the agent holds them.",
-      [[{}, m.records ?? 0]]),
-    ...family("meshcni_agent_records_full_total", "counter",
+      [[{}, m.records ?? 0]],
+    ),
+    ...family(
+      "meshcni_agent_records_full_total",
+      "counter",
       "ADDs the agent left to the plugin because the state folder held its bound of records (--max-records).",
-      [[{}, c.recordsFull]]),
-    ...family("meshcni_agent_unrecorded_del_reports_total", "counter",
-      "DEL reports for a container the agent holds no record of "
-        + "(counted here, not printed, not in meshcni_plugin_requests_total).",
-      [[{}, c.unrecordedDelReports]]),
-    ...family("meshcni_agent_fallback_log_lines_total", "counter", "Lines printed from the plugin's fallback log (written while the agent was not answering).", [[{}, c.fallbackLogLines]]),
-    ...family("meshcni_agent_cached_pods", "gauge", "Pods of this node in the agent's watch cache.", [[{}, m.cache?.pods.objects ?? 0]]),
-    ...family("meshcni_agent_cached_namespaces", "gauge", "Namespaces in the agent's watch cache.", [[{}, m.cache?.namespaces.objects ?? 0]]),
-    ...family("meshcni_agent_cache_synced", "gauge", "1 while the list+watch of a resource is in sync.",
-      resources.map(([resource, w]) => [{ resource }, w?.synced ? 1 : 0])),
-    ...family("meshcni_agent_cache_lists_total", "counter", "Full lists of a resource (the first, and relists).",
-      resources.map(([resource, w]) => [{ resource }, w?.lists ?? 0])),
-    ...family("meshcni_agent_cache_relists_total", "counter", "Relists forced by a 410 Gone (an expired resourceVersion).",
-      resources.map(([resource, w]) => [{ resource }, w?.expired ?? 0])),
-    ...family("meshcni_agent_cache_watch_restarts_total", "counter", "Watches started again after the first.",
-      resources.map(([resource, w]) => [{ resource }, w?.watchRestarts ?? 0])),
-    ...family("meshcni_installer_ready", "gauge", "1 while the chain, the plugin binary and its kubeconfig are all current.", [[{}, m.ready ? 1 : 0]]),
-    ...family("meshcni_installer_resyncs_total", "counter", "Periodic resyncs of the chain, the binary and the kubeconfig.", [[{}, c.resyncs]]),
-    ...family("meshcni_installer_resync_repairs_total", "counter", "Periodic resyncs that found something to put right (a change no watch event announced).", [[{}, c.resyncRepairs]]),
-    ...family("meshcni_repairs_total", "counter", "Pods the agent evicted or deleted because their mesh validator's latest run found no redirect.", [[{}, m.repairs]]),
-    ...family("meshcni_repair_refusals_total", "counter", "Evictions of bypassing pods that the API server refused (429: a PodDisruptionBudget); each is tried again later.", [[{}, m.refusals ?? 0]]),
-    ...family("meshcni_agent_bypassing_pods", "gauge", "Pods of this node whose mesh validator's latest run found no redirect and that are not evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.", [[{}, m.bypassing ?? 0]]),
-    ...family("meshcni_agent_unverified_pods", "gauge", "Meshed pods of this node with no record of the ADD of their sandbox (reported, never removed for that).", [[{}, m.unverified ?? 0]]),
+      [[{}, c.recordsFull]],
+    ),
+    ...family(
+      "meshcni_agent_unrecorded_del_reports_total",
+      "counter",
+      "DEL reports for a container the agent holds no record of " +
+        "(counted here, not printed, not in meshcni_plugin_requests_total).",
+      [[{}, c.unrecordedDelReports]],
+    ),
+    ...family(
+      "meshcni_agent_fallback_log_lines_total",
+      "counter",
+      "Lines printed from the plugin's fallback log (written while the agent was not answering).",
+      [[{}, c.fallbackLogLines]],
+    ),
+    ...family("meshcni_agent_cached_pods", "gauge", "Pods of this node in the agent's watch cache.", [
+      [{}, m.cache?.pods.objects ?? 0],
+    ]),
+    ...family("meshcni_agent_cached_namespaces", "gauge", "Namespaces in the agent's watch cache.", [
+      [{}, m.cache?.namespaces.objects ?? 0],
+    ]),
+    ...family(
+      "meshcni_agent_cache_synced",
+      "gauge",
+      "1 while the list+watch of a resource is in sync.",
+      resources.map(([resource, w]) => [{ resource }, w?.synced ? 1 : 0]),
+    ),
+    ...family(
+      "meshcni_agent_cache_lists_total",
+      "counter",
+      "Full lists of a resource (the first, and relists).",
+      resources.map(([resource, w]) => [{ resource }, w?.lists ?? 0]),
+    ),
+    ...family(
+      "meshcni_agent_cache_relists_total",
+      "counter",
+      "Relists forced by a 410 Gone (an expired resourceVersion).",
+      resources.map(([resource, w]) => [{ resource }, w?.expired ?? 0]),
+    ),
+    ...family(
+      "meshcni_agent_cache_watch_restarts_total",
+      "counter",
+      "Watches started again after the first.",
+      resources.map(([resource, w]) => [{ resource }, w?.watchRestarts ?? 0]),
+    ),
+    ...family(
+      "meshcni_installer_ready",
+      "gauge",
+      "1 while the chain, the plugin binary and its kubeconfig are all current.",
+      [[{}, m.ready ? 1 : 0]],
+    ),
+    ...family(
+      "meshcni_installer_resyncs_total",
+      "counter",
+      "Periodic resyncs of the chain, the binary and the kubeconfig.",
+      [[{}, c.resyncs]],
+    ),
+    ...family(
+      "meshcni_installer_resync_repairs_total",
+      "counter",
+      "Periodic resyncs that found something to put right (a change no watch event announced).",
+      [[{}, c.resyncRepairs]],
+    ),
+    ...family(
+      "meshcni_repairs_total",
+      "counter",
+      "Pods the agent evicted or deleted because their mesh validator's latest run found no redirect.",
+      [[{}, m.repairs]],
+    ),
+    ...family(
+      "meshcni_repair_refusals_total",
+      "counter",
+      "Evictions of bypassing pods that the API server refused (429: a PodDisruptionBudget); each is tried again later.",
+      [[{}, m.refusals ?? 0]],
+    ),
+    ...family(
+      "meshcni_agent_bypassing_pods",
+      "gauge",
+      "Pods of this node whose mesh validator's latest run found no redirect and that are not evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.",
+      [[{}, m.bypassing ?? 0]],
+    ),
+    ...family(
+      "meshcni_agent_unverified_pods",
+      "gauge",
+      "Meshed pods of this node with no record of the ADD of their sandbox (reported, never removed for that).",
+      [[{}, m.unverified ?? 0]],
+    ),
   ];
   return `${lines.join("\n")}\n`;
 }

@@ -111,7 +111,10 @@ export function renderFallbackLog(file: string, content: string): OutputLine[] {
   const kept = lines.filter((l) => l.trim() !== "");
   if (kept.length === 0) return [];
   return [
-    { level: "info", text: `the plugin wrote ${kept.length} line(s) to ${quoteValue(file)} while the agent was not answering; they follow` },
+    {
+      level: "info",
+      text: `the plugin wrote ${kept.length} line(s) to ${quoteValue(file)} while the agent was not answering; they follow`,
+    },
     ...kept.map(pluginLine),
     { level: "info", text: `end of ${quoteValue(file)}` },
   ];

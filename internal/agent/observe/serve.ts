@@ -18,7 +18,12 @@ export interface HealthRoutes {
 const PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8";
 
 export function serveHealth(port: number, routes: HealthRoutes): HealthServer {
-  const endpoints = ["/healthz", "/readyz", ...(routes.metrics ? ["/metrics"] : []), ...(routes.status ? ["/status"] : [])];
+  const endpoints = [
+    "/healthz",
+    "/readyz",
+    ...(routes.metrics ? ["/metrics"] : []),
+    ...(routes.status ? ["/status"] : []),
+  ];
   const server = Bun.serve({
     port,
     // Both families: in an IPv6-only cluster the kubelet probes the pod's IPv6 address.
@@ -37,9 +42,12 @@ export function serveHealth(port: number, routes: HealthRoutes): HealthServer {
           ? new Response("ready\n")
           : new Response(`not ready:\n${r.problems.map((p) => `- ${p}\n`).join("")}`, { status: 503 });
       }
-      if (path === "/metrics" && routes.metrics) return new Response(routes.metrics(), { headers: { "Content-Type": PROMETHEUS_TEXT } });
+      if (path === "/metrics" && routes.metrics)
+        return new Response(routes.metrics(), { headers: { "Content-Type": PROMETHEUS_TEXT } });
       if (path === "/status" && routes.status) {
-        return new Response(`${JSON.stringify(routes.status(), null, 2)}\n`, { headers: { "Content-Type": "application/json" } });
+        return new Response(`${JSON.stringify(routes.status(), null, 2)}\n`, {
+          headers: { "Content-Type": "application/json" },
+        });
       }
       return new Response(`not found: try ${endpoints.join(", ")}\n`, { status: 404 });
     },

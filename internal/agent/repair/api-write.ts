@@ -9,7 +9,13 @@ export type WriteAnswer =
   | { ok: false; status?: number; reason: string; message?: string };
 
 export interface AgentWriter {
-  send(method: "DELETE" | "POST" | "PATCH", path: string, body: unknown, contentType: string, timeoutMs: number): Promise<WriteAnswer>;
+  send(
+    method: "DELETE" | "POST" | "PATCH",
+    path: string,
+    body: unknown,
+    contentType: string,
+    timeoutMs: number,
+  ): Promise<WriteAnswer>;
 }
 
 export function clientWriter(api: Pick<KubeClient, "request">): AgentWriter {

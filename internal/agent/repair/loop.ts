@@ -5,8 +5,16 @@
 // node's pods are ready (internal/agent/repair/taint.ts).
 import type { PodRecord } from "../../wire/state.ts";
 import {
-  type ActResult, afterActs, eventMessage, newRepairMemory, noteActs, planRepair, type RepairConfig, type RepairMemory,
-  type RepairPlan, repairStatus,
+  type ActResult,
+  afterActs,
+  eventMessage,
+  newRepairMemory,
+  noteActs,
+  planRepair,
+  type RepairConfig,
+  type RepairMemory,
+  type RepairPlan,
+  repairStatus,
 } from "./plan.ts";
 import { untaintPatch } from "./taint.ts";
 import type { NodeView, RepairStatus } from "../types.ts";
@@ -81,35 +89,54 @@ export function startRepair(d: RepairDeps): RepairLoop {
     const mode = cfg.mode === "delete" ? "delete" : "evict";
     const what = `pod ${ref.namespace}/${ref.name} (uid ${ref.uid})`;
     const now = new Date().toISOString();
-    const event = await d.writer.send("POST", `/api/v1/namespaces/${ref.namespace}/events`, {
-      apiVersion: "v1",
-      kind: "Event",
-      metadata: { generateName: `${ref.name}.meshcni-`, namespace: ref.namespace },
-      involvedObject: { apiVersion: "v1", kind: "Pod", namespace: ref.namespace, name: ref.name, uid: ref.uid },
-      reason: EVENT_REASON,
-      message: eventMessage(mode, ref.reason, cfg.node),
-      type: "Warning",
-      source: { component: "meshcni-node", host: cfg.node },
-      reportingComponent: "meshcni.io/meshcni-node",
-      reportingInstance: cfg.node,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    }, "application/json", WRITE_TIMEOUT_MS);
+    const event = await d.writer.send(
+      "POST",
+      `/api/v1/namespaces/${ref.namespace}/events`,
+      {
+        apiVersion: "v1",
+        kind: "Event",
+        metadata: { generateName: `${ref.name}.meshcni-`, namespace: ref.namespace },
+        involvedObject: { apiVersion: "v1", kind: "Pod", namespace: ref.namespace, name: ref.name, uid: ref.uid },
+        reason: EVENT_REASON,
+        message: eventMessage(mode, ref.reason, cfg.node),
+        type: "Warning",
+        source: { component: "meshcni-node", host: cfg.node },
+        reportingComponent: "meshcni.io/meshcni-node",
+        reportingInstance: cfg.node,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      },
+      "application/json",
+      WRITE_TIMEOUT_MS,
+    );
     if (!event.ok) log.warn(`repair: cannot post the Event on ${what}: ${event.reason}`);
     const preconditions = { uid: ref.uid };
-    const r = mode === "evict"
-      ? await d.writer.send("POST", evictionPath(ref.namespace, ref.name), {
-        apiVersion: "policy/v1",
-        kind: "Eviction",
-        metadata: { name: ref.name, namespace: ref.namespace },
-        deleteOptions: { preconditions },
-      }, "application/json", WRITE_TIMEOUT_MS)
-      : await d.writer.send("DELETE", podPath(ref.namespace, ref.name), {
-        apiVersion: "v1",
-        kind: "DeleteOptions",
-        preconditions,
-      }, "application/json", WRITE_TIMEOUT_MS);
+    const r =
+      mode === "evict"
+        ? await d.writer.send(
+            "POST",
+            evictionPath(ref.namespace, ref.name),
+            {
+              apiVersion: "policy/v1",
+              kind: "Eviction",
+              metadata: { name: ref.name, namespace: ref.namespace },
+              deleteOptions: { preconditions },
+            },
+            "application/json",
+            WRITE_TIMEOUT_MS,
+          )
+        : await d.writer.send(
+            "DELETE",
+            podPath(ref.namespace, ref.name),
+            {
+              apiVersion: "v1",
+              kind: "DeleteOptions",
+              preconditions,
+            },
+            "application/json",
+            WRITE_TIMEOUT_MS,
+          );
     if (r.ok) {
       log.info(`repair: ${mode === "evict" ? "evicted" : "deleted"} ${what}: ${ref.reason}`);
       return { ref, outcome: "done" };
@@ -130,7 +157,11 @@ export function startRepair(d: RepairDeps): RepairLoop {
     const key = d.startupTaint!;
     const got = await d.api.get(nodePath(cfg.node), WRITE_TIMEOUT_MS);
     if (got.kind !== "object") {
-      say("taint", "warn", `cannot read node ${cfg.node} to remove the startup taint ${key}: ${got.kind === "status" ? `answered ${got.status}` : got.reason}`);
+      say(
+        "taint",
+        "warn",
+        `cannot read node ${cfg.node} to remove the startup taint ${key}: ${got.kind === "status" ? `answered ${got.status}` : got.reason}`,
+      );
       return;
     }
     const patch = untaintPatch(got.object, key);
@@ -142,7 +173,9 @@ export function startRepair(d: RepairDeps): RepairLoop {
     const r = await d.writer.send("PATCH", nodePath(cfg.node), patch, "application/json-patch+json", WRITE_TIMEOUT_MS);
     if (r.ok) {
       untainted = true;
-      log.info(`removed the startup taint ${key} from node ${cfg.node}: meshcni is chained and the agent knows the node's pods`);
+      log.info(
+        `removed the startup taint ${key} from node ${cfg.node}: meshcni is chained and the agent knows the node's pods`,
+      );
     } else if (++taintTries % 10 === 1) {
       log.warn(`cannot remove the startup taint ${key} from node ${cfg.node} (trying again): ${r.reason}`);
     }
@@ -154,18 +187,30 @@ export function startRepair(d: RepairDeps): RepairLoop {
     else chainSince ??= now;
     if (!untainted && chainSince !== undefined && d.ready() && d.view.synced()) await untaint();
     const synced = d.view.synced();
-    plan = planRepair(cfg, memory, { pods: d.view.pods(), records: synced ? d.records() : [], synced, chainSince, now });
+    plan = planRepair(cfg, memory, {
+      pods: d.view.pods(),
+      records: synced ? d.records() : [],
+      synced,
+      chainSince,
+      now,
+    });
     memory = plan.memory;
     if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`, `waits on ${plan.waitingOn}`);
-    else say("repair", "info", `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`);
+    else
+      say(
+        "repair",
+        "info",
+        `repair is active (--repair ${cfg.mode}): ${plan.bypassing.length} pod(s) of node ${cfg.node} bypass the mesh`,
+      );
     if (synced) {
       const names = plan.unverified.map((u) => `${u.namespace}/${u.name}`).sort();
       const more = names.length - NAMED_IN_LOG;
       const shown = more > 0 ? `${names.slice(0, NAMED_IN_LOG).join(", ")} and ${more} more` : names.join(", ");
-      const text = names.length === 0
-        ? "repair: no meshed pod of this node is unverified"
-        : `repair: ${names.length} meshed pod(s) of node ${cfg.node} are unverified ` +
-          `(no record of an ADD for their sandbox; reported, never removed for that; /status says why): ${shown}`;
+      const text =
+        names.length === 0
+          ? "repair: no meshed pod of this node is unverified"
+          : `repair: ${names.length} meshed pod(s) of node ${cfg.node} are unverified ` +
+            `(no record of an ADD for their sandbox; reported, never removed for that; /status says why): ${shown}`;
       // Said when the set changes; the first "none" is not said.
       if (names.length > 0 || said.has("unverified")) say("unverified", "info", text, names.join(" "));
     }
@@ -192,19 +237,21 @@ export function startRepair(d: RepairDeps): RepairLoop {
       return;
     }
     running = true;
-    void round().catch((e) => log.error(`repair: ${(e as Error).message}`)).finally(() => {
-      running = false;
-      if (again) {
-        again = false;
-        kick();
-      } else if (long && !stopped && !settled()) {
-        // A round the watch kicked found something that waits on the clock (a confirmation, a
-        // backoff): the timer looks again soon, not at the settled pace.
-        clearTimeout(timer);
-        long = false;
-        timer = setTimeout(tick, d.intervalMs);
-      }
-    });
+    void round()
+      .catch((e) => log.error(`repair: ${(e as Error).message}`))
+      .finally(() => {
+        running = false;
+        if (again) {
+          again = false;
+          kick();
+        } else if (long && !stopped && !settled()) {
+          // A round the watch kicked found something that waits on the clock (a confirmation, a
+          // backoff): the timer looks again soon, not at the settled pace.
+          clearTimeout(timer);
+          long = false;
+          timer = setTimeout(tick, d.intervalMs);
+        }
+      });
   };
   const unsubscribe = d.view.onChange(kick);
   // Rounds every intervalMs while something is pending (a pod seen bypassing, the taint, the
@@ -221,11 +268,25 @@ export function startRepair(d: RepairDeps): RepairLoop {
   // Settled: nothing waits on the clock (a confirmation, the rate limit, a refused eviction's
   // backoff); pods already acted on or only reported change only with the watch. Not with acts
   // in the plan: it says what a round is about to do, not how that went (a refusal backs off).
-  const settled = () => chainSince !== undefined && untainted && plan !== undefined && !plan.waitingFor &&
-    plan.act.length === 0 && plan.bypassing.every((b) => b.action !== "waiting" && b.action !== "refused");
+  const settled = () =>
+    chainSince !== undefined &&
+    untainted &&
+    plan !== undefined &&
+    !plan.waitingFor &&
+    plan.act.length === 0 &&
+    plan.bypassing.every((b) => b.action !== "waiting" && b.action !== "refused");
   /** ms until the grace period ends, while it is all that is pending; undefined otherwise. */
   const graceLeft = (): number | undefined => {
-    if (chainSince === undefined || !untainted || running || plan === undefined || plan.active || plan.bypassing.length > 0 || !d.view.synced()) return undefined;
+    if (
+      chainSince === undefined ||
+      !untainted ||
+      running ||
+      plan === undefined ||
+      plan.active ||
+      plan.bypassing.length > 0 ||
+      !d.view.synced()
+    )
+      return undefined;
     const left = chainSince + cfg.graceMs - Date.now();
     return left > 0 ? left : undefined;
   };

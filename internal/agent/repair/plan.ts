@@ -28,7 +28,8 @@ export type RepairMode = "evict" | "delete" | "off";
 export const REPAIR_MODES: readonly RepairMode[] = ["evict", "delete", "off"];
 /** Modes the contract names that this build cannot run yet, and why. */
 export const RESERVED_REPAIR_MODES: Readonly<Record<string, string>> = {
-  "in-place": "not in this release: it needs the agent to write a pod's rules into its network namespace itself; " +
+  "in-place":
+    "not in this release: it needs the agent to write a pod's rules into its network namespace itself; " +
     "use evict, delete or off",
 };
 
@@ -92,7 +93,12 @@ export interface RepairMemory {
 }
 
 export const newRepairMemory = (): RepairMemory => ({
-  firstSeen: {}, recentActs: [], acted: {}, refused: {}, repaired: 0, refusals: 0,
+  firstSeen: {},
+  recentActs: [],
+  acted: {},
+  refused: {},
+  repaired: 0,
+  refusals: 0,
 });
 
 export interface RepairInput {
@@ -148,7 +154,9 @@ export const podKey = (p: { uid?: string; namespace: string; name: string }): st
  * phase Running.
  */
 function sandboxEvidence(status: Obj): string | undefined {
-  const ready = arr(status.conditions).map(obj).find((c) => c.type === "PodReadyToStartContainers");
+  const ready = arr(status.conditions)
+    .map(obj)
+    .find((c) => c.type === "PodReadyToStartContainers");
   if (ready) return ready.status === "True" ? "PodReadyToStartContainers is True" : undefined;
   const statuses = [...arr(status.initContainerStatuses), ...arr(status.containerStatuses)].map(obj);
   for (const c of statuses) {
@@ -173,8 +181,10 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
   const name = str(meta.name);
   const uid = str(meta.uid);
   if (!namespace || !name) return { kind: "ignore", why: "not a pod object (no namespace or name)" };
-  if (spec.nodeName !== cfg.node) return { kind: "ignore", why: `runs on node ${str(spec.nodeName) ?? "(none)"}, not ${cfg.node}` };
-  if (meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null) return { kind: "ignore", why: "already being deleted" };
+  if (spec.nodeName !== cfg.node)
+    return { kind: "ignore", why: `runs on node ${str(spec.nodeName) ?? "(none)"}, not ${cfg.node}` };
+  if (meta.deletionTimestamp !== undefined && meta.deletionTimestamp !== null)
+    return { kind: "ignore", why: "already being deleted" };
   if (obj(meta.annotations)[MIRROR_ANNOTATION] !== undefined) {
     return { kind: "ignore", why: "a mirror (static) pod: kubelet owns it, an eviction or a delete does nothing" };
   }
@@ -182,10 +192,16 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
   const k = cfg.conf.kubernetes;
   const own = skipBeforeLookup(k, namespace, name);
   if (own) return { kind: "ignore", why: own };
-  if (namespace === k.pod_namespace && arr(meta.ownerReferences).map(obj).some((o) => o.kind === "DaemonSet" && o.name === cfg.daemonSetName)) {
+  if (
+    namespace === k.pod_namespace &&
+    arr(meta.ownerReferences)
+      .map(obj)
+      .some((o) => o.kind === "DaemonSet" && o.name === cfg.daemonSetName)
+  ) {
     return { kind: "ignore", why: "one of meshcni's own DaemonSet pods" };
   }
-  if (status.phase === "Succeeded" || status.phase === "Failed") return { kind: "ignore", why: `phase ${status.phase}: nothing runs` };
+  if (status.phase === "Succeeded" || status.phase === "Failed")
+    return { kind: "ignore", why: `phase ${status.phase}: nothing runs` };
   const init = arr(spec.initContainers).map((c) => str(obj(c).name));
   const meshInit = MESH_INIT_CONTAINERS.find((n) => init.includes(n));
   if (meshInit) return { kind: "ignore", why: `carries ${meshInit}, which sets up its own rules` };
@@ -212,7 +228,8 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
     const r = match.record;
     const record = `container ${r.containerId.slice(0, 12)}, ADD at ${r.time}`;
     const ready = new Date(readyAt!).toISOString();
-    const why = `the plugin's newest record of it (${record}) is of an earlier sandbox: ` +
+    const why =
+      `the plugin's newest record of it (${record}) is of an earlier sandbox: ` +
       `the current one became ready at ${ready}`;
     return { kind: "unverified", why };
   }
@@ -292,13 +309,15 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
     else if (refusal && now < refusal.until) action = "refused";
     else if (!active || now - m.firstSeen[key]! < confirmMs(cfg) || atRate(m, act.length, cfg)) {
       action = "waiting";
-    }
-    else {
+    } else {
       act.push({ ...ref, reason });
       action = done(cfg.mode);
     }
     return {
-      ...ref, reason, action, since: new Date(m.firstSeen[key]!).toISOString(),
+      ...ref,
+      reason,
+      action,
+      since: new Date(m.firstSeen[key]!).toISOString(),
       ...(refusal ? { refusal: { message: refusal.message, retryAt: new Date(refusal.until).toISOString() } } : {}),
     };
   });
@@ -315,7 +334,10 @@ export type ActResult = { ref: PodRef } & (
 
 /** After the shell's acts: each try counts against the rate, successes are repairs, a refusal backs off. */
 export function noteActs(
-  cfg: Pick<RepairConfig, "retryMs">, m: RepairMemory, results: readonly ActResult[], now: number,
+  cfg: Pick<RepairConfig, "retryMs">,
+  m: RepairMemory,
+  results: readonly ActResult[],
+  now: number,
 ): RepairMemory {
   const next: RepairMemory = { ...m, recentActs: [...m.recentActs], acted: { ...m.acted }, refused: { ...m.refused } };
   for (const r of results) {
@@ -352,7 +374,9 @@ export function afterActs(plan: RepairPlan, m: RepairMemory, results: readonly A
 }
 
 export function repairStatus(
-  cfg: Pick<RepairConfig, "mode">, plan: RepairPlan | undefined, memory: RepairMemory,
+  cfg: Pick<RepairConfig, "mode">,
+  plan: RepairPlan | undefined,
+  memory: RepairMemory,
 ): RepairStatus {
   return {
     mode: cfg.mode,

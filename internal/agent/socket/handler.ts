@@ -3,7 +3,16 @@
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/agent/socket/serve.ts.
 import { buildAnsweredReport, epochNow, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
 import { checkAddAnswer } from "../../wire/answer.ts";
-import { ADD_PATH, AGENT_TIMEOUT_MS, type AddRequest, type AgentError, MAX_ANSWER_BYTES, type PodAnswer, REPORTS_PATH, type Report } from "../../wire/protocol.ts";
+import {
+  ADD_PATH,
+  AGENT_TIMEOUT_MS,
+  type AddRequest,
+  type AgentError,
+  MAX_ANSWER_BYTES,
+  type PodAnswer,
+  REPORTS_PATH,
+  type Report,
+} from "../../wire/protocol.ts";
 import { Code } from "../../cni/spec.ts";
 import { MAX_REPORT_BYTES, parseReport } from "../observe/report.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
@@ -28,9 +37,11 @@ const SUBDOMAIN = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0
 /** Kubernetes UIDs are UUIDs; allow any short token of that alphabet. */
 const UID = /^[A-Za-z0-9-]{1,64}$/;
 
-const jsonText = (status: number, text: string) => new Response(text, { status, headers: { "Content-Type": "application/json" } });
+const jsonText = (status: number, text: string) =>
+  new Response(text, { status, headers: { "Content-Type": "application/json" } });
 const json = (status: number, body: unknown) => jsonText(status, JSON.stringify(body));
-const agentError = (status: number, code: number, msg: string, details: string) => json(status, { code, msg, details } satisfies AgentError);
+const agentError = (status: number, code: number, msg: string, details: string) =>
+  json(status, { code, msg, details } satisfies AgentError);
 
 export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise<Response> {
   const bad = (why: string, status = 400) => {
@@ -45,10 +56,19 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
     try {
       result = await deps.lookup.lookup(namespace, name, uid, signal);
     } catch (e) {
-      result = { ok: false, status: 503, error: { code: 11, msg: "the agent cannot answer", details: `looking up pod ${namespace}/${name} failed: ${(e as Error).message}` } };
+      result = {
+        ok: false,
+        status: 503,
+        error: {
+          code: 11,
+          msg: "the agent cannot answer",
+          details: `looking up pod ${namespace}/${name} failed: ${(e as Error).message}`,
+        },
+      };
     }
     deps.onLookup(result);
-    if (result.ok) return json(200, { pod: result.pod, namespace: result.namespace, source: result.source } satisfies PodAnswer);
+    if (result.ok)
+      return json(200, { pod: result.pod, namespace: result.namespace, source: result.source } satisfies PodAnswer);
     return json(result.status, result.error);
   }
 
@@ -84,7 +104,8 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       const uids = url.searchParams.getAll("uid");
       if (uids.length > 1) return bad("more than one uid");
       const uid = uids[0];
-      if (uid !== undefined && !UID.test(uid)) return bad(`uid ${JSON.stringify(uid.slice(0, 100))} is not a Kubernetes UID`);
+      if (uid !== undefined && !UID.test(uid))
+        return bad(`uid ${JSON.stringify(uid.slice(0, 100))} is not a Kubernetes UID`);
       return lookup(req, namespace, name, uid);
     }
     if (path === ADD_PATH) {
@@ -101,14 +122,22 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       const decline = (why: string, lookupFailed = false) => {
         deps.onDeclined?.(why);
         // `lookup: "failed"`: asking the agent for the pod again would wait for the same failure.
-        return json(409, { code: Code.TryAgainLater, msg: "the agent does not plan this ADD", details: why, ...(lookupFailed ? { lookup: "failed" } : {}) });
+        return json(409, {
+          code: Code.TryAgainLater,
+          msg: "the agent does not plan this ADD",
+          details: why,
+          ...(lookupFailed ? { lookup: "failed" } : {}),
+        });
       };
       if (!deps.planAdd) return decline("this agent does not plan ADDs");
       let planned: PlanAnswer;
       try {
         // Bounded like a lookup, and given up with the plugin: a plugin that went on without this
         // answer must not find a record written after it.
-        planned = await deps.planAdd(parsed, AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]));
+        planned = await deps.planAdd(
+          parsed,
+          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]),
+        );
       } catch (e) {
         return decline(`planning failed: ${(e as Error).message}`);
       }
@@ -139,6 +168,8 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       setImmediate(() => deps.onReport(parsed.report));
       return new Response(null, { status: 204 });
     }
-    return bad(`${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${ADD_PATH}, POST ${REPORTS_PATH})`);
+    return bad(
+      `${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${ADD_PATH}, POST ${REPORTS_PATH})`,
+    );
   };
 }

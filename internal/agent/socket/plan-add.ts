@@ -55,7 +55,8 @@ const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object
 /** The request in `body`, or why it is not one. */
 export function parseAddRequest(body: unknown): AddRequest | string {
   if (!isObj(body) || body.v !== 1) return "not an AddRequest (v: 1)";
-  if (typeof body.version !== "string" || typeof body.stdin !== "string" || !isObj(body.env)) return "an AddRequest needs version, env and stdin";
+  if (typeof body.version !== "string" || typeof body.stdin !== "string" || !isObj(body.env))
+    return "an AddRequest needs version, env and stdin";
   const env: AddRequest["env"] = {};
   for (const k of ADD_ENV_KEYS) {
     const v = body.env[k];
@@ -69,7 +70,8 @@ export function parseAddRequest(body: unknown): AddRequest | string {
     // meanwhile) and an hour behind.
     const ms = body.startedMs;
     const now = epochNow();
-    if (typeof ms !== "number" || !(ms <= now + 60_000 && ms > now - 3_600_000)) return "startedMs is not the time the command started (ms since the epoch, this node's clock)";
+    if (typeof ms !== "number" || !(ms <= now + 60_000 && ms > now - 3_600_000))
+      return "startedMs is not the time the command started (ms since the epoch, this node's clock)";
     out.startedMs = ms;
   }
   return out;
@@ -85,7 +87,6 @@ export function epochNow(): number {
   const wall = Date.now();
   return Math.abs(precise - wall) < 5 ? precise : wall;
 }
-
 
 /**
  * Whether the agent may report this ADD itself: its answer has no rules (the plugin only prints
@@ -105,13 +106,23 @@ export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: n
   const startedMs = req.startedMs ?? answeredMs;
   const summary = completeSummary({ ...a.summary } as Summary, "ADD", req.env.CNI_ARGS);
   return buildReport({
-    command: "ADD", containerId: req.env.CNI_CONTAINERID, summary, lines: a.lines, started: new Date(startedMs),
-    durationMs: Math.max(0, answeredMs - startedMs), version,
+    command: "ADD",
+    containerId: req.env.CNI_CONTAINERID,
+    summary,
+    lines: a.lines,
+    started: new Date(startedMs),
+    durationMs: Math.max(0, answeredMs - startedMs),
+    version,
   });
 }
 
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
-function cacheClient(d: PlannerDeps, uid: string | undefined, seen: (r: LookupResult) => void, plugin: AbortSignal): KubeClient {
+function cacheClient(
+  d: PlannerDeps,
+  uid: string | undefined,
+  seen: (r: LookupResult) => void,
+  plugin: AbortSignal,
+): KubeClient {
   let found: Extract<LookupResult, { ok: true }> | undefined;
   let podKey = "";
   return {
@@ -161,7 +172,11 @@ const notHere = (what: string) => async (): Promise<never> => {
 export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: AbortSignal) => Promise<PlanAnswer> {
   return async (req, given) => {
     const signal = given ?? new AbortController().signal;
-    if (d.version !== undefined && req.version !== d.version) return { ok: false, why: `the plugin is ${req.version}, the agent ${d.version}: the plugin decides with its own rules` };
+    if (d.version !== undefined && req.version !== d.version)
+      return {
+        ok: false,
+        why: `the plugin is ${req.version}, the agent ${d.version}: the plugin decides with its own rules`,
+      };
     if (req.env.CNI_COMMAND !== "ADD") return { ok: false, why: `only ADD is planned, not ${req.env.CNI_COMMAND}` };
     const netns = d.netnsProblem(req.env.CNI_NETNS);
     if (netns !== undefined) return { ok: false, why: netns };
@@ -212,18 +227,29 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     let out;
     try {
       signal.throwIfAborted();
-      out = await runPlugin({ getenv: (k) => req.env[k as keyof AddRequest["env"]], readStdin: async () => req.stdin, deps, planOnly: true });
+      out = await runPlugin({
+        getenv: (k) => req.env[k as keyof AddRequest["env"]],
+        readStdin: async () => req.stdin,
+        deps,
+        planOnly: true,
+      });
     } catch (e) {
-      if (e instanceof NotPlannable) return e.lookupFailed ? { ok: false, why: e.message, lookupFailed: true } : { ok: false, why: e.message };
+      if (e instanceof NotPlannable)
+        return e.lookupFailed ? { ok: false, why: e.message, lookupFailed: true } : { ok: false, why: e.message };
       if (signal.aborted) return { ok: false, why: "the plugin stopped waiting for this plan" };
       throw e;
     }
     const level = parseLevel(typeof conf?.log_level === "string" ? conf.log_level : undefined);
     const answer: AddAnswer = {
       // An invalid container ID (answered with code 4) is no context: run.ts's lines had none.
-      v: 1, stdout: out.stdout, exitCode: out.exitCode, lines, level,
+      v: 1,
+      stdout: out.stdout,
+      exitCode: out.exitCode,
+      lines,
+      level,
       context: logContext("ADD", safeId(req.env.CNI_CONTAINERID)),
-      summary: out.summary, record: recorded,
+      summary: out.summary,
+      record: recorded,
     };
     if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;
     if (out.planned) answer.apply = { plan: out.planned.plan, settings: out.planned.settings };

@@ -24,7 +24,9 @@ export function prepareSocketDir(dir: string): void {
   const st = lstatSync(dir);
   if (!st.isDirectory()) throw new Error(`--agent-socket: ${dir} is not a folder`);
   if (dir === "/" || (st.mode & S_ISVTX) !== 0) {
-    throw new Error(`--agent-socket: ${dir} is a shared folder; give the socket a folder of meshcni's own (it is made 0700)`);
+    throw new Error(
+      `--agent-socket: ${dir} is a shared folder; give the socket a folder of meshcni's own (it is made 0700)`,
+    );
   }
   if ((st.mode & 0o777) !== 0o700) chmodSync(dir, 0o700);
 }
@@ -60,7 +62,11 @@ export function removeLeftovers(path: string): void {
   }
 }
 
-export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<Response>, onError: (e: Error) => void): AgentSocket {
+export function serveAgentSocket(
+  path: string,
+  fetch: (req: Request) => Promise<Response>,
+  onError: (e: Error) => void,
+): AgentSocket {
   prepareSocketDir(dirname(path));
   const before = identify(path);
   if (before && !before.socket) throw new Error(`--agent-socket: ${path} exists and is not a socket; not replacing it`);
@@ -80,7 +86,10 @@ export function serveAgentSocket(path: string, fetch: (req: Request) => Promise<
       fetch,
       error(e) {
         onError(e);
-        return new Response(JSON.stringify({ code: 100, msg: "the meshcni agent failed", details: e.message }), { status: 500, headers: { "Content-Type": "application/json" } });
+        return new Response(JSON.stringify({ code: 100, msg: "the meshcni agent failed", details: e.message }), {
+          status: 500,
+          headers: { "Content-Type": "application/json" },
+        });
       },
     });
   } finally {

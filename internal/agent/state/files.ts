@@ -6,7 +6,14 @@
 import { randomBytes } from "node:crypto";
 import { lstatSync, mkdirSync, readdirSync, renameSync, rmdirSync, unlinkSync } from "node:fs";
 import { basename, dirname } from "node:path";
-import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, LEGACY_STATE_NOTES, type PodRecord, RECORDS_SUBDIR, recordPath } from "../../wire/state.ts";
+import {
+  FALLBACK_LOG,
+  FALLBACK_LOG_MAX_BYTES,
+  LEGACY_STATE_NOTES,
+  type PodRecord,
+  RECORDS_SUBDIR,
+  recordPath,
+} from "../../wire/state.ts";
 import { parseRecord, type RecordsRead } from "../../wire/state.ts";
 import { safeContainerId } from "../../wire/state.ts";
 import { readFileNoFollow, writeFileNoFollow } from "./safe-file.ts";
@@ -20,7 +27,8 @@ export const MAX_RECORD_BYTES = 64 << 10;
  * (internal/plugin/io/state.ts); no symbolic link is followed (safe-file.ts).
  */
 export function writeRecordFor(stateDir: string, record: PodRecord): void {
-  if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
+  if (!safeContainerId(record.containerId))
+    throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const path = recordPath(stateDir, record.containerId);
   const text = JSON.stringify(record) + "\n";
   try {

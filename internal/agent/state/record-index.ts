@@ -50,7 +50,10 @@ export class RecordIndex {
   private closed = false;
   private readonly now: () => number;
 
-  constructor(private readonly stateDir: string, private readonly o: RecordIndexOptions = {}) {
+  constructor(
+    private readonly stateDir: string,
+    private readonly o: RecordIndexOptions = {},
+  ) {
     this.dir = `${stateDir}/${RECORDS_SUBDIR}`;
     this.now = o.now ?? Date.now;
   }
@@ -184,7 +187,8 @@ export class RecordIndex {
       const w = watch(this.dir, { persistent: false }, (_event, name) => {
         // The folder itself went (its own name): watched again once a rescan finds it.
         if (name === self) this.stopWatch();
-        else if (typeof name !== "string") this.rescan(); // the kernel did not say which: look at all
+        else if (typeof name !== "string")
+          this.rescan(); // the kernel did not say which: look at all
         else if (isRecordName(name)) this.readOne(name, undefined, true);
       });
       w.on("error", (e) => {

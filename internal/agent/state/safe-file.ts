@@ -5,7 +5,15 @@
 // only a regular file (a FIFO planted under a record's name cannot hang the agent), bounded.
 import { randomBytes } from "node:crypto";
 import {
-  closeSync, constants, fstatSync, lstatSync, openSync, readSync, renameSync, unlinkSync, writeSync,
+  closeSync,
+  constants,
+  fstatSync,
+  lstatSync,
+  openSync,
+  readSync,
+  renameSync,
+  unlinkSync,
+  writeSync,
 } from "node:fs";
 
 const { O_CREAT, O_EXCL, O_NOFOLLOW, O_NONBLOCK, O_RDONLY, O_WRONLY } = constants;
@@ -19,7 +27,10 @@ export const tempName = (name: string) => `.${name.slice(0, 64)}.${randomBytes(8
  * replaces whatever is at `name`. `temp` picks the temp name (tests give a predictable one).
  */
 export function writeFileNoFollow(
-  dir: string, name: string, text: string, o: { mode?: number; temp?: (name: string) => string } = {},
+  dir: string,
+  name: string,
+  text: string,
+  o: { mode?: number; temp?: (name: string) => string } = {},
 ): void {
   const st = lstatSync(dir);
   if (!st.isDirectory()) {
@@ -40,7 +51,7 @@ export function writeFileNoFollow(
   }
   try {
     const bytes = Buffer.from(text);
-    for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off);
+    for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off);
   } catch (e) {
     closeSync(fd);
     unlinkQuietly(tmp);

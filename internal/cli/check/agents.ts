@@ -93,18 +93,24 @@ function part(v: unknown): PartView | undefined {
 
 function cacheView(v: unknown): CacheView {
   if (!isObj(v)) return { kind: "none", note: "/status has no cache member (an agent older than the watch cache)" };
-  const watches = [["pods", v.pods], ["namespaces", v.namespaces]] as const;
+  const watches = [
+    ["pods", v.pods],
+    ["namespaces", v.namespaces],
+  ] as const;
   if (!watches.every(([, w]) => isObj(w))) {
     return { kind: "none", note: str(v.note) ?? "no watch cache: the agent answers each lookup with its own GET" };
   }
   const behind = watches.filter(([, w]) => (w as Json).synced !== true);
-  if (behind.length === 0) return { kind: "synced", objects: watches.reduce((n, [, w]) => n + num((w as Json).objects), 0) };
+  if (behind.length === 0)
+    return { kind: "synced", objects: watches.reduce((n, [, w]) => n + num((w as Json).objects), 0) };
   return {
     kind: "syncing",
-    detail: behind.map(([what, w]) => {
-      const err = str((w as Json).lastError);
-      return `${what} not in sync${err ? ` (last error: ${err})` : ""}`;
-    }).join("; "),
+    detail: behind
+      .map(([what, w]) => {
+        const err = str((w as Json).lastError);
+        return `${what} not in sync${err ? ` (last error: ${err})` : ""}`;
+      })
+      .join("; "),
   };
 }
 
@@ -128,7 +134,12 @@ function bypassing(v: unknown): BypassingView | undefined {
   const namespace = str(v.namespace);
   const name = str(v.name);
   if (!namespace || !name) return undefined;
-  const b: BypassingView = { namespace, name, reason: str(v.reason) ?? "no reason given", action: str(v.action) ?? "reported" };
+  const b: BypassingView = {
+    namespace,
+    name,
+    reason: str(v.reason) ?? "no reason given",
+    action: str(v.action) ?? "reported",
+  };
   const uid = str(v.uid);
   if (uid) b.uid = uid;
   const since = str(v.since);
@@ -177,15 +188,24 @@ export function parseAgentStatus(doc: unknown): AgentView | undefined {
     view.kubeconfig = kubeconfig;
   }
   if (isObj(doc.pods)) {
-    const containers = Array.isArray(doc.pods.containers) ? doc.pods.containers.map(handled).filter((h): h is HandledPod => h !== undefined) : [];
-    view.pods = { handled: num(doc.pods.handled), meshed: num(doc.pods.meshed), skipped: num(doc.pods.skipped), containers };
+    const containers = Array.isArray(doc.pods.containers)
+      ? doc.pods.containers.map(handled).filter((h): h is HandledPod => h !== undefined)
+      : [];
+    view.pods = {
+      handled: num(doc.pods.handled),
+      meshed: num(doc.pods.meshed),
+      skipped: num(doc.pods.skipped),
+      containers,
+    };
   }
   if (isObj(doc.repair)) {
     const r = doc.repair;
     view.repair = {
       mode: str(r.mode) ?? "unknown",
       active: r.active === true,
-      bypassing: Array.isArray(r.bypassing) ? r.bypassing.map(bypassing).filter((b): b is BypassingView => b !== undefined) : [],
+      bypassing: Array.isArray(r.bypassing)
+        ? r.bypassing.map(bypassing).filter((b): b is BypassingView => b !== undefined)
+        : [],
       ...(Array.isArray(r.unverified)
         ? { unverified: r.unverified.map(unverified).filter((u): u is UnverifiedView => u !== undefined) }
         : {}),
@@ -267,10 +287,18 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, fn: (item: T
 }
 
 /** Asks every agent for its /status through the pod proxy, PROXY_CONCURRENCY at a time. */
-export async function fetchAgentStatuses(api: ApiClient, namespace: string, agents: readonly AgentPod[]): Promise<AgentAnswer[]> {
+export async function fetchAgentStatuses(
+  api: ApiClient,
+  namespace: string,
+  agents: readonly AgentPod[],
+): Promise<AgentAnswer[]> {
   return mapLimited(agents, PROXY_CONCURRENCY, async (agent): Promise<AgentAnswer> => {
     if (agent.notRunning) return { agent, unreachable: agent.notRunning };
-    if (agent.port === undefined) return { agent, unreachable: "the pod declares no container port named health (a DaemonSet from before /status?)" };
+    if (agent.port === undefined)
+      return {
+        agent,
+        unreachable: "the pod declares no container port named health (a DaemonSet from before /status?)",
+      };
     let a: HttpAnswer;
     try {
       a = await api.get(statusPath(namespace, agent));
@@ -300,88 +328,133 @@ const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? o
 export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: string): CheckResult[] {
   const { agent } = answer;
   const category = `node ${agent.node || "(none)"}`;
-  const r = (name: string, ok: boolean, more: Partial<CheckResult> = {}): CheckResult => ({ category, name, ok, node: agent.node, ...more });
+  const r = (name: string, ok: boolean, more: Partial<CheckResult> = {}): CheckResult => ({
+    category,
+    name,
+    ok,
+    node: agent.node,
+    ...more,
+  });
   if ("unreachable" in answer) {
     const forbidden = answer.unreachable.startsWith("the pod proxy answered 403");
-    return [r("the agent answers /status", false, {
-      detail: `${agent.pod}: ${answer.unreachable}`,
-      hint: forbidden
-        ? `your kubeconfig's user needs get on pods/proxy in namespace ${namespace} to read the agents' /status`
-        : `kubectl -n ${namespace} describe pod ${agent.pod}; kubectl -n ${namespace} logs ${agent.pod}`,
-    })];
+    return [
+      r("the agent answers /status", false, {
+        detail: `${agent.pod}: ${answer.unreachable}`,
+        hint: forbidden
+          ? `your kubeconfig's user needs get on pods/proxy in namespace ${namespace} to read the agents' /status`
+          : `kubectl -n ${namespace} describe pod ${agent.pod}; kubectl -n ${namespace} logs ${agent.pod}`,
+      }),
+    ];
   }
   const v = answer.view;
   const out: CheckResult[] = [];
-  out.push(r("the agent answers /status", true, { detail: `${agent.pod}${v.version ? `, meshcni ${v.version}` : ""}` }));
+  out.push(
+    r("the agent answers /status", true, { detail: `${agent.pod}${v.version ? `, meshcni ${v.version}` : ""}` }),
+  );
 
   const partCheck = (name: string, p: PartView | undefined, hint: string, oldAgent: string) => {
     if (!p) return r(name, false, { warning: true, detail: oldAgent });
     if (p.current) return r(name, true, { detail: p.file ?? p.path ?? "" });
     return r(name, false, { detail: p.problem ?? `${p.file ?? p.path ?? "it"} is not current`, hint });
   };
-  out.push(partCheck("meshcni is chained in the runtime's CNI configuration", v.chain,
-    `the agent re-chains on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`, "/status does not say (an older agent)"));
-  out.push(partCheck("the plugin binary on the node is current", v.binary,
-    `the agent reinstalls it on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`, "/status does not say (an older agent)"));
+  out.push(
+    partCheck(
+      "meshcni is chained in the runtime's CNI configuration",
+      v.chain,
+      `the agent re-chains on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`,
+      "/status does not say (an older agent)",
+    ),
+  );
+  out.push(
+    partCheck(
+      "the plugin binary on the node is current",
+      v.binary,
+      `the agent reinstalls it on its own; if this stays, kubectl -n ${namespace} logs ${agent.pod} says why`,
+      "/status does not say (an older agent)",
+    ),
+  );
   // A host the check could not judge got the plugin unchecked: a warning, with the reason.
   const hostCheck = v.binary?.hostCheck;
   const hostName = "the host check judged the plugin binary";
   if (hostCheck?.startsWith("host check skipped")) {
-    out.push(r(hostName, false, { warning: true, detail: hostCheck, hint: "the plugin was installed unchecked; README \"Which hosts run the plugin\" says what the agent sees of the host" }));
+    out.push(
+      r(hostName, false, {
+        warning: true,
+        detail: hostCheck,
+        hint: 'the plugin was installed unchecked; README "Which hosts run the plugin" says what the agent sees of the host',
+      }),
+    );
   } else if (hostCheck?.startsWith("this host can run")) out.push(r(hostName, true, { detail: hostCheck }));
 
   const tokenName = "the plugin's kubeconfig holds a current token of its own account";
   const k = v.kubeconfig;
   if (!k) out.push(r(tokenName, false, { warning: true, detail: "/status does not say (an older agent)" }));
   else if (!k.token) {
-    out.push(r(tokenName, false, {
-      warning: true,
-      detail: `${k.path ?? "the kubeconfig"}: the agent names no account for its token (an agent older than the ` +
-        "plugin's own account writes its own token there, which may delete pods)",
-      hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f -",
-    }));
+    out.push(
+      r(tokenName, false, {
+        warning: true,
+        detail:
+          `${k.path ?? "the kubeconfig"}: the agent names no account for its token (an agent older than the ` +
+          "plugin's own account writes its own token there, which may delete pods)",
+        hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f -",
+      }),
+    );
   } else if (k.current) {
     const until = k.token.expiresAt ? `, valid until ${k.token.expiresAt}` : "";
     out.push(r(tokenName, true, { detail: `${k.token.account}${until}` }));
   } else {
-    out.push(r(tokenName, false, {
-      detail: k.problem ?? `${k.path ?? "the kubeconfig"} is not current`,
-      hint: "until it is, the plugin's fallback fails closed when the agent does not answer; the agent asks for a " +
-        `token on its own and kubectl -n ${namespace} logs ${agent.pod} says why it gets none ` +
-        "(a 403: its Role lacks create on serviceaccounts/token)",
-    }));
+    out.push(
+      r(tokenName, false, {
+        detail: k.problem ?? `${k.path ?? "the kubeconfig"} is not current`,
+        hint:
+          "until it is, the plugin's fallback fails closed when the agent does not answer; the agent asks for a " +
+          `token on its own and kubectl -n ${namespace} logs ${agent.pod} says why it gets none ` +
+          "(a 403: its Role lacks create on serviceaccounts/token)",
+      }),
+    );
   }
 
   const versionName = "the node runs the same meshcni version as meshcnictl";
   if (!v.version) out.push(r(versionName, false, { warning: true, detail: "/status names no version" }));
   else if (v.version === cliVersion) out.push(r(versionName, true, { detail: v.version }));
   else {
-    out.push(r(versionName, false, {
-      warning: true,
-      detail: `node: meshcni ${v.version}, meshcnictl: ${cliVersion}`,
-      hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f - (or use the meshcnictl of the installed release)",
-    }));
+    out.push(
+      r(versionName, false, {
+        warning: true,
+        detail: `node: meshcni ${v.version}, meshcnictl: ${cliVersion}`,
+        hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f - (or use the meshcnictl of the installed release)",
+      }),
+    );
   }
 
   const cacheName = "the agent's watch cache is in sync";
   if (v.cache.kind === "synced") out.push(r(cacheName, true, { detail: plural(v.cache.objects, "object") }));
   else if (v.cache.kind === "syncing") {
-    out.push(r(cacheName, false, { detail: v.cache.detail, hint: `until it is, lookups go to the API server one by one; kubectl -n ${namespace} logs ${agent.pod} says why` }));
+    out.push(
+      r(cacheName, false, {
+        detail: v.cache.detail,
+        hint: `until it is, lookups go to the API server one by one; kubectl -n ${namespace} logs ${agent.pod} says why`,
+      }),
+    );
   } else out.push(r(cacheName, false, { warning: true, detail: v.cache.note }));
 
   if (v.pods) {
-    out.push(r("pods the plugin handled on this node", true, {
-      detail: `${plural(v.pods.handled, "pod")}: ${v.pods.meshed} meshed, ${v.pods.skipped} skipped`,
-    }));
+    out.push(
+      r("pods the plugin handled on this node", true, {
+        detail: `${plural(v.pods.handled, "pod")}: ${v.pods.meshed} meshed, ${v.pods.skipped} skipped`,
+      }),
+    );
   }
 
   const bypassName = "no meshed pod bypasses the mesh";
   if (!v.repair) {
-    out.push(r(bypassName, false, {
-      warning: true,
-      detail: "the agent does not report bypassing pods (it is older than repair)",
-      hint: "meshcnictl check --pods looks for them from the API server's side",
-    }));
+    out.push(
+      r(bypassName, false, {
+        warning: true,
+        detail: "the agent does not report bypassing pods (it is older than repair)",
+        hint: "meshcnictl check --pods looks for them from the API server's side",
+      }),
+    );
   } else {
     const rep = v.repair;
     const refusals = rep.refusals ? `, ${plural(rep.refusals, "eviction")} refused` : "";
@@ -397,31 +470,39 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
       const just = `${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`;
       out.push(r(bypassName, false, { warning: true, detail: [just, ...lines].join("\n") }));
     } else {
-      out.push(r(bypassName, false, {
-        detail: [`${plural(open.length, "pod")} ${open.length === 1 ? "runs" : "run"} without meshcni's rules (${state}):`, ...lines].join("\n"),
-        hint: rep.mode === "off"
-          ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair evict"
-          : open.some((b) => b.action === "refused")
-            ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again " +
-              "later; kubectl get pdb -A shows the budgets"
-            : "the agent evicts them once its cache is in sync and its grace period is over; their controllers recreate them",
-      }));
+      out.push(
+        r(bypassName, false, {
+          detail: [
+            `${plural(open.length, "pod")} ${open.length === 1 ? "runs" : "run"} without meshcni's rules (${state}):`,
+            ...lines,
+          ].join("\n"),
+          hint:
+            rep.mode === "off"
+              ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair evict"
+              : open.some((b) => b.action === "refused")
+                ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again " +
+                  "later; kubectl get pdb -A shows the budgets"
+                : "the agent evicts them once its cache is in sync and its grace period is over; their controllers recreate them",
+        }),
+      );
     }
     if (rep.unverified) {
       const unverifiedName = "every meshed pod has a record of meshcni's ADD";
       if (rep.unverified.length === 0) {
         out.push(r(unverifiedName, true, { detail: `${plural(v.pods?.handled ?? 0, "record")} on this node` }));
-      }
-      else {
-        out.push(r(unverifiedName, false, {
-          warning: true,
-          detail: [
-            `${plural(rep.unverified.length, "pod")} unverified (reported, never removed for that):`,
-            ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`),
-          ].join("\n"),
-          hint: "records go with a wiped state folder or --uninstall (and an older meshcni's removal); pods that started " +
-            "before meshcni was chained have none: restart their workloads if they should be meshed",
-        }));
+      } else {
+        out.push(
+          r(unverifiedName, false, {
+            warning: true,
+            detail: [
+              `${plural(rep.unverified.length, "pod")} unverified (reported, never removed for that):`,
+              ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`),
+            ].join("\n"),
+            hint:
+              "records go with a wiped state folder or --uninstall (and an older meshcni's removal); pods that started " +
+              "before meshcni was chained have none: restart their workloads if they should be meshed",
+          }),
+        );
       }
     }
   }

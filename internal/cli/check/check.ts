@@ -29,7 +29,9 @@ export function expectedObjects(namespace: string): K8sObject[] {
 
 function groupVersion(apiVersion: string): { group: string; version: string } {
   const i = apiVersion.indexOf("/");
-  return i < 0 ? { group: "", version: apiVersion } : { group: apiVersion.slice(0, i), version: apiVersion.slice(i + 1) };
+  return i < 0
+    ? { group: "", version: apiVersion }
+    : { group: apiVersion.slice(0, i), version: apiVersion.slice(i + 1) };
 }
 
 export function objectPath(o: Pick<K8sObject, "apiVersion" | "kind" | "metadata">): string {
@@ -44,7 +46,11 @@ export function accessReview(verb: string, o: { apiVersion: string; kind: string
   const attrs: Record<string, string> = { verb, group, resource: PLURALS[o.kind] ?? `${o.kind.toLowerCase()}s` };
   if (o.namespace) attrs.namespace = o.namespace;
   if (o.name) attrs.name = o.name;
-  return { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: attrs } };
+  return {
+    apiVersion: "authorization.k8s.io/v1",
+    kind: "SelfSubjectAccessReview",
+    spec: { resourceAttributes: attrs },
+  };
 }
 
 type Json = Record<string, unknown>;
@@ -67,7 +73,8 @@ export function describeFailure(a: HttpAnswer): string {
   return `${a.status}${reason ? ` ${reason}` : ""}${message ? `: ${message}` : ""}`;
 }
 
-const FORBIDDEN_HINT = "your kubeconfig's user lacks this permission; run check as a user who may read meshcni's objects (e.g. a cluster admin)";
+const FORBIDDEN_HINT =
+  "your kubeconfig's user lacks this permission; run check as a user who may read meshcni's objects (e.g. a cluster admin)";
 
 /** Asks; transport failures come back as status 0 with the reason as the body. */
 async function ask(api: ApiClient, path: string): Promise<HttpAnswer> {
@@ -83,44 +90,86 @@ export async function checkApi(api: ApiClient): Promise<CheckResult> {
   const base = { category: "kubernetes-api", name: "can reach the Kubernetes API" };
   if (a.status === 200) {
     const v = parseJson(a);
-    return { ...base, ok: true, detail: `${typeof v?.gitVersion === "string" ? `Kubernetes ${v.gitVersion} at ` : ""}${api.server}` };
+    return {
+      ...base,
+      ok: true,
+      detail: `${typeof v?.gitVersion === "string" ? `Kubernetes ${v.gitVersion} at ` : ""}${api.server}`,
+    };
   }
-  if (a.status === 0) return { ...base, ok: false, detail: `${api.server}: ${a.body}`, hint: "check the server address, the network and the CA in your kubeconfig" };
-  if (a.status === 401) return { ...base, ok: false, detail: describeFailure(a), hint: "the API server rejected your credentials; refresh them (kubectl config view)" };
+  if (a.status === 0)
+    return {
+      ...base,
+      ok: false,
+      detail: `${api.server}: ${a.body}`,
+      hint: "check the server address, the network and the CA in your kubeconfig",
+    };
+  if (a.status === 401)
+    return {
+      ...base,
+      ok: false,
+      detail: describeFailure(a),
+      hint: "the API server rejected your credentials; refresh them (kubectl config view)",
+    };
   // /version may be closed to this user; a non-401 answer still proves the server is there.
   return { ...base, ok: true, detail: `${api.server} (/version: ${a.status})` };
 }
 
 // ---- --pre ----------------------------------------------------------------------------------
 
-async function canI(api: ApiClient, review: ReturnType<typeof accessReview>): Promise<{ allowed: boolean; detail: string }> {
+async function canI(
+  api: ApiClient,
+  review: ReturnType<typeof accessReview>,
+): Promise<{ allowed: boolean; detail: string }> {
   let a: HttpAnswer;
   try {
     a = await api.post("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review);
   } catch (e) {
     return { allowed: false, detail: (e as Error).message };
   }
-  if (a.status !== 200 && a.status !== 201) return { allowed: false, detail: `access review failed: ${describeFailure(a)}` };
+  if (a.status !== 200 && a.status !== 201)
+    return { allowed: false, detail: `access review failed: ${describeFailure(a)}` };
   const status = parseJson(a)?.status;
   const allowed = isObj(status) && status.allowed === true;
-  const reason = isObj(status) && typeof status.reason === "string" && status.reason ? status.reason : allowed ? "allowed" : "not allowed";
+  const reason =
+    isObj(status) && typeof status.reason === "string" && status.reason
+      ? status.reason
+      : allowed
+        ? "allowed"
+        : "not allowed";
   return { allowed, detail: reason };
 }
 
 export async function checkCanCreate(api: ApiClient, namespace: string): Promise<CheckResult[]> {
   const out: CheckResult[] = [];
   for (const o of expectedObjects(namespace)) {
-    const r = await canI(api, accessReview("create", { apiVersion: o.apiVersion, kind: o.kind, ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}) }));
+    const r = await canI(
+      api,
+      accessReview("create", {
+        apiVersion: o.apiVersion,
+        kind: o.kind,
+        ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+      }),
+    );
     out.push({
       category: "pre-install",
       name: `can create ${o.kind} ${o.metadata.name}`,
       ok: r.allowed,
-      ...(r.allowed ? {} : { detail: r.detail, hint: "install-cni renders this object; ask a cluster admin to install meshcni or to grant you create on it" }),
+      ...(r.allowed
+        ? {}
+        : {
+            detail: r.detail,
+            hint: "install-cni renders this object; ask a cluster admin to install meshcni or to grant you create on it",
+          }),
     });
   }
   // RBAC's escalation rule: a role can only grant what its creator holds.
   for (const role of expectedObjects(namespace).filter((o) => o.kind === "ClusterRole" || o.kind === "Role")) {
-    for (const rule of role.rules as { apiGroups: string[]; resources: string[]; resourceNames?: string[]; verbs: string[] }[]) {
+    for (const rule of role.rules as {
+      apiGroups: string[];
+      resources: string[];
+      resourceNames?: string[];
+      verbs: string[];
+    }[]) {
       for (const resource of rule.resources) {
         const group = rule.apiGroups[0] ?? "";
         const denied: string[] = [];
@@ -130,14 +179,23 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
           const attrs: Record<string, string> = { verb, group, resource: res, ...(subresource ? { subresource } : {}) };
           if (role.metadata.namespace) attrs.namespace = role.metadata.namespace;
           if (rule.resourceNames?.[0]) attrs.name = rule.resourceNames[0];
-          const r = await canI(api, { apiVersion: "authorization.k8s.io/v1", kind: "SelfSubjectAccessReview", spec: { resourceAttributes: attrs } });
+          const r = await canI(api, {
+            apiVersion: "authorization.k8s.io/v1",
+            kind: "SelfSubjectAccessReview",
+            spec: { resourceAttributes: attrs },
+          });
           if (!r.allowed) denied.push(`${verb}: ${r.detail}`);
         }
         out.push({
           category: "pre-install",
           name: `you hold ${rule.verbs.join(", ")} on ${resource}, which meshcni's ${role.kind} ${role.metadata.name} grants`,
           ok: denied.length === 0,
-          ...(denied.length === 0 ? {} : { detail: denied.join("; "), hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)" }),
+          ...(denied.length === 0
+            ? {}
+            : {
+                detail: denied.join("; "),
+                hint: "RBAC lets you grant only permissions you hold (or with escalate/bind)",
+              }),
         });
       }
     }
@@ -154,8 +212,10 @@ export function findOtherMeshCni(list: unknown): string[] {
     const name = String(ds.metadata.name ?? "");
     const ns = String(ds.metadata.namespace ?? "");
     const labels = isObj(ds.metadata.labels) ? ds.metadata.labels : {};
-    if (name === "linkerd-cni" || labels["linkerd.io/cni-resource"] !== undefined) found.push(`linkerd-cni (DaemonSet ${ns}/${name})`);
-    else if (name === "istio-cni-node" || labels["k8s-app"] === "istio-cni-node") found.push(`istio-cni (DaemonSet ${ns}/${name})`);
+    if (name === "linkerd-cni" || labels["linkerd.io/cni-resource"] !== undefined)
+      found.push(`linkerd-cni (DaemonSet ${ns}/${name})`);
+    else if (name === "istio-cni-node" || labels["k8s-app"] === "istio-cni-node")
+      found.push(`istio-cni (DaemonSet ${ns}/${name})`);
   }
   return found;
 }
@@ -164,19 +224,29 @@ export async function checkNoOtherMeshCni(api: ApiClient): Promise<CheckResult> 
   const base = { category: "pre-install", name: "no other mesh CNI plugin is installed" };
   const a = await ask(api, "/apis/apps/v1/daemonsets");
   if (a.status !== 200) {
-    return { ...base, ok: false, detail: `cannot list DaemonSets: ${a.status ? describeFailure(a) : a.body}`, hint: a.status === 403 ? FORBIDDEN_HINT : "try again" };
+    return {
+      ...base,
+      ok: false,
+      detail: `cannot list DaemonSets: ${a.status ? describeFailure(a) : a.body}`,
+      hint: a.status === 403 ? FORBIDDEN_HINT : "try again",
+    };
   }
   const others = findOtherMeshCni(parseJson(a));
   if (others.length === 0) return { ...base, ok: true };
   return {
-    ...base, ok: false, detail: `found ${others.join(", ")}`,
+    ...base,
+    ok: false,
+    detail: `found ${others.join(", ")}`,
     hint: "two CNI plugins rewriting the same pods' iptables fight each other; uninstall the other one before installing meshcni",
   };
 }
 
 // ---- installed ------------------------------------------------------------------------------
 
-export async function checkObjectsExist(api: ApiClient, namespace: string): Promise<{ results: CheckResult[]; found: Map<string, Json> }> {
+export async function checkObjectsExist(
+  api: ApiClient,
+  namespace: string,
+): Promise<{ results: CheckResult[]; found: Map<string, Json> }> {
   const results: CheckResult[] = [];
   const found = new Map<string, Json>();
   for (const o of expectedObjects(namespace)) {
@@ -188,9 +258,19 @@ export async function checkObjectsExist(api: ApiClient, namespace: string): Prom
       if (obj) found.set(o.kind, obj);
       results.push({ ...base, ok: true });
     } else if (a.status === 404) {
-      results.push({ ...base, ok: false, detail: `missing ${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ""}${o.metadata.name}`, hint: "run: meshcnictl install-cni | kubectl apply -f -" });
+      results.push({
+        ...base,
+        ok: false,
+        detail: `missing ${o.kind} ${o.metadata.namespace ? `${o.metadata.namespace}/` : ""}${o.metadata.name}`,
+        hint: "run: meshcnictl install-cni | kubectl apply -f -",
+      });
     } else {
-      results.push({ ...base, ok: false, detail: a.status ? describeFailure(a) : a.body, hint: a.status === 403 ? FORBIDDEN_HINT : "try again" });
+      results.push({
+        ...base,
+        ok: false,
+        detail: a.status ? describeFailure(a) : a.body,
+        hint: a.status === 403 ? FORBIDDEN_HINT : "try again",
+      });
     }
   }
   return { results, found };
@@ -218,8 +298,14 @@ export function judgeConfigMap(cm: Json | undefined, namespace = "meshcni"): Che
   const base = { category: "meshcni", name: "the ConfigMap holds a configuration the plugin accepts" };
   const r = confFromConfigMap(cm, namespace);
   if ("conf" in r) return { ...base, ok: true, detail: `mesh ${r.conf.mesh}, log level ${r.conf.log_level}` };
-  if (r.error.startsWith("no ")) return { ...base, ok: false, detail: r.error, hint: "re-apply meshcnictl install-cni" };
-  return { ...base, ok: false, detail: r.error, hint: "fix the ConfigMap, or re-render it with meshcnictl install-cni" };
+  if (r.error.startsWith("no "))
+    return { ...base, ok: false, detail: r.error, hint: "re-apply meshcnictl install-cni" };
+  return {
+    ...base,
+    ok: false,
+    detail: r.error,
+    hint: "fix the ConfigMap, or re-render it with meshcnictl install-cni",
+  };
 }
 
 const num = (v: unknown) => (typeof v === "number" ? v : 0);
@@ -232,10 +318,27 @@ export function judgeDaemonSet(ds: Json | undefined): CheckResult {
   const ready = num(st.numberReady);
   const updated = st.updatedNumberScheduled === undefined ? desired : num(st.updatedNumberScheduled);
   if (desired === 0) {
-    return { ...base, ok: false, detail: "scheduled on no node", hint: "check the nodes: linux nodes (kubernetes.io/os=linux) get a meshcni-node pod" };
+    return {
+      ...base,
+      ok: false,
+      detail: "scheduled on no node",
+      hint: "check the nodes: linux nodes (kubernetes.io/os=linux) get a meshcni-node pod",
+    };
   }
-  if (ready < desired) return { ...base, ok: false, detail: `number ready: ${ready}, number scheduled: ${desired}`, hint: "see the not-ready pods below; kubectl -n <ns> describe ds meshcni-node" };
-  if (updated < desired) return { ...base, ok: false, detail: `${updated} of ${desired} pods run the current template (rollout in progress)`, hint: "wait for: kubectl -n <ns> rollout status ds/meshcni-node" };
+  if (ready < desired)
+    return {
+      ...base,
+      ok: false,
+      detail: `number ready: ${ready}, number scheduled: ${desired}`,
+      hint: "see the not-ready pods below; kubectl -n <ns> describe ds meshcni-node",
+    };
+  if (updated < desired)
+    return {
+      ...base,
+      ok: false,
+      detail: `${updated} of ${desired} pods run the current template (rollout in progress)`,
+      hint: "wait for: kubectl -n <ns> rollout status ds/meshcni-node",
+    };
   return { ...base, ok: true, detail: `${ready} of ${desired} nodes` };
 }
 
@@ -250,9 +353,11 @@ function podProblem(pod: Json): string | undefined {
   for (const cs of statuses) {
     const state = isObj(cs.state) ? cs.state : {};
     const waiting = isObj(state.waiting) ? state.waiting : undefined;
-    if (waiting) return `${where}: ${String(cs.name)} waiting (${String(waiting.reason ?? "unknown")}${waiting.message ? `: ${String(waiting.message)}` : ""})`;
+    if (waiting)
+      return `${where}: ${String(cs.name)} waiting (${String(waiting.reason ?? "unknown")}${waiting.message ? `: ${String(waiting.message)}` : ""})`;
     const term = isObj(state.terminated) ? state.terminated : undefined;
-    if (term) return `${where}: ${String(cs.name)} terminated (${String(term.reason ?? "")} exit ${String(term.exitCode ?? "?")})`;
+    if (term)
+      return `${where}: ${String(cs.name)} terminated (${String(term.reason ?? "")} exit ${String(term.exitCode ?? "?")})`;
     if (cs.ready !== true) return `${where}: ${String(cs.name)} running but not ready (its /readyz fails)`;
   }
   return `${where}: ${String(st.phase ?? "not ready")}`;
@@ -262,32 +367,60 @@ function podProblem(pod: Json): string | undefined {
 export function judgePods(list: Json | undefined): CheckResult {
   const base = { category: "meshcni", name: "every meshcni-node pod is ready" };
   const items = Array.isArray(list?.items) ? list.items.filter(isObj) : [];
-  if (items.length === 0) return { ...base, ok: false, detail: "no meshcni-node pods", hint: "check the DaemonSet's events: kubectl -n <ns> describe ds meshcni-node" };
+  if (items.length === 0)
+    return {
+      ...base,
+      ok: false,
+      detail: "no meshcni-node pods",
+      hint: "check the DaemonSet's events: kubectl -n <ns> describe ds meshcni-node",
+    };
   const problems = items.map(podProblem).filter((p): p is string => p !== undefined);
   if (problems.length === 0) return { ...base, ok: true, detail: `${items.length} pods` };
-  return { ...base, ok: false, detail: problems.join("\n"), hint: "kubectl -n <ns> logs <pod> shows the agent's reasons" };
+  return {
+    ...base,
+    ok: false,
+    detail: problems.join("\n"),
+    hint: "kubectl -n <ns> logs <pod> shows the agent's reasons",
+  };
 }
 
-export const POD_SELECTOR = Object.entries(SELECTOR).map(([k, v]) => `${k}=${v}`).join(",");
+export const POD_SELECTOR = Object.entries(SELECTOR)
+  .map(([k, v]) => `${k}=${v}`)
+  .join(",");
 
-const podsPath = (namespace: string) => `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(POD_SELECTOR)}`;
+const podsPath = (namespace: string) =>
+  `/api/v1/namespaces/${namespace}/pods?labelSelector=${encodeURIComponent(POD_SELECTOR)}`;
 
 const cannot = (category: string, name: string, a: HttpAnswer): CheckResult => ({
-  category, name, ok: false, detail: a.status ? describeFailure(a) : a.body, hint: a.status === 403 ? FORBIDDEN_HINT : "try again",
+  category,
+  name,
+  ok: false,
+  detail: a.status ? describeFailure(a) : a.body,
+  hint: a.status === 403 ? FORBIDDEN_HINT : "try again",
 });
 
 /** Each node's agent, through the pod proxy: one group of results per node. */
-async function checkNodes(api: ApiClient, namespace: string, agentList: Json | undefined, cliVersion: string): Promise<{ results: CheckResult[]; answers: Awaited<ReturnType<typeof fetchAgentStatuses>> }> {
+async function checkNodes(
+  api: ApiClient,
+  namespace: string,
+  agentList: Json | undefined,
+  cliVersion: string,
+): Promise<{ results: CheckResult[]; answers: Awaited<ReturnType<typeof fetchAgentStatuses>> }> {
   const agents = agentPods(agentList);
   const answers = await fetchAgentStatuses(api, namespace, agents);
   return { results: answers.flatMap((a) => judgeAgent(a, cliVersion, namespace)), answers };
 }
 
 /** All pods, or the pods of one namespace. */
-const allPodsPath = (podNamespace?: string) => (podNamespace ? `/api/v1/namespaces/${podNamespace}/pods` : "/api/v1/pods");
+const allPodsPath = (podNamespace?: string) =>
+  podNamespace ? `/api/v1/namespaces/${podNamespace}/pods` : "/api/v1/pods";
 
 /** The mesh's side: its injector in CNI mode, and no pod still carrying its init container. */
-async function checkMeshSide(api: ApiClient, mesh: PluginConf["mesh"], pods: HttpAnswer | undefined): Promise<{ results: CheckResult[]; cniMode: boolean | undefined }> {
+async function checkMeshSide(
+  api: ApiClient,
+  mesh: PluginConf["mesh"],
+  pods: HttpAnswer | undefined,
+): Promise<{ results: CheckResult[]; cniMode: boolean | undefined }> {
   const { result, cniMode } = judgeMeshConfig(mesh, await ask(api, meshConfigPath(mesh)));
   const results = [result];
   if (pods) {
@@ -322,14 +455,26 @@ export async function checkInstalled(api: ApiClient, namespace: string, cliVersi
  * `check --pods`: the configuration from the ConfigMap, each agent's /status, the mesh's CNI
  * mode, then every started pod (of `podNamespace`, or of the cluster) the profile redirects.
  */
-export async function checkMeshedPods(api: ApiClient, namespace: string, podNamespace: string | undefined, cliVersion = "0.0.0"): Promise<CheckResult[]> {
+export async function checkMeshedPods(
+  api: ApiClient,
+  namespace: string,
+  podNamespace: string | undefined,
+  cliVersion = "0.0.0",
+): Promise<CheckResult[]> {
   const cmPath = objectPath({ apiVersion: "v1", kind: "ConfigMap", metadata: { name: NAMES.configMap, namespace } });
   const cmAnswer = await ask(api, cmPath);
   const confName = "the ConfigMap holds a configuration the plugin accepts";
   if (cmAnswer.status !== 200) {
-    const r = cmAnswer.status === 404
-      ? { category: "meshcni", name: confName, ok: false, detail: `missing ConfigMap ${namespace}/${NAMES.configMap}`, hint: "is meshcni installed? meshcnictl check; -n names meshcni's namespace" }
-      : cannot("meshcni", confName, cmAnswer);
+    const r =
+      cmAnswer.status === 404
+        ? {
+            category: "meshcni",
+            name: confName,
+            ok: false,
+            detail: `missing ConfigMap ${namespace}/${NAMES.configMap}`,
+            hint: "is meshcni installed? meshcnictl check; -n names meshcni's namespace",
+          }
+        : cannot("meshcni", confName, cmAnswer);
     return [r];
   }
   const cm = parseJson(cmAnswer);
@@ -337,12 +482,17 @@ export async function checkMeshedPods(api: ApiClient, namespace: string, podName
   const results: CheckResult[] = [judgeConfigMap(cm, namespace)];
   if (!("conf" in c)) return results;
   const agentsAnswer = await ask(api, podsPath(namespace));
-  if (agentsAnswer.status !== 200) return [...results, cannot("meshcni", "can list the meshcni-node pods", agentsAnswer)];
+  if (agentsAnswer.status !== 200)
+    return [...results, cannot("meshcni", "can list the meshcni-node pods", agentsAnswer)];
   const { answers } = await checkNodes(api, namespace, parseJson(agentsAnswer), cliVersion);
   const mesh = await checkMeshSide(api, c.conf.mesh, undefined);
   results.push(...mesh.results);
   const podsAnswer = await ask(api, allPodsPath(podNamespace));
-  if (podsAnswer.status !== 200) return [...results, cannot("pods", `can list the pods${podNamespace ? ` of namespace ${podNamespace}` : ""}`, podsAnswer)];
+  if (podsAnswer.status !== 200)
+    return [
+      ...results,
+      cannot("pods", `can list the pods${podNamespace ? ` of namespace ${podNamespace}` : ""}`, podsAnswer),
+    ];
   const list = parseJson(podsAnswer);
   const items = Array.isArray(list?.items) ? list.items : [];
   results.push(...judgeMeshedPods(c.conf, items, answers, mesh.cniMode).results);
@@ -375,9 +525,12 @@ export function renderCheckReport(results: readonly CheckResult[]): string {
   const failed = results.filter((r) => !r.ok && !r.warning).length;
   const warned = results.filter((r) => !r.ok && r.warning).length;
   const warnings = warned ? `, ${warned} ${warned === 1 ? "warning" : "warnings"}` : "";
-  lines.push("", failed === 0
-    ? `Status check results are ✓ (${results.length} checks${warnings})`
-    : `Status check results are × (${failed} of ${results.length} checks failed${warnings})`);
+  lines.push(
+    "",
+    failed === 0
+      ? `Status check results are ✓ (${results.length} checks${warnings})`
+      : `Status check results are × (${failed} of ${results.length} checks failed${warnings})`,
+  );
   return lines.join("\n") + "\n";
 }
 
@@ -394,5 +547,8 @@ export function renderCheckJson(results: readonly CheckResult[]): string {
     ...(r.node !== undefined ? { node: r.node } : {}),
     ...(r.pod ? { pod: r.pod } : {}),
   }));
-  return JSON.stringify({ success: failed === 0, summary: { checks: results.length, failed, warnings }, checks }, null, 2) + "\n";
+  return (
+    JSON.stringify({ success: failed === 0, summary: { checks: results.length, failed, warnings }, checks }, null, 2) +
+    "\n"
+  );
 }

@@ -44,7 +44,10 @@ const HINTS: Record<PluginConf["mesh"], { on: string; setting: string; name: str
  * Whether the mesh injects pods for CNI mode, from its ConfigMap as the API server answered.
  * `cniMode` is undefined when the answer does not say.
  */
-export function judgeMeshConfig(mesh: PluginConf["mesh"], a: HttpAnswer): { result: CheckResult; cniMode: boolean | undefined } {
+export function judgeMeshConfig(
+  mesh: PluginConf["mesh"],
+  a: HttpAnswer,
+): { result: CheckResult; cniMode: boolean | undefined } {
   const src = MESH_CONFIG[mesh];
   const h = HINTS[mesh];
   const init = MESH_INIT[mesh];
@@ -52,12 +55,26 @@ export function judgeMeshConfig(mesh: PluginConf["mesh"], a: HttpAnswer): { resu
   const base = { category: "mesh", name: `${h.name} injects pods for CNI mode` };
   if (a.status === 404) {
     return {
-      result: { ...base, ok: false, warning: true, detail: `no ${where}: ${h.name}'s control plane is not installed here (or not in namespace ${src.namespace})`, hint: h.on.replace(/, then restart the meshed workloads$/, "") },
+      result: {
+        ...base,
+        ok: false,
+        warning: true,
+        detail: `no ${where}: ${h.name}'s control plane is not installed here (or not in namespace ${src.namespace})`,
+        hint: h.on.replace(/, then restart the meshed workloads$/, ""),
+      },
       cniMode: undefined,
     };
   }
   if (a.status !== 200) {
-    return { result: { ...base, ok: false, warning: true, detail: `cannot read ${where}: ${a.status ? `${a.status} ${a.body.slice(0, 200)}` : a.body}` }, cniMode: undefined };
+    return {
+      result: {
+        ...base,
+        ok: false,
+        warning: true,
+        detail: `cannot read ${where}: ${a.status ? `${a.status} ${a.body.slice(0, 200)}` : a.body}`,
+      },
+      cniMode: undefined,
+    };
   }
   let values: unknown;
   try {
@@ -66,15 +83,24 @@ export function judgeMeshConfig(mesh: PluginConf["mesh"], a: HttpAnswer): { resu
     if (typeof text !== "string") throw new Error(`it has no ${src.key} key`);
     values = mesh === "linkerd" ? parseYaml(text) : JSON.parse(text);
   } catch (e) {
-    return { result: { ...base, ok: false, warning: true, detail: `cannot read ${where}: ${(e as Error).message}` }, cniMode: undefined };
+    return {
+      result: { ...base, ok: false, warning: true, detail: `cannot read ${where}: ${(e as Error).message}` },
+      cniMode: undefined,
+    };
   }
-  const flag = mesh === "linkerd"
-    ? (isObj(values) ? values.cniEnabled : undefined)
-    : (isObj(values) && isObj(values.istio_cni) ? values.istio_cni.enabled : undefined);
+  const flag =
+    mesh === "linkerd"
+      ? isObj(values)
+        ? values.cniEnabled
+        : undefined
+      : isObj(values) && isObj(values.istio_cni)
+        ? values.istio_cni.enabled
+        : undefined;
   if (flag === true) return { result: { ...base, ok: true, detail: `${h.setting}: true in ${where}` }, cniMode: true };
   return {
     result: {
-      ...base, ok: false,
+      ...base,
+      ok: false,
       detail: `${h.setting} is ${flag === undefined ? "not set" : JSON.stringify(flag)} in ${where}: ${h.name} still injects ${init} into every meshed pod, which sets the pod's rules itself (with NET_ADMIN), and meshcni passes such pods over`,
       hint: h.on,
     },
@@ -97,12 +123,21 @@ export function judgeInitContainers(mesh: PluginConf["mesh"], list: unknown): Ch
     const ns = String(meta.namespace ?? "default");
     const name = String(meta.name ?? "?");
     out.push({
-      category: "mesh", name: `pod ${ns}/${name} still carries ${init}`, ok: false, warning: true,
+      category: "mesh",
+      name: `pod ${ns}/${name} still carries ${init}`,
+      ok: false,
+      warning: true,
       pod: { namespace: ns, name, ...(typeof spec.nodeName === "string" ? { node: spec.nodeName } : {}) },
       detail: `${init} sets its rules with NET_ADMIN; meshcni passes the pod over`,
       hint: `once ${HINTS[mesh].name} injects for CNI mode, restart its workload (kubectl -n ${ns} rollout restart ...)`,
     });
   }
-  if (out.length === 0) out.push({ category: "mesh", name: `no pod carries ${init}`, ok: true, detail: `${items.length} ${items.length === 1 ? "pod" : "pods"}` });
+  if (out.length === 0)
+    out.push({
+      category: "mesh",
+      name: `no pod carries ${init}`,
+      ok: true,
+      detail: `${items.length} ${items.length === 1 ? "pod" : "pods"}`,
+    });
   return out;
 }

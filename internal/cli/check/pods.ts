@@ -29,7 +29,9 @@ export function podStarted(raw: Json): boolean {
   if (st.phase === "Running") return true;
   const conditions = Array.isArray(st.conditions) ? st.conditions.filter(isObj) : [];
   if (conditions.some((c) => c.type === "PodReadyToStartContainers" && c.status === "True")) return true;
-  const statuses = [st.initContainerStatuses, st.containerStatuses].flatMap((l) => (Array.isArray(l) ? l.filter(isObj) : []));
+  const statuses = [st.initContainerStatuses, st.containerStatuses].flatMap((l) =>
+    Array.isArray(l) ? l.filter(isObj) : [],
+  );
   return statuses.some((cs) => isObj(cs.state) && (isObj(cs.state.running) || isObj(cs.state.terminated)));
 }
 
@@ -58,22 +60,38 @@ const sameUid = (a: string | undefined, b: string | undefined) => a === undefine
 
 /** A pod without the mesh's init container, to ask the profile whether it would be redirected otherwise. */
 function withoutInit(pod: Pod, init: string): Pod {
-  return { ...pod, spec: { ...pod.spec, initContainers: (pod.spec.initContainers ?? []).filter((c) => c.name !== init), containers: pod.spec.containers.filter((c) => c.name !== init) } };
+  return {
+    ...pod,
+    spec: {
+      ...pod.spec,
+      initContainers: (pod.spec.initContainers ?? []).filter((c) => c.name !== init),
+      containers: pod.spec.containers.filter((c) => c.name !== init),
+    },
+  };
 }
 
 type Found = Pick<PodFinding, "kind" | "reason">;
 
 /** A record as /status lists it, in the form record-match.ts reads. */
 const asRecord = (h: HandledPod): PodRecord => ({
-  v: 1, containerId: h.containerId ?? "", namespace: h.namespace, name: h.name, ...(h.uid ? { uid: h.uid } : {}),
-  decision: h.decision, reason: h.reason, time: h.time ?? "",
+  v: 1,
+  containerId: h.containerId ?? "",
+  namespace: h.namespace,
+  name: h.name,
+  ...(h.uid ? { uid: h.uid } : {}),
+  decision: h.decision,
+  reason: h.reason,
+  time: h.time ?? "",
 });
 
 function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: string | undefined): Found | undefined {
   const bypass = view.repair?.bypassing.find((b) => b.namespace === ns && b.name === name && sameUid(b.uid, uid));
   if (bypass) {
     const refused = bypass.refusal ? `; refused: ${bypass.refusal}` : "";
-    return { kind: "bypassing", reason: `the agent on its node lists it as bypassing: ${bypass.reason} (${bypass.action}${refused})` };
+    return {
+      kind: "bypassing",
+      reason: `the agent on its node lists it as bypassing: ${bypass.reason} (${bypass.action}${refused})`,
+    };
   }
   const failed = validatorFailure(raw.status);
   if (failed) return { kind: "bypassing", reason: describeValidatorFailure(failed) };
@@ -84,11 +102,16 @@ function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: 
   if (readyAt !== undefined && records.every((r) => r.time)) pod.readyAt = readyAt;
   const match = matchRecord(pod, records);
   if (match.kind === "current") {
-    return match.record.decision === "skipped" ? { kind: "bypassing", reason: `the plugin skipped it: ${match.record.reason}` } : undefined;
+    return match.record.decision === "skipped"
+      ? { kind: "bypassing", reason: `the plugin skipped it: ${match.record.reason}` }
+      : undefined;
   }
   if (match.kind === "older") {
     const at = match.record.time;
-    return { kind: "unverified", reason: `unverified: the plugin's newest record of it on its node (ADD at ${at}) is of an earlier sandbox` };
+    return {
+      kind: "unverified",
+      reason: `unverified: the plugin's newest record of it on its node (ADD at ${at}) is of an earlier sandbox`,
+    };
   }
   const why = "it started before meshcni was chained, or the records were lost";
   return { kind: "unverified", reason: `unverified: no record of an ADD for its sandbox on its node (${why})` };
@@ -99,7 +122,12 @@ function judgeOnNode(view: AgentView, raw: Json, ns: string, name: string, uid: 
  * (or why there is none), `cniMode` whether the mesh's injector runs in CNI mode (undefined:
  * not known).
  */
-export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], answers: readonly AgentAnswer[], cniMode: boolean | undefined): PodsJudgement {
+export function judgeMeshedPods(
+  conf: PluginConf,
+  rawPods: readonly unknown[],
+  answers: readonly AgentAnswer[],
+  cniMode: boolean | undefined,
+): PodsJudgement {
   const profile = profileFor(conf);
   const init = MESH_INIT[conf.mesh];
   const byNode = new Map(answers.map((a) => [a.agent.node, a]));
@@ -112,7 +140,8 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const spec = isObj(raw.spec) ? raw.spec : {};
     const meta = isObj(raw.metadata) ? raw.metadata : {};
     const st = isObj(raw.status) ? raw.status : {};
-    if (spec.hostNetwork === true || meta.deletionTimestamp || st.phase === "Succeeded" || st.phase === "Failed") continue;
+    if (spec.hostNetwork === true || meta.deletionTimestamp || st.phase === "Succeeded" || st.phase === "Failed")
+      continue;
     const node = typeof spec.nodeName === "string" ? spec.nodeName : "";
     if (!node || !podStarted(raw)) continue;
     const pod = parsePod(raw);
@@ -126,12 +155,21 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     if (!decision.redirect) continue;
     const base = { namespace: ns, name, node, ...(uid ? { uid } : {}) };
     if (hasInit) {
-      if (cniMode === true) findings.push({ ...base, kind: "init", reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN` });
+      if (cniMode === true)
+        findings.push({
+          ...base,
+          kind: "init",
+          reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN`,
+        });
       continue;
     }
     considered++;
     const answer = byNode.get(node);
-    const why = !answer ? `no meshcni-node pod runs on node ${node}` : "unreachable" in answer ? `the agent on node ${node} does not answer (${answer.unreachable})` : undefined;
+    const why = !answer
+      ? `no meshcni-node pod runs on node ${node}`
+      : "unreachable" in answer
+        ? `the agent on node ${node} does not answer (${answer.unreachable})`
+        : undefined;
     if (why || !answer || "unreachable" in answer) {
       const u = unchecked.get(node) ?? { why: why ?? "", pods: [] };
       u.pods.push(key(ns, name));
@@ -149,26 +187,47 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const pod = { namespace: f.namespace, name: f.name, node: f.node, ...(f.uid ? { uid: f.uid } : {}) };
     if (f.kind === "bypassing") {
       results.push({
-        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} runs with meshcni's rules`, ok: false, node: f.node, pod, detail: f.reason,
+        category,
+        name: `pod ${key(f.namespace, f.name)} on ${f.node} runs with meshcni's rules`,
+        ok: false,
+        node: f.node,
+        pod,
+        detail: f.reason,
         hint: `delete it (kubectl -n ${f.namespace} delete pod ${f.name}): its controller recreates it, and the plugin gives the new pod its rules`,
       });
     } else if (f.kind === "unverified") {
       results.push({
-        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} has a record of meshcni's ADD`,
-        ok: false, warning: true, node: f.node, pod, detail: f.reason,
-        hint: "the agent never removes a pod for a missing record; if it started before meshcni was chained, " +
+        category,
+        name: `pod ${key(f.namespace, f.name)} on ${f.node} has a record of meshcni's ADD`,
+        ok: false,
+        warning: true,
+        node: f.node,
+        pod,
+        detail: f.reason,
+        hint:
+          "the agent never removes a pod for a missing record; if it started before meshcni was chained, " +
           "restart its workload (kubectl rollout restart) so the plugin meshes the new pods",
       });
     } else {
       results.push({
-        category, name: `pod ${key(f.namespace, f.name)} on ${f.node} is redirected by meshcni, not by ${init}`, ok: false, warning: true, node: f.node, pod, detail: f.reason,
+        category,
+        name: `pod ${key(f.namespace, f.name)} on ${f.node} is redirected by meshcni, not by ${init}`,
+        ok: false,
+        warning: true,
+        node: f.node,
+        pod,
+        detail: f.reason,
         hint: `restart its workload (kubectl -n ${f.namespace} rollout restart ...): the injector leaves ${init} out now`,
       });
     }
   }
   for (const [node, u] of [...unchecked].sort(([a], [b]) => a.localeCompare(b))) {
     results.push({
-      category, name: `pods on node ${node} checked`, ok: false, warning: true, node,
+      category,
+      name: `pods on node ${node} checked`,
+      ok: false,
+      warning: true,
+      node,
       detail: `${u.why}; not checked: ${u.pods.join(", ")}`,
       hint: "see the node's checks (meshcnictl check)",
     });
@@ -178,9 +237,12 @@ export function judgeMeshedPods(conf: PluginConf, rawPods: readonly unknown[], a
     const unverified = findings.filter((f) => f.kind === "unverified").length;
     const checked = considered - notChecked;
     const checkedNodes = nodes.size;
-    const where = `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}` +
+    const where =
+      `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}` +
       `${unverified ? `; ${unverified} unverified, see below` : ""}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
-    const name = unverified ? "no pod the profile redirects is known to bypass the mesh" : "every pod the profile redirects runs with meshcni's rules";
+    const name = unverified
+      ? "no pod the profile redirects is known to bypass the mesh"
+      : "every pod the profile redirects runs with meshcni's rules";
     results.unshift({ category, name, ok: true, detail: where });
   }
   return { results, findings, considered };

@@ -1,6 +1,15 @@
 // `meshcnictl check [--pre | --pods]`: can this cluster take meshcni, is meshcni installed and
 // healthy node by node, and does every pod the mesh profile redirects run with its rules.
-import { checkApi, checkCanCreate, checkInstalled, checkMeshedPods, checkNoOtherMeshCni, passed, renderCheckJson, renderCheckReport } from "../check/check.ts";
+import {
+  checkApi,
+  checkCanCreate,
+  checkInstalled,
+  checkMeshedPods,
+  checkNoOtherMeshCni,
+  passed,
+  renderCheckJson,
+  renderCheckReport,
+} from "../check/check.ts";
 import { type CheckResult } from "../check/result.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
@@ -11,7 +20,8 @@ import { isDnsLabel } from "../../kube/names.ts";
 
 export const spec: CommandSpec = {
   name: "check",
-  summary: "check that the cluster can take meshcni (--pre), that meshcni is installed and healthy, or that meshed pods run with its rules (--pods)",
+  summary:
+    "check that the cluster can take meshcni (--pre), that meshcni is installed and healthy, or that meshed pods run with its rules (--pods)",
   usage: "[--pre | --pods [--pods-namespace NS]] [--kubeconfig FILE] [--context NAME] [-n NS] [-o text|json]",
   description: [
     "Talks to the cluster through your kubeconfig (KUBECONFIG, or --kubeconfig; --context picks",
@@ -35,14 +45,37 @@ export const spec: CommandSpec = {
   options: {
     pre: { type: "boolean", help: "check before installing" },
     pods: { type: "boolean", help: "list the pods the mesh profile redirects that run without meshcni's rules" },
-    "pods-namespace": { type: "string", arg: "NS", default: "every namespace", help: "with --pods: look only at this namespace's pods" },
-    output: { type: "string", short: "o", arg: "FORMAT", default: "text", choices: ["text", "json"], help: "text, json: the ✓/‼/× list, or one JSON document" },
-    kubeconfig: { type: "string", arg: "FILE", file: true, default: "$KUBECONFIG or ~/.kube/config", help: "the kubeconfig file" },
+    "pods-namespace": {
+      type: "string",
+      arg: "NS",
+      default: "every namespace",
+      help: "with --pods: look only at this namespace's pods",
+    },
+    output: {
+      type: "string",
+      short: "o",
+      arg: "FORMAT",
+      default: "text",
+      choices: ["text", "json"],
+      help: "text, json: the ✓/‼/× list, or one JSON document",
+    },
+    kubeconfig: {
+      type: "string",
+      arg: "FILE",
+      file: true,
+      default: "$KUBECONFIG or ~/.kube/config",
+      help: "the kubeconfig file",
+    },
     context: { type: "string", arg: "NAME", default: "the current context", help: "the kubeconfig context" },
     namespace: CONFIG_OPTIONS.namespace!,
     timeout: { type: "string", arg: "SECONDS", default: "10", help: "how long to wait for each API answer" },
   },
-  examples: ["meshcnictl check --pre", "meshcnictl check --context prod -n meshcni", "meshcnictl check --pods --pods-namespace emojivoto", "meshcnictl check -o json"],
+  examples: [
+    "meshcnictl check --pre",
+    "meshcnictl check --context prod -n meshcni",
+    "meshcnictl check --pods --pods-namespace emojivoto",
+    "meshcnictl check -o json",
+  ],
 };
 
 export async function run(ctx: CliContext, flags: Flags, args: string[]): Promise<number> {
@@ -51,13 +84,17 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   if (!isDnsLabel(namespace)) throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
   const rawTimeout = str(flags, "timeout") ?? "10";
   const timeout = Number(rawTimeout);
-  if (!/^\d+(\.\d+)?$/.test(rawTimeout) || timeout <= 0 || timeout > 600) throw new CliError(`--timeout ${JSON.stringify(rawTimeout)}: must be seconds, more than 0 and at most 600`);
+  if (!/^\d+(\.\d+)?$/.test(rawTimeout) || timeout <= 0 || timeout > 600)
+    throw new CliError(`--timeout ${JSON.stringify(rawTimeout)}: must be seconds, more than 0 and at most 600`);
   const output = str(flags, "output") ?? "text";
-  if (output !== "text" && output !== "json") throw new CliError(`--output ${JSON.stringify(output)}: must be text or json`);
-  if (flags.pre && flags.pods) throw new CliError("--pre and --pods exclude each other: --pre is for before installing, --pods for after");
+  if (output !== "text" && output !== "json")
+    throw new CliError(`--output ${JSON.stringify(output)}: must be text or json`);
+  if (flags.pre && flags.pods)
+    throw new CliError("--pre and --pods exclude each other: --pre is for before installing, --pods for after");
   const podNamespace = str(flags, "pods-namespace");
   if (podNamespace !== undefined && !flags.pods) throw new CliError("--pods-namespace goes with --pods");
-  if (podNamespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(podNamespace)) throw new CliError(`--pods-namespace ${JSON.stringify(podNamespace)}: is not a namespace name`);
+  if (podNamespace !== undefined && !/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(podNamespace))
+    throw new CliError(`--pods-namespace ${JSON.stringify(podNamespace)}: is not a namespace name`);
 
   const results: CheckResult[] = [];
   const kc: CheckResult = { category: "kubernetes-api", name: "can read the kubeconfig", ok: false };
@@ -71,7 +108,8 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
         files.push({ path, text: await ctx.readFile(path) });
       } catch (e) {
         // kubectl skips missing files of a KUBECONFIG list; a named --kubeconfig must exist.
-        if (str(flags, "kubeconfig") || paths.length === 1) throw new CliError(`cannot read ${path}: ${(e as Error).message}`, 1);
+        if (str(flags, "kubeconfig") || paths.length === 1)
+          throw new CliError(`cannot read ${path}: ${(e as Error).message}`, 1);
       }
     }
     target = resolveKubeconfig(files, str(flags, "context"));
@@ -87,7 +125,13 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
     try {
       api = await ctx.openApi(target, timeout * 1000);
     } catch (e) {
-      results.push({ category: "kubernetes-api", name: "can reach the Kubernetes API", ok: false, detail: (e as Error).message, hint: "the kubeconfig names credential files that cannot be read" });
+      results.push({
+        category: "kubernetes-api",
+        name: "can reach the Kubernetes API",
+        ok: false,
+        detail: (e as Error).message,
+        hint: "the kubeconfig names credential files that cannot be read",
+      });
     }
     if (api) {
       const reach = await checkApi(api);

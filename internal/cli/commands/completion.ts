@@ -14,7 +14,7 @@ export const spec: CommandSpec = {
   argChoices: SHELLS,
   examples: [
     "source <(meshcnictl completion bash)        # in ~/.bashrc",
-    "meshcnictl completion zsh > \"${fpath[1]}/_meshcnictl\"",
+    'meshcnictl completion zsh > "${fpath[1]}/_meshcnictl"',
   ],
 };
 
@@ -22,7 +22,9 @@ export function makeRun(all: () => readonly CommandSpec[]) {
   return async (ctx: CliContext, _flags: Flags, args: string[]): Promise<number> => {
     const shell = args[0];
     if (args.length !== 1 || (shell !== "bash" && shell !== "zsh")) {
-      throw new CliError(`completion needs one shell: ${SHELLS.join(" or ")}${shell ? ` (got ${JSON.stringify(args.join(" "))})` : ""}`);
+      throw new CliError(
+        `completion needs one shell: ${SHELLS.join(" or ")}${shell ? ` (got ${JSON.stringify(args.join(" "))})` : ""}`,
+      );
     }
     ctx.out(shell === "bash" ? renderBashCompletion(all()) : renderZshCompletion(all()));
     return 0;

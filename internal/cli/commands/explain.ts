@@ -8,7 +8,8 @@ import { type CommandSpec, type Flags, str } from "../spec.ts";
 
 export const spec: CommandSpec = {
   name: "explain",
-  summary: "show what the plugin would do for a pod: the skip and why, or the exact iptables-restore payloads or nft script",
+  summary:
+    "show what the plugin would do for a pod: the skip and why, or the exact iptables-restore payloads or nft script",
   usage: `-f FILE [--namespace-file NS.yaml] [--backend ${BACKEND_NAMES.join("|")}] [config flags]`,
   description: [
     "Reads a Pod, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob (its pod",
@@ -19,9 +20,25 @@ export const spec: CommandSpec = {
     "Exits 1 when the plugin would fail the pod (an invalid annotation).",
   ].join("\n"),
   options: {
-    filename: { type: "string", short: "f", arg: "FILE", file: true, help: "the pod or workload, - for standard input" },
-    "namespace-file": { type: "string", arg: "FILE", file: true, help: "the pod's Namespace, for annotations set there" },
-    backend: { type: "string", arg: "NAME", choices: BACKEND_NAMES, help: "render with this backend (default: from --iptables-mode)" },
+    filename: {
+      type: "string",
+      short: "f",
+      arg: "FILE",
+      file: true,
+      help: "the pod or workload, - for standard input",
+    },
+    "namespace-file": {
+      type: "string",
+      arg: "FILE",
+      file: true,
+      help: "the pod's Namespace, for annotations set there",
+    },
+    backend: {
+      type: "string",
+      arg: "NAME",
+      choices: BACKEND_NAMES,
+      help: "render with this backend (default: from --iptables-mode)",
+    },
     ...CONFIG_OPTIONS,
   },
   examples: [
@@ -33,7 +50,8 @@ export const spec: CommandSpec = {
 
 export async function run(ctx: CliContext, flags: Flags, args: string[]): Promise<number> {
   const file = str(flags, "filename") ?? args[0];
-  if (args.length > (str(flags, "filename") ? 0 : 1)) throw new CliError(`explain takes one file (got ${JSON.stringify(args.at(-1))})`);
+  if (args.length > (str(flags, "filename") ? 0 : 1))
+    throw new CliError(`explain takes one file (got ${JSON.stringify(args.at(-1))})`);
   if (!file) throw new CliError("explain needs --filename FILE (or -f -, for standard input)");
   const values = buildValuesFromFlags(flags, { deploy: false });
   const nsFile = str(flags, "namespace-file");
@@ -44,11 +62,20 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
       throw new CliError(`--${flag} ${path}: cannot read it (${(e as Error).message})`, 1);
     }
   };
-  const namespace = nsFile ? parseNamespaceDoc(await read(nsFile, "namespace-file"), `--namespace-file ${nsFile}`) : undefined;
+  const namespace = nsFile
+    ? parseNamespaceDoc(await read(nsFile, "namespace-file"), `--namespace-file ${nsFile}`)
+    : undefined;
   const what = `--filename ${file}`;
-  const { cases, ignored } = extractPods(parseDocuments(await read(file, "filename"), what), what, namespace?.metadata.name);
+  const { cases, ignored } = extractPods(
+    parseDocuments(await read(file, "filename"), what),
+    what,
+    namespace?.metadata.name,
+  );
   const result = await explainPods(buildPluginConfText(values), cases, namespace, ignored, str(flags, "backend"));
   ctx.out(result.text);
-  if (result.failed) ctx.log.error("the plugin would fail ADD for at least one pod (see above); fix the annotation and recreate the pod");
+  if (result.failed)
+    ctx.log.error(
+      "the plugin would fail ADD for at least one pod (see above); fix the annotation and recreate the pod",
+    );
   return result.failed ? 1 : 0;
 }

@@ -6,7 +6,14 @@ import { CliError } from "../errors.ts";
 import { buildValuesFromFlags, CONFIG_OPTIONS, DEPLOY_OPTIONS, type ValuesFile } from "../install-flags.ts";
 import { type CommandSpec, type Flags, type OptionSpec, str } from "../spec.ts";
 
-export const OUTPUT_OPTION: OptionSpec = { type: "string", short: "o", arg: "FORMAT", default: "yaml", choices: ["yaml", "json"], help: "output format" };
+export const OUTPUT_OPTION: OptionSpec = {
+  type: "string",
+  short: "o",
+  arg: "FORMAT",
+  default: "yaml",
+  choices: ["yaml", "json"],
+  help: "output format",
+};
 
 export function outputFormat(flags: Flags): OutputFormat {
   const o = str(flags, "output") ?? "yaml";
@@ -38,7 +45,12 @@ export const spec: CommandSpec = {
 export async function run(ctx: CliContext, flags: Flags, args: string[]): Promise<number> {
   if (args.length) throw new CliError(`install-cni takes no arguments (got ${JSON.stringify(args[0])})`);
   const format = outputFormat(flags);
-  const paths = flags.values === undefined || typeof flags.values === "boolean" ? [] : Array.isArray(flags.values) ? flags.values : [flags.values];
+  const paths =
+    flags.values === undefined || typeof flags.values === "boolean"
+      ? []
+      : Array.isArray(flags.values)
+        ? flags.values
+        : [flags.values];
   const files: ValuesFile[] = [];
   for (const path of paths) {
     try {

@@ -19,7 +19,8 @@ export const spec: CommandSpec = {
   options: {
     namespace: CONFIG_OPTIONS.namespace!,
     "delete-namespace": {
-      type: "boolean", default: "on for meshcni, off for any other --namespace",
+      type: "boolean",
+      default: "on for meshcni, off for any other --namespace",
       help: "also delete the Namespace (only if install-cni --create-namespace created it)",
     },
     output: OUTPUT_OPTION,
@@ -34,6 +35,11 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   if (!isDnsLabel(namespace)) {
     throw new CliError(`--namespace ${JSON.stringify(namespace)}: is not a namespace name`);
   }
-  ctx.out(renderObjects(buildUninstallObjects(namespace, ownsNamespace(namespace, flags["delete-namespace"] === true)), format));
+  ctx.out(
+    renderObjects(
+      buildUninstallObjects(namespace, ownsNamespace(namespace, flags["delete-namespace"] === true)),
+      format,
+    ),
+  );
   return 0;
 }

@@ -10,7 +10,9 @@ export function createCliLogger(): CliLogger {
   // terminal consola draws its badges; otherwise one plain line each, for logs and tests.
   const plain = {
     log(entry: { type: string; args: unknown[] }) {
-      process.stderr.write(`meshcnictl: ${entry.type === "success" ? "" : `${entry.type}: `}${entry.args.map(String).join(" ")}\n`);
+      process.stderr.write(
+        `meshcnictl: ${entry.type === "success" ? "" : `${entry.type}: `}${entry.args.map(String).join(" ")}\n`,
+      );
     },
   };
   const consola = createConsola({

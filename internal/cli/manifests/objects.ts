@@ -7,7 +7,11 @@ import { entryFromOptions, NAMES, renderEntryJson } from "../../config/entry.ts"
 import { HOST_CHECK_PATHS } from "../../agent/install/hostcheck/check.ts";
 import { APP_VERSION, entryOptions, resolveDirs, resolveImage, type Values } from "./values.ts";
 
-export type K8sObject = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> } } & Record<string, unknown>;
+export type K8sObject = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+} & Record<string, unknown>;
 
 /** Where things live inside the meshcni image and the DaemonSet's container. */
 export const CONTAINER = {
@@ -154,7 +158,12 @@ export function buildRole(values: Values): K8sObject {
     metadata: { name: NAMES.role, namespace: values.namespace, labels: commonLabels() },
     rules: [
       { apiGroups: ["apps"], resources: ["daemonsets"], resourceNames: [NAMES.daemonSet], verbs: ["get"] },
-      { apiGroups: [""], resources: ["serviceaccounts/token"], resourceNames: [NAMES.pluginServiceAccount], verbs: ["create"] },
+      {
+        apiGroups: [""],
+        resources: ["serviceaccounts/token"],
+        resourceNames: [NAMES.pluginServiceAccount],
+        verbs: ["create"],
+      },
     ],
   };
 }
@@ -186,9 +195,12 @@ export function buildConfigMap(values: Values): K8sObject {
 /** The agent's folder switches (see CONTRACT.md). */
 function agentDirArgs(values: Values): string[] {
   const args = [
-    "--host-net-dir", CONTAINER.hostNetDir,
-    "--host-bin-dir", CONTAINER.hostBinDir,
-    "--dest-net-dir", resolveDirs(values).cniConfDir,
+    "--host-net-dir",
+    CONTAINER.hostNetDir,
+    "--host-bin-dir",
+    CONTAINER.hostBinDir,
+    "--dest-net-dir",
+    resolveDirs(values).cniConfDir,
   ];
   if (values.cniConfFileName) args.push("--conf-name", values.cniConfFileName);
   return args;
@@ -231,7 +243,10 @@ function hostCheckMounts(values: Values): Record<string, unknown>[] {
 }
 
 export function buildDaemonSet(values: Values): K8sObject {
-  const tolerations = [...values.tolerations, ...(values.startupTaint ? [{ key: values.startupTaint, operator: "Exists" }] : [])];
+  const tolerations = [
+    ...values.tolerations,
+    ...(values.startupTaint ? [{ key: values.startupTaint, operator: "Exists" }] : []),
+  ];
   const dirs = resolveDirs(values);
   const labels = { ...commonLabels(), "app.kubernetes.io/component": "node" };
   const securityContext: Record<string, unknown> = {
@@ -256,49 +271,66 @@ export function buildDaemonSet(values: Values): K8sObject {
     ...(tolerations.length ? { tolerations } : {}),
     terminationGracePeriodSeconds: TERMINATION_GRACE_SECONDS,
     securityContext: { seccompProfile: { type: "RuntimeDefault" } },
-    containers: [{
-      name: "install-cni",
-      image: resolveImage(values),
-      imagePullPolicy: values.pullPolicy,
-      command: [CONTAINER.agent],
-      args: [
-        ...agentDirArgs(values),
-        "--plugin-binary", `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
-        "--plugin-config", `${CONTAINER.configDir}/${CONTAINER.configKey}`,
-        "--agent-socket", CONTAINER.agentSocket,
-        "--state-dir", CONTAINER.stateDir,
-        "--health-port", String(values.healthPort),
-        // One argument each: a bare `off` is a boolean to YAML 1.1 readers (kubectl's).
-        `--repair=${values.repair}`,
-        ...(values.startupTaint ? [`--startup-taint=${values.startupTaint}`] : []),
-      ],
-      env: [
-        { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
-        { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
-      ],
-      ports: [{ name: "health", containerPort: values.healthPort, protocol: "TCP" }],
-      livenessProbe: { httpGet: { path: "/healthz", port: "health" }, periodSeconds: 10, timeoutSeconds: 2, failureThreshold: 3 },
-      readinessProbe: { httpGet: { path: "/readyz", port: "health" }, periodSeconds: 5, timeoutSeconds: 2, failureThreshold: 2 },
-      // No preStop: on SIGTERM the agent leaves everything in place unless its DaemonSet is
-      // gone or being deleted, so a rollout or an eviction never unmeshes the node.
-      ...(Object.keys(values.resources).length ? { resources: values.resources } : {}),
-      securityContext,
-      volumeMounts: [
-        // Read-write, as the agent's folder below: the plugin binary and its kubeconfig go into the
-        // host's CNI bin folder and config folder, and the agent chains its entry there.
-        { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
-        { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
-        // The plugin's conflist entry, from the ConfigMap.
-        { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
-        // The agent's socket and the records (see the volume).
-        { name: "agent-state", mountPath: CONTAINER.stateDir },
-        // Pods' network namespaces are bind mounts the runtime makes there after the agent
-        // started: HostToContainer shows them here. Read only: the agent only looks (lstat, statfs).
-        { name: "host-netns", mountPath: CONTAINER.netnsDir, readOnly: true, mountPropagation: "HostToContainer" },
-        { name: "tmp", mountPath: "/tmp" },
-        ...hostCheckMounts(values),
-      ],
-    }],
+    containers: [
+      {
+        name: "install-cni",
+        image: resolveImage(values),
+        imagePullPolicy: values.pullPolicy,
+        command: [CONTAINER.agent],
+        args: [
+          ...agentDirArgs(values),
+          "--plugin-binary",
+          `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
+          "--plugin-config",
+          `${CONTAINER.configDir}/${CONTAINER.configKey}`,
+          "--agent-socket",
+          CONTAINER.agentSocket,
+          "--state-dir",
+          CONTAINER.stateDir,
+          "--health-port",
+          String(values.healthPort),
+          // One argument each: a bare `off` is a boolean to YAML 1.1 readers (kubectl's).
+          `--repair=${values.repair}`,
+          ...(values.startupTaint ? [`--startup-taint=${values.startupTaint}`] : []),
+        ],
+        env: [
+          { name: "POD_NAMESPACE", valueFrom: { fieldRef: { fieldPath: "metadata.namespace" } } },
+          { name: "NODE_NAME", valueFrom: { fieldRef: { fieldPath: "spec.nodeName" } } },
+        ],
+        ports: [{ name: "health", containerPort: values.healthPort, protocol: "TCP" }],
+        livenessProbe: {
+          httpGet: { path: "/healthz", port: "health" },
+          periodSeconds: 10,
+          timeoutSeconds: 2,
+          failureThreshold: 3,
+        },
+        readinessProbe: {
+          httpGet: { path: "/readyz", port: "health" },
+          periodSeconds: 5,
+          timeoutSeconds: 2,
+          failureThreshold: 2,
+        },
+        // No preStop: on SIGTERM the agent leaves everything in place unless its DaemonSet is
+        // gone or being deleted, so a rollout or an eviction never unmeshes the node.
+        ...(Object.keys(values.resources).length ? { resources: values.resources } : {}),
+        securityContext,
+        volumeMounts: [
+          // Read-write, as the agent's folder below: the plugin binary and its kubeconfig go into the
+          // host's CNI bin folder and config folder, and the agent chains its entry there.
+          { name: "cni-bin-dir", mountPath: CONTAINER.hostBinDir },
+          { name: "cni-net-dir", mountPath: CONTAINER.hostNetDir },
+          // The plugin's conflist entry, from the ConfigMap.
+          { name: "plugin-config", mountPath: CONTAINER.configDir, readOnly: true },
+          // The agent's socket and the records (see the volume).
+          { name: "agent-state", mountPath: CONTAINER.stateDir },
+          // Pods' network namespaces are bind mounts the runtime makes there after the agent
+          // started: HostToContainer shows them here. Read only: the agent only looks (lstat, statfs).
+          { name: "host-netns", mountPath: CONTAINER.netnsDir, readOnly: true, mountPropagation: "HostToContainer" },
+          { name: "tmp", mountPath: "/tmp" },
+          ...hostCheckMounts(values),
+        ],
+      },
+    ],
     volumes: [
       { name: "cni-bin-dir", hostPath: { path: dirs.cniBinDir, type: "DirectoryOrCreate" } },
       { name: "cni-net-dir", hostPath: { path: dirs.cniConfDir, type: "DirectoryOrCreate" } },
@@ -360,5 +392,8 @@ export function buildManifests(values: Values): K8sObject[] {
 /** values.commonLabels on every object's labels (the chart's meshcni.labels does the same). */
 function withCommonLabels(values: Values, objects: K8sObject[]): K8sObject[] {
   if (!Object.keys(values.commonLabels).length) return objects;
-  return objects.map((o) => ({ ...o, metadata: { ...o.metadata, labels: { ...values.commonLabels, ...o.metadata.labels } } }));
+  return objects.map((o) => ({
+    ...o,
+    metadata: { ...o.metadata, labels: { ...values.commonLabels, ...o.metadata.labels } },
+  }));
 }

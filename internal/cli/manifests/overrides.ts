@@ -186,7 +186,10 @@ export function coalesce(user: Tree, defaults: Tree): Tree {
       if (d === null) continue;
       if (Array.isArray(d)) out[k] = [];
       else if (isTree(d)) out[k] = {};
-      else throw new OverrideError(`${k}: null would leave it without a value; give one (the default is ${JSON.stringify(d)})`);
+      else
+        throw new OverrideError(
+          `${k}: null would leave it without a value; give one (the default is ${JSON.stringify(d)})`,
+        );
     } else if (isTree(out[k]) && isTree(d)) {
       out[k] = coalesceInner(out[k] as Tree, d);
     }

@@ -10,7 +10,10 @@ export function renderObjects(objects: readonly K8sObject[], format: OutputForma
     return JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }, null, 2) + "\n";
   }
   return objects
-    .map((o) => `---\n${stringify(o, { lineWidth: 0, minContentWidth: 0, singleQuote: false, aliasDuplicateObjects: false, version: "1.1" })}`)
+    .map(
+      (o) =>
+        `---\n${stringify(o, { lineWidth: 0, minContentWidth: 0, singleQuote: false, aliasDuplicateObjects: false, version: "1.1" })}`,
+    )
     .join("");
 }
 
@@ -30,9 +33,17 @@ export function buildUninstallObjects(namespace: string, withNamespace: boolean)
     { apiVersion: "v1", kind: "ConfigMap", metadata: meta(NAMES.configMap, true) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "RoleBinding", metadata: meta(NAMES.role, true) },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "Role", metadata: meta(NAMES.role, true) },
-    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.pluginClusterRole, false) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: meta(NAMES.pluginClusterRole, false),
+    },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.pluginClusterRole, false) },
-    { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRoleBinding", metadata: meta(NAMES.clusterRole, false) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: meta(NAMES.clusterRole, false),
+    },
     { apiVersion: "rbac.authorization.k8s.io/v1", kind: "ClusterRole", metadata: meta(NAMES.clusterRole, false) },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.pluginServiceAccount, true) },
     { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(NAMES.serviceAccount, true) },

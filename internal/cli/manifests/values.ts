@@ -25,7 +25,11 @@ export const REPAIR_VALUES = ["evict", "delete", "off"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
 export const PLATFORMS = {
-  gke: { cniBinDir: "/home/kubernetes/bin", cniConfDir: "/etc/cni/net.d", note: "GKE keeps CNI plugins in /home/kubernetes/bin" },
+  gke: {
+    cniBinDir: "/home/kubernetes/bin",
+    cniConfDir: "/etc/cni/net.d",
+    note: "GKE keeps CNI plugins in /home/kubernetes/bin",
+  },
   openshift: {
     cniBinDir: "/var/lib/cni/bin",
     cniConfDir: "/var/run/multus/cni/net.d",
@@ -41,8 +45,18 @@ export type Platform = keyof typeof PLATFORMS;
 export const PLATFORM_NAMES = Object.keys(PLATFORMS) as Platform[];
 export const DEFAULT_DIRS = { cniBinDir: "/opt/cni/bin", cniConfDir: "/etc/cni/net.d" } as const;
 
-const Port = v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(1, "must be a port, 1-65535"), v.maxValue(65535, "must be a port, 1-65535"));
-const Id = v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(-1, "must be -1 (none) or an id"), v.maxValue(4294967294, "is too large for an id"));
+const Port = v.pipe(
+  v.number(),
+  v.integer("must be a whole number"),
+  v.minValue(1, "must be a port, 1-65535"),
+  v.maxValue(65535, "must be a port, 1-65535"),
+);
+const Id = v.pipe(
+  v.number(),
+  v.integer("must be a whole number"),
+  v.minValue(-1, "must be -1 (none) or an id"),
+  v.maxValue(4294967294, "is too large for an id"),
+);
 const AbsDir = v.pipe(v.string(), v.regex(/^(|\/.*)$/, "must be an absolute path"));
 const PortOrRange = v.pipe(
   v.union([v.string(), v.number()]),
@@ -63,8 +77,14 @@ const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
  * podLabels may not name them, so the chart and install-cni never have to choose between two.
  */
 export const RESERVED_LABELS = [
-  "app.kubernetes.io/name", "app.kubernetes.io/part-of", "app.kubernetes.io/version", "app.kubernetes.io/component",
-  "meshcni.io/cni-resource", "pod-security.kubernetes.io/enforce", "config.linkerd.io/admission-webhooks", "istio-injection",
+  "app.kubernetes.io/name",
+  "app.kubernetes.io/part-of",
+  "app.kubernetes.io/version",
+  "app.kubernetes.io/component",
+  "meshcni.io/cni-resource",
+  "pod-security.kubernetes.io/enforce",
+  "config.linkerd.io/admission-webhooks",
+  "istio-injection",
 ] as const;
 const Labels = v.record(
   v.pipe(
@@ -77,7 +97,13 @@ const Labels = v.record(
 /** A quantity as Kubernetes writes them: 100m, 64Mi, 1, 0.5. */
 const Quantity = v.union([
   v.pipe(v.number(), v.minValue(0, "must not be negative")),
-  v.pipe(v.string(), v.regex(/^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$/, "must be a quantity such as 100m or 64Mi")),
+  v.pipe(
+    v.string(),
+    v.regex(
+      /^[+]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$/,
+      "must be a quantity such as 100m or 64Mi",
+    ),
+  ),
 ]);
 const ResourceList = v.record(v.string(), Quantity);
 /** A count or a percentage (maxUnavailable, maxSurge). */
@@ -102,9 +128,14 @@ const UpdateStrategy = v.pipe(
   v.strictObject({
     /** Absent: Kubernetes' default, RollingUpdate. */
     type: v.optional(v.picklist(["RollingUpdate", "OnDelete"])),
-    rollingUpdate: v.optional(v.strictObject({ maxUnavailable: v.optional(IntOrPercent), maxSurge: v.optional(IntOrPercent) })),
+    rollingUpdate: v.optional(
+      v.strictObject({ maxUnavailable: v.optional(IntOrPercent), maxSurge: v.optional(IntOrPercent) }),
+    ),
   }),
-  v.check((s) => s.type === "RollingUpdate" || s.rollingUpdate === undefined, "rollingUpdate goes with type RollingUpdate only (set updateStrategy.rollingUpdate=null for OnDelete)"),
+  v.check(
+    (s) => s.type === "RollingUpdate" || s.rollingUpdate === undefined,
+    "rollingUpdate goes with type RollingUpdate only (set updateStrategy.rollingUpdate=null for OnDelete)",
+  ),
 );
 /** An image digest: the manifest list's, so each architecture pulls its own image. */
 export const DIGEST = /^sha256:[0-9a-f]{64}$/;
@@ -139,7 +170,13 @@ export const ValuesSchema = v.object({
   /** A whole image reference; overrides hub and tag. */
   image: v.optional(v.string(), ""),
   /** The image's digest (sha256:...): with image empty, the image is hub/meshcni@digest. */
-  digest: v.optional(v.pipe(v.string(), v.check((d) => d === "" || DIGEST.test(d), "must be sha256: and 64 hex digits")), ""),
+  digest: v.optional(
+    v.pipe(
+      v.string(),
+      v.check((d) => d === "" || DIGEST.test(d), "must be sha256: and 64 hex digits"),
+    ),
+    "",
+  ),
   pullPolicy: v.optional(v.picklist(PULL_POLICIES), "IfNotPresent"),
   priorityClassName: v.optional(v.string(), "system-node-critical"),
   healthPort: v.optional(Port, 9813),
@@ -160,10 +197,9 @@ export const ValuesSchema = v.object({
     { recursiveReadOnly: "IfPossible" },
   ),
   podAnnotations: v.optional(v.record(v.string(), v.string()), {}),
-  resources: v.optional(
-    v.strictObject({ requests: v.optional(ResourceList), limits: v.optional(ResourceList) }),
-    { requests: { cpu: "10m", memory: "40Mi" } },
-  ),
+  resources: v.optional(v.strictObject({ requests: v.optional(ResourceList), limits: v.optional(ResourceList) }), {
+    requests: { cpu: "10m", memory: "40Mi" },
+  }),
   // Scheduling and the DaemonSet's rollout, named as in Linkerd's linkerd2-cni chart.
   /** Every taint: the plugin must be on every node whose pods could be meshed. */
   tolerations: v.optional(v.array(Toleration), [{ operator: "Exists" }]),
@@ -176,7 +212,10 @@ export const ValuesSchema = v.object({
   commonLabels: v.optional(Labels, {}),
   updateStrategy: v.optional(UpdateStrategy, { type: "RollingUpdate", rollingUpdate: { maxUnavailable: 1 } }),
   /** null: Kubernetes' default (10). */
-  revisionHistoryLimit: v.optional(v.nullable(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(0, "must not be negative"))), null),
+  revisionHistoryLimit: v.optional(
+    v.nullable(v.pipe(v.number(), v.integer("must be a whole number"), v.minValue(0, "must not be negative"))),
+    null,
+  ),
 });
 export type ValuesInput = v.InferInput<typeof ValuesSchema>;
 export type Values = v.InferOutput<typeof ValuesSchema>;
@@ -186,15 +225,22 @@ export class ValuesError extends Error {}
 export function parseValues(input: unknown): Values {
   const r = v.safeParse(ValuesSchema, input);
   if (!r.success) {
-    throw new ValuesError(r.issues.map((i) => {
-      const path = i.path?.map((p) => String(p.key)).join(".");
-      // A strict object's stray key (tolerations[0].foo): valibot says "Expected never".
-      const message = i.kind === "schema" && i.expected === "never" ? "unknown key" : i.message;
-      return path ? `${path}: ${message}` : message;
-    }).join("; "));
+    throw new ValuesError(
+      r.issues
+        .map((i) => {
+          const path = i.path?.map((p) => String(p.key)).join(".");
+          // A strict object's stray key (tolerations[0].foo): valibot says "Expected never".
+          const message = i.kind === "schema" && i.expected === "never" ? "unknown key" : i.message;
+          return path ? `${path}: ${message}` : message;
+        })
+        .join("; "),
+    );
   }
   const stray = r.output.mesh === "istio" ? linkerdOnlySet(r.output) : [];
-  if (stray.length > 0) throw new ValuesError(`${stray.join(", ")}: apply to mesh linkerd only; Istio takes them from the pods' annotations`);
+  if (stray.length > 0)
+    throw new ValuesError(
+      `${stray.join(", ")}: apply to mesh linkerd only; Istio takes them from the pods' annotations`,
+    );
   return r.output;
 }
 
@@ -243,8 +289,14 @@ export function entryOptions(values: Values): EntryOptions {
  * meshcni.entry refuses the same four.
  */
 export const LINKERD_ONLY = {
-  skipInboundPorts: { flag: "skip-inbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts" },
-  skipOutboundPorts: { flag: "skip-outbound-ports", istio: "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts" },
+  skipInboundPorts: {
+    flag: "skip-inbound-ports",
+    istio: "the pod annotation traffic.sidecar.istio.io/excludeInboundPorts",
+  },
+  skipOutboundPorts: {
+    flag: "skip-outbound-ports",
+    istio: "the pod annotation traffic.sidecar.istio.io/excludeOutboundPorts",
+  },
   redirectPorts: { flag: "redirect-ports", istio: "the pod annotation traffic.sidecar.istio.io/includeInboundPorts" },
   ipv6: { flag: "ipv6", istio: "the pod's addresses and ISTIO_DUAL_STACK" },
 } as const satisfies Partial<Record<keyof Values, { flag: string; istio: string }>>;

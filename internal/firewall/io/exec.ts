@@ -37,6 +37,9 @@ export async function run(argv: readonly string[], opts: RunOptions = {}): Promi
 }
 
 export function timedOut(argv: readonly string[]): CniError {
-  return new CniError(Code.TryAgainLater, "timed out",
-    `${argv.slice(0, 4).join(" ")} did not finish within the plugin's time bound (timeout_seconds); the runtime will retry`);
+  return new CniError(
+    Code.TryAgainLater,
+    "timed out",
+    `${argv.slice(0, 4).join(" ")} did not finish within the plugin's time bound (timeout_seconds); the runtime will retry`,
+  );
 }

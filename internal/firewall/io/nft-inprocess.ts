@@ -99,11 +99,16 @@ export interface InProcessOptions {
  * Runs an nft script (or command, e.g. `list table ip meshcni`) in the network namespace at
  * `netns`, in this process. Undefined when libnftables is not available.
  */
-export async function nftInProcess(netns: string, text: string, opts: InProcessOptions = {}): Promise<ExecResult | undefined> {
+export async function nftInProcess(
+  netns: string,
+  text: string,
+  opts: InProcessOptions = {},
+): Promise<ExecResult | undefined> {
   const l = await load();
   if (!l) return undefined;
   const home = l.open("/proc/thread-self/ns/net");
-  if (home < 0) return { code: 1, stdout: "", stderr: `cannot open this thread's network namespace (errno ${l.errno()})` };
+  if (home < 0)
+    return { code: 1, stdout: "", stderr: `cannot open this thread's network namespace (errno ${l.errno()})` };
   const target = l.open(netns);
   if (target < 0) {
     l.close(home);
@@ -130,7 +135,10 @@ export async function nftInProcess(netns: string, text: string, opts: InProcessO
     } finally {
       if (l.setns(home) !== 0) {
         // Never go on in the pod's namespace.
-        Bun.write(Bun.stderr, `meshcni: could not return to the host's network namespace (errno ${l.errno()}); exiting\n`);
+        Bun.write(
+          Bun.stderr,
+          `meshcni: could not return to the host's network namespace (errno ${l.errno()}); exiting\n`,
+        );
         process.exit(70);
       }
     }

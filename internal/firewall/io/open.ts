@@ -11,8 +11,11 @@ import { fileIdentity, which } from "./which.ts";
 
 export function missing(bin: string): CniError {
   const pkg = bin === "nsenter" ? "util-linux" : bin === "ip" ? "iproute2" : bin === "nft" ? "nftables" : "iptables";
-  return new CniError(Code.MissingBinary, `${bin} not found on the host`,
-    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`);
+  return new CniError(
+    Code.MissingBinary,
+    `${bin} not found on the host`,
+    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`,
+  );
 }
 
 /**
@@ -32,13 +35,18 @@ async function hostIptables(envPath: string | undefined): Promise<"nft" | "legac
 const inProcessAllowed = () => Bun.env.MESHCNI_NFT_INPROCESS !== "0";
 
 /** The backend and binaries a firewall for these settings would use, or the name of the missing one. */
-export async function resolveFirewallBinaries(settings: FirewallSettings, families: readonly Family[], envPath: string | undefined) {
+export async function resolveFirewallBinaries(
+  settings: FirewallSettings,
+  families: readonly Family[],
+  envPath: string | undefined,
+) {
   const has = (bin: string) => which(bin, envPath) !== undefined;
   const host: HostView = { has, hostIptables: settings.mode === "auto" ? await hostIptables(envPath) : undefined };
   const nsenter = which("nsenter", envPath);
   let backend = await backendFor(settings.mode, families, host);
   // libnftables is loaded only where nftables is (or may become) the backend.
-  const mayUseNft = backend.name === "nftables" || (settings.mode === "auto" && "missing" in backend.tools("auto", families, host));
+  const mayUseNft =
+    backend.name === "nftables" || (settings.mode === "auto" && "missing" in backend.tools("auto", families, host));
   if (mayUseNft && inProcessAllowed() && (await nftLibraryAvailable())) {
     host.nftLibrary = true;
     backend = await backendFor(settings.mode, families, host);
@@ -63,7 +71,10 @@ async function restoreVersion(bin: string): Promise<string | undefined> {
 }
 
 export async function openFirewall(
-  netns: string, settings: FirewallSettings, families: readonly Family[], envPath: string | undefined,
+  netns: string,
+  settings: FirewallSettings,
+  families: readonly Family[],
+  envPath: string | undefined,
 ): Promise<OpenFirewall> {
   const { nsenter, backend, chosen, inProcess } = await resolveFirewallBinaries(settings, families, envPath);
   // In process, nsenter is needed only for `ip` (Istio's TPROXY routes and ::6).
@@ -103,9 +114,12 @@ export async function openFirewall(
         // is synchronous and cannot be stopped once begun: the time bound is honoured before it,
         // as a process is never started after it (an ADD may make two: nftables/index.ts).
         if (signal.aborted) throw timedOut(["nft", ...argv]);
-        const r = argv[0] === "-f" && argv[1] === "-" && stdin !== undefined
-          ? await nftInProcess(netns, stdin)
-          : argv[0] === "-y" ? await nftInProcess(netns, argv.slice(1).join(" "), { numericPriority: true }) : undefined;
+        const r =
+          argv[0] === "-f" && argv[1] === "-" && stdin !== undefined
+            ? await nftInProcess(netns, stdin)
+            : argv[0] === "-y"
+              ? await nftInProcess(netns, argv.slice(1).join(" "), { numericPriority: true })
+              : undefined;
         if (r) return r;
       }
       return run([...enter(), path(bin), ...argv], stdin === undefined ? { env, signal } : { stdin, env, signal });

@@ -14,8 +14,11 @@ const tool = (f: Family, what: "restore" | "save") => `${f === 6 ? "ip6tables" :
 
 function failed(fw: Firewall, family: Family, what: "restore" | "save", r: ExecResult): CniError {
   const err = r.stderr.trim().split("\n").slice(-3).join(" | ") || `exit code ${r.code}`;
-  return new CniError(Code.ApplyFailed, `${tool(family, what)} failed in the pod network namespace`,
-    `${err} (backend ${fw.backend}); if the host's kernel lacks this backend, set iptables-mode to the one the host uses`);
+  return new CniError(
+    Code.ApplyFailed,
+    `${tool(family, what)} failed in the pod network namespace`,
+    `${err} (backend ${fw.backend}); if the host's kernel lacks this backend, set iptables-mode to the one the host uses`,
+  );
 }
 
 /** iptables-restore --noflush of one family's payload, with the lock flags this host's iptables takes. */
@@ -54,7 +57,10 @@ function renderBuiltinDeletes(state: SavedState, owns: OwnsBuiltinRule): string 
 
 /** Removes every chain of ours (and the jumps into them, and the rules `owns` claims) from the namespace. */
 export async function removeChains(
-  fw: Firewall, family: Family, owned: readonly { table: Table; name: string }[], signal: AbortSignal,
+  fw: Firewall,
+  family: Family,
+  owned: readonly { table: Table; name: string }[],
+  signal: AbortSignal,
   owns?: OwnsBuiltinRule,
 ): Promise<boolean> {
   const state = await readState(fw, family, signal);
@@ -70,7 +76,12 @@ export async function removeChains(
  * no lock (fw.concurrent), the families' transactions run at the same time: a dual-stack pod's
  * ADD then waits for one iptables-restore instead of two (about 4 ms less here).
  */
-export async function applyRuleSets(fw: Firewall, rulesets: readonly RuleSet[], log: Logger, signal: AbortSignal): Promise<void> {
+export async function applyRuleSets(
+  fw: Firewall,
+  rulesets: readonly RuleSet[],
+  log: Logger,
+  signal: AbortSignal,
+): Promise<void> {
   if (fw.concurrent && rulesets.length > 1) {
     const results = await Promise.allSettled(rulesets.map((rs) => applyRuleSet(fw, rs, log, signal)));
     const applied: RuleSet[] = [];
@@ -117,7 +128,11 @@ export async function rollback(fw: Firewall, rulesets: readonly RuleSet[], log: 
 }
 
 /** CHECK: the problems with the installed rules, empty when they are exactly as ADD makes them. */
-export async function verifyRuleSets(fw: Firewall, rulesets: readonly RuleSet[], signal: AbortSignal): Promise<string[]> {
+export async function verifyRuleSets(
+  fw: Firewall,
+  rulesets: readonly RuleSet[],
+  signal: AbortSignal,
+): Promise<string[]> {
   const problems: string[] = [];
   for (const rs of rulesets) problems.push(...diffRuleSet(rs, await readState(fw, rs.family, signal)));
   return problems;

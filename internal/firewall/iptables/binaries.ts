@@ -64,5 +64,9 @@ export function chooseBinaries(
     const b = binariesFor(variant);
     if (complete(b, families, has)) return b;
   }
-  return { missing: families.includes(6) ? "iptables-restore or ip6tables-restore (any of the nft, legacy or plain variants)" : "iptables-restore (any of iptables-nft-restore, iptables-legacy-restore, iptables-restore)" };
+  return {
+    missing: families.includes(6)
+      ? "iptables-restore or ip6tables-restore (any of the nft, legacy or plain variants)"
+      : "iptables-restore (any of iptables-nft-restore, iptables-legacy-restore, iptables-restore)",
+  };
 }

@@ -52,8 +52,16 @@ function actionArgs(a: Action, family: 4 | 6): string[] {
     case "redirect":
       return ["-j", "REDIRECT", "--to-ports", String(a.port)];
     case "tproxy":
-      return ["-j", "TPROXY", "--on-port", String(a.port), "--on-ip", family === 4 ? "0.0.0.0" : "::",
-        "--tproxy-mark", `${hex(a.mark)}/0xffffffff`];
+      return [
+        "-j",
+        "TPROXY",
+        "--on-port",
+        String(a.port),
+        "--on-ip",
+        family === 4 ? "0.0.0.0" : "::",
+        "--tproxy-mark",
+        `${hex(a.mark)}/0xffffffff`,
+      ];
     case "mark":
       return ["-j", "MARK", "--set-xmark", `${hex(a.value)}/0xffffffff`];
     case "save-mark":

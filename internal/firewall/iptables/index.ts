@@ -18,7 +18,12 @@ function ruleSets(plan: Plan): RuleSet[] {
 export const iptablesBackend: Backend = {
   name: "iptables",
   tools(mode, families, host) {
-    const chosen = chooseBinaries((mode === "nftables" ? "auto" : mode) as "auto" | Variant, families, host.has, host.hostIptables);
+    const chosen = chooseBinaries(
+      (mode === "nftables" ? "auto" : mode) as "auto" | Variant,
+      families,
+      host.has,
+      host.hostIptables,
+    );
     if ("missing" in chosen) return chosen;
     const bins: Record<string, string> = {};
     for (const f of families) {
@@ -33,7 +38,9 @@ export const iptablesBackend: Backend = {
   render(plan) {
     const parts: string[] = [];
     for (const rs of ruleSets(plan)) {
-      parts.push(`# ${rs.family === 6 ? "ip6tables" : "iptables"}-restore --noflush (IPv${rs.family})\n${renderFresh(rs)}`);
+      parts.push(
+        `# ${rs.family === 6 ? "ip6tables" : "iptables"}-restore --noflush (IPv${rs.family})\n${renderFresh(rs)}`,
+      );
     }
     for (const cmd of plan.ipCommands) parts.push(`# ip -${cmd.family} ${cmd.argv.join(" ")}\n`);
     return parts.join("");

@@ -25,14 +25,19 @@ COMMIT
 
 describe("restore payloads", () => {
   test("fresh payloads create chains with -N so an existing chain fails the whole transaction", () => {
-    expect(renderFresh(rs)).toBe(`*nat\n-N MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`);
+    expect(renderFresh(rs)).toBe(
+      `*nat\n-N MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
+    );
   });
   test("reconcile flushes our chains and drops every copy of our rules elsewhere", () => {
     expect(renderReconcile(rs, saved)).toBe(
-      `*nat\n:MESH_IN - [0:0]\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`);
+      `*nat\n:MESH_IN - [0:0]\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
+    );
   });
   test("cleanup removes jumps, then flushes and deletes; nothing when nothing is ours", () => {
-    expect(renderCleanup(rs.chains, saved)).toBe("*nat\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n-F MESH_IN\n-X MESH_IN\nCOMMIT\n");
+    expect(renderCleanup(rs.chains, saved)).toBe(
+      "*nat\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n-F MESH_IN\n-X MESH_IN\nCOMMIT\n",
+    );
     expect(renderCleanup([{ table: "nat", name: "NOPE" }], saved)).toBe("");
   });
   test("a token with a line break can never reach a payload", () => {
@@ -42,7 +47,33 @@ describe("restore payloads", () => {
 });
 
 describe("tokens: renderArgs agrees with the RegExps and replace() calls it stands for", () => {
-  const alphabet = ["a", "Z", "0", "_", ",", "/", "!", "%", "^", "-", "@", "=", "+", ":", " ", '"', "\\", "\n", "\r", "\0", "[", "`", "{", "~", "é"];
+  const alphabet = [
+    "a",
+    "Z",
+    "0",
+    "_",
+    ",",
+    "/",
+    "!",
+    "%",
+    "^",
+    "-",
+    "@",
+    "=",
+    "+",
+    ":",
+    " ",
+    '"',
+    "\\",
+    "\n",
+    "\r",
+    "\0",
+    "[",
+    "`",
+    "{",
+    "~",
+    "é",
+  ];
   const refused = (args: string[]) => {
     try {
       renderArgs(args);
@@ -55,11 +86,22 @@ describe("tokens: renderArgs agrees with the RegExps and replace() calls it stan
   test("a token is printed bare exactly when PLAIN_TOKEN matches it", () => {
     // quoting always adds two characters, so a token printed as itself was printed bare
     const bare = (s: string) => !refused([s]) && renderArgs([s]) === s;
-    expect(disagreements(bare, PLAIN_TOKEN, { alphabet, valid: "azAZ09_.,:/!+=@%^-", bounds: [1, 40], depth: 3 })).toEqual([]);
+    expect(
+      disagreements(bare, PLAIN_TOKEN, { alphabet, valid: "azAZ09_.,:/!+=@%^-", bounds: [1, 40], depth: 3 }),
+    ).toEqual([]);
   });
   test("a token is refused exactly when LINE_BREAK matches it, a comment too", () => {
-    expect(disagreements((s) => refused([s]), LINE_BREAK, { alphabet, valid: "a0 -\"", bounds: [1, 40], depth: 3 })).toEqual([]);
-    expect(disagreements((s) => refused(["--comment", s]), LINE_BREAK, { alphabet, valid: "a0 -\"", bounds: [1, 40], depth: 3 })).toEqual([]);
+    expect(
+      disagreements((s) => refused([s]), LINE_BREAK, { alphabet, valid: 'a0 -"', bounds: [1, 40], depth: 3 }),
+    ).toEqual([]);
+    expect(
+      disagreements((s) => refused(["--comment", s]), LINE_BREAK, {
+        alphabet,
+        valid: 'a0 -"',
+        bounds: [1, 40],
+        depth: 3,
+      }),
+    ).toEqual([]);
   });
   test("rendered tokens are what the RegExps and replace() made of them, quoted or not, byte for byte", () => {
     // The renderer as it was, with RegExps.
@@ -74,7 +116,8 @@ describe("tokens: renderArgs agrees with the RegExps and replace() calls it stan
       if (bad.length >= 20) return;
       const bare = was(s, false);
       const comment = was(s, true);
-      if (now([s]) !== bare || now(["--comment", s]) !== (comment === "refused" ? "refused" : `--comment ${comment}`)) bad.push(s);
+      if (now([s]) !== bare || now(["--comment", s]) !== (comment === "refused" ? "refused" : `--comment ${comment}`))
+        bad.push(s);
       if (now(["-j", s, "x"]) !== (bare === "refused" ? "refused" : `-j ${bare} x`)) bad.push(s);
     };
     // Every string of up to 3 of the alphabet's characters, and of up to 7 around the two that quote.
@@ -90,12 +133,14 @@ describe("tokens: renderArgs agrees with the RegExps and replace() calls it stan
 describe("CHECK's comparison", () => {
   test("reports missing, extra and duplicated rules", () => {
     const problems = diffRuleSet(rs, saved);
-    expect(problems.join("\n")).toContain("missing '-A MESH_IN -p tcp -m comment --comment \"in all\"");
+    expect(problems.join("\n")).toContain('missing \'-A MESH_IN -p tcp -m comment --comment "in all"');
     expect(problems.join("\n")).toContain("unexpected '-A MESH_IN -p tcp -j RETURN'");
     expect(problems.join("\n")).toContain("expected one '-A PREROUTING -j MESH_IN', found 2");
   });
   test("passes on exactly our rules, whatever else the namespace holds", () => {
-    const ok = parseSave(`*nat\n:PREROUTING ACCEPT [0:0]\n:MESH_IN - [0:0]\n-A PREROUTING -i eth1 -j DROP\n-A PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\nCOMMIT\n`);
+    const ok = parseSave(
+      `*nat\n:PREROUTING ACCEPT [0:0]\n:MESH_IN - [0:0]\n-A PREROUTING -i eth1 -j DROP\n-A PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\nCOMMIT\n`,
+    );
     expect(diffRuleSet(rs, ok)).toEqual([]);
   });
 });
@@ -105,25 +150,45 @@ describe("iptables binaries", () => {
   test("auto follows the host's iptables, then nft, legacy, plain", () => {
     expect((chooseBinaries("auto", [4], all, "legacy") as { variant: string }).variant).toBe("legacy");
     expect((chooseBinaries("auto", [4], all, undefined) as { variant: string }).variant).toBe("nft");
-    expect((chooseBinaries("auto", [4], (b) => !b.includes("nft"), "nft") as { variant: string }).variant).toBe("legacy");
-    expect((chooseBinaries("auto", [4], (b) => !b.includes("-nft") && !b.includes("-legacy"), undefined) as { variant: string }).variant).toBe("plain");
+    expect((chooseBinaries("auto", [4], (b) => !b.includes("nft"), "nft") as { variant: string }).variant).toBe(
+      "legacy",
+    );
+    expect(
+      (
+        chooseBinaries("auto", [4], (b) => !b.includes("-nft") && !b.includes("-legacy"), undefined) as {
+          variant: string;
+        }
+      ).variant,
+    ).toBe("plain");
     expect(chooseBinaries("auto", [4, 6], (b) => b.startsWith("iptables"), undefined)).toHaveProperty("missing");
   });
   test("an explicit mode whose binaries the node lacks falls back to nft, plain, legacy, saying from what", () => {
     // Bottlerocket: no iptables-nft, plain iptables is legacy.
     const bottlerocket = (b: string) => !b.includes("-nft");
     expect(chooseBinaries("nft", [4], bottlerocket, undefined)).toEqual({
-      variant: "plain", restore: { 4: "iptables-restore", 6: "ip6tables-restore" }, save: { 4: "iptables-save", 6: "ip6tables-save" },
+      variant: "plain",
+      restore: { 4: "iptables-restore", 6: "ip6tables-restore" },
+      save: { 4: "iptables-save", 6: "ip6tables-save" },
       fallback: { from: "nft", missing: "iptables-nft-restore" },
     });
     const onlyLegacy = (b: string) => b.includes("-legacy");
-    expect(chooseBinaries("plain", [4, 6], onlyLegacy, undefined)).toMatchObject({ variant: "legacy", fallback: { from: "plain", missing: "iptables-restore" } });
-    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toMatchObject({ variant: "nft", fallback: { from: "legacy", missing: "iptables-legacy-save" } });
+    expect(chooseBinaries("plain", [4, 6], onlyLegacy, undefined)).toMatchObject({
+      variant: "legacy",
+      fallback: { from: "plain", missing: "iptables-restore" },
+    });
+    expect(chooseBinaries("legacy", [4], (b) => b !== "iptables-legacy-save", "nft")).toMatchObject({
+      variant: "nft",
+      fallback: { from: "legacy", missing: "iptables-legacy-save" },
+    });
     // A mode the node has is used as it is, with no fallback.
     expect(chooseBinaries("legacy", [4], all, "nft")).not.toHaveProperty("fallback");
   });
   test("an explicit mode names the binary it lacks when no backend is complete", () => {
-    expect(chooseBinaries("legacy", [4], (b) => !b.endsWith("-save"), "nft")).toEqual({ missing: "iptables-legacy-save" });
-    expect(chooseBinaries("nft", [4, 6], (b) => !b.startsWith("ip6"), "nft")).toEqual({ missing: "ip6tables-nft-restore" });
+    expect(chooseBinaries("legacy", [4], (b) => !b.endsWith("-save"), "nft")).toEqual({
+      missing: "iptables-legacy-save",
+    });
+    expect(chooseBinaries("nft", [4, 6], (b) => !b.startsWith("ip6"), "nft")).toEqual({
+      missing: "ip6tables-nft-restore",
+    });
   });
 });

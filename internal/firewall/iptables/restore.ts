@@ -81,12 +81,14 @@ export function renderFresh(rs: RuleSet): string {
 /** Rules in chains we do not own that are ours: they jump to our chains or equal one we add. */
 function strayRules(rs: RuleSet, saved: SavedState, table: Table): { chain: string; args: string }[] {
   const owned = new Set(rs.chains.filter((c) => c.table === table).map((c) => c.name));
-  const ours = new Set(rs.rules.filter((r) => r.table === table && !owned.has(r.chain))
-    .map((r) => `${r.chain} ${renderArgs(r.args)}`));
+  const ours = new Set(
+    rs.rules.filter((r) => r.table === table && !owned.has(r.chain)).map((r) => `${r.chain} ${renderArgs(r.args)}`),
+  );
   const t = saved.tables.get(table);
   if (!t) return [];
-  return t.rules.filter((r) => !owned.has(r.chain) &&
-    (ours.has(`${r.chain} ${r.args}`) || [...owned].some((c) => jumpsTo(r.args, c))));
+  return t.rules.filter(
+    (r) => !owned.has(r.chain) && (ours.has(`${r.chain} ${r.args}`) || [...owned].some((c) => jumpsTo(r.args, c))),
+  );
 }
 
 function jumpsTo(args: string, chain: string): boolean {
@@ -129,7 +131,8 @@ export function renderCleanup(owned: readonly { table: Table; name: string }[], 
     // Each chain once: a dual-stack plan names its chains once per family, and a second -X of
     // the same chain fails the whole transaction.
     const present: string[] = [];
-    for (const c of owned) if (c.table === table && t.chains.has(c.name) && !present.includes(c.name)) present.push(c.name);
+    for (const c of owned)
+      if (c.table === table && t.chains.has(c.name) && !present.includes(c.name)) present.push(c.name);
     if (present.length === 0) continue;
     out.push(`*${table}`);
     for (const r of t.rules) {

@@ -19,7 +19,9 @@ export function parseSave(text: string): SavedState {
     } else if (current && line.startsWith("-A ")) {
       const rest = line.slice(3);
       const sp = rest.indexOf(" ");
-      current.rules.push(sp === -1 ? { chain: rest, args: "" } : { chain: rest.slice(0, sp), args: rest.slice(sp + 1) });
+      current.rules.push(
+        sp === -1 ? { chain: rest, args: "" } : { chain: rest.slice(0, sp), args: rest.slice(sp + 1) },
+      );
     }
   }
   return { tables };

@@ -46,7 +46,27 @@ test("parseIptablesVersion's loop finds what IPTABLES_VERSION (and /nf_tables/) 
   agree("");
   everyString(alphabet, 6, agree);
   const rnd = seededRandom(5);
-  const pieces = ["v", "1", "8", "10", "0", ".", " ", "iptables-restore ", "(legacy)", "(nf_tables)", "nf_tables", "nf_table", "nf_", "tables", "s", "_", "x", "\n", "123456789012345678901234"];
+  const pieces = [
+    "v",
+    "1",
+    "8",
+    "10",
+    "0",
+    ".",
+    " ",
+    "iptables-restore ",
+    "(legacy)",
+    "(nf_tables)",
+    "nf_tables",
+    "nf_table",
+    "nf_",
+    "tables",
+    "s",
+    "_",
+    "x",
+    "\n",
+    "123456789012345678901234",
+  ];
   for (let i = 0; i < 50000; i++) {
     // Random pieces around, half the time, a version as iptables prints one.
     let s = "";

@@ -39,7 +39,9 @@ export function parseIptablesVersion(text: string): { version: IptablesVersion; 
     if (minor === major + 1) continue;
     const patch = text.charCodeAt(minor) === 46 ? digitsTo(text, minor + 1) : minor;
     const version: IptablesVersion = [
-      Number(text.slice(v + 1, major)), Number(text.slice(major + 1, minor)), patch > minor + 1 ? Number(text.slice(minor + 1, patch)) : 0,
+      Number(text.slice(v + 1, major)),
+      Number(text.slice(major + 1, minor)),
+      patch > minor + 1 ? Number(text.slice(minor + 1, patch)) : 0,
     ];
     return { version, nft: text.includes("nf_tables") };
   }

@@ -11,8 +11,11 @@ import { diffTable, parseTable } from "./listing.ts";
 
 function failed(what: string, r: ExecResult): CniError {
   const err = r.stderr.trim().split("\n").slice(-3).join(" | ") || `exit code ${r.code}`;
-  return new CniError(Code.ApplyFailed, `nft ${what} failed in the pod network namespace`,
-    `${err}; the node's kernel needs nf_tables (and nft_tproxy for TPROXY), or set iptables-mode to an iptables backend`);
+  return new CniError(
+    Code.ApplyFailed,
+    `nft ${what} failed in the pod network namespace`,
+    `${err}; the node's kernel needs nf_tables (and nft_tproxy for TPROXY), or set iptables-mode to an iptables backend`,
+  );
 }
 
 const firstLine = (r: ExecResult) => r.stderr.trim().split("\n")[0]?.slice(0, 200) || `exit code ${r.code}`;

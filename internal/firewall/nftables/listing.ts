@@ -35,7 +35,8 @@ export function diffTable(table: string, want: readonly NftChain[], have: Map<st
       problems.push(`nft chain ${c.name} is missing from table ${table}`);
       continue;
     }
-    if ((c.spec ?? "") !== (h.spec ?? "")) problems.push(`nft ${table}/${c.name}: declared '${h.spec ?? "regular"}', expected '${c.spec ?? "regular"}'`);
+    if ((c.spec ?? "") !== (h.spec ?? ""))
+      problems.push(`nft ${table}/${c.name}: declared '${h.spec ?? "regular"}', expected '${c.spec ?? "regular"}'`);
     if (c.rules.join("\n") !== h.rules.join("\n")) {
       const missing = c.rules.filter((w) => !h.rules.includes(w));
       const extra = h.rules.filter((x) => !c.rules.includes(x));

@@ -6,8 +6,17 @@
 // annotations say can add a statement to the script. Pure.
 import type { PortRange } from "../../net/ports.ts";
 import {
-  type Action, type FamilyPlan, type Family, HOOKS, isChainName, isCommentText, isIfaceName, type Match, orderedRules,
-  type Plan, type Stage,
+  type Action,
+  type FamilyPlan,
+  type Family,
+  HOOKS,
+  isChainName,
+  isCommentText,
+  isIfaceName,
+  type Match,
+  orderedRules,
+  type Plan,
+  type Stage,
 } from "../../plan/model.ts";
 
 export const TABLE = "meshcni";
@@ -19,10 +28,14 @@ export const tableFamily = (f: Family) => (f === 6 ? "ip6" : "ip");
 /** The base chain's declaration, with iptables' priorities for the same table. */
 export function baseChainSpec(stage: Stage, hook: string): string {
   const h = hook.toLowerCase();
-  const [type, prio] = stage === "nat" ? ["nat", -100]
-    : stage === "mangle" ? [hook === "OUTPUT" ? "route" : "filter", -150]
-    : stage === "raw" ? ["filter", -300]
-    : ["filter", 0];
+  const [type, prio] =
+    stage === "nat"
+      ? ["nat", -100]
+      : stage === "mangle"
+        ? [hook === "OUTPUT" ? "route" : "filter", -150]
+        : stage === "raw"
+          ? ["filter", -300]
+          : ["filter", 0];
   return `type ${type} hook ${h} priority ${prio}; policy accept;`;
 }
 
@@ -51,7 +64,10 @@ function chainRef(stage: Stage, name: string): string {
 /** A CIDR as nft prints it: a host prefix (/32, /128) as the bare address. */
 function addr(cidr: string, family: Family): string {
   // IPv6 may end in dotted IPv4 (`::ffff:10.0.0.0/104`), as ip6tables-save and nft print mapped addresses.
-  const ok = family === 4 ? /^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$/ : /^([0-9a-f:]{2,39}|[0-9a-f:]{2,30}[0-9]{1,3}(\.[0-9]{1,3}){3})\/[0-9]{1,3}$/;
+  const ok =
+    family === 4
+      ? /^[0-9]{1,3}(\.[0-9]{1,3}){3}\/[0-9]{1,2}$/
+      : /^([0-9a-f:]{2,39}|[0-9a-f:]{2,30}[0-9]{1,3}(\.[0-9]{1,3}){3})\/[0-9]{1,3}$/;
   if (!ok.test(cidr)) refuse("address", cidr);
   const full = family === 4 ? "/32" : "/128";
   return cidr.endsWith(full) ? cidr.slice(0, -full.length) : cidr;
@@ -152,13 +168,20 @@ export interface NftChain {
 export function familyChains(fp: FamilyPlan): NftChain[] {
   const out: NftChain[] = [];
   for (const c of fp.chains) {
-    out.push({ name: chainRef(c.stage, c.name), rules: orderedRules(fp, c.stage, c.name).map((r) => ruleText(r.match, r.action, r.stage, fp.family)) });
+    out.push({
+      name: chainRef(c.stage, c.name),
+      rules: orderedRules(fp, c.stage, c.name).map((r) => ruleText(r.match, r.action, r.stage, fp.family)),
+    });
   }
   for (const stage of STAGES) {
     for (const hook of HOOK_ORDER) {
       const rules = orderedRules(fp, stage, hook);
       if (rules.length === 0) continue;
-      out.push({ name: chainName(stage, hook), spec: baseChainSpec(stage, hook), rules: rules.map((r) => ruleText(r.match, r.action, r.stage, fp.family)) });
+      out.push({
+        name: chainName(stage, hook),
+        spec: baseChainSpec(stage, hook),
+        rules: rules.map((r) => ruleText(r.match, r.action, r.stage, fp.family)),
+      });
     }
   }
   return out;
@@ -207,5 +230,7 @@ export function renderScript(plan: Plan): string {
  * so it succeeds whether or not ADD ever ran, and leaves no meshcni table behind.
  */
 export function renderDelete(families: readonly Family[]): string {
-  return families.map((f) => `add table ${tableFamily(f)} ${TABLE}\ndelete table ${tableFamily(f)} ${TABLE}\n`).join("");
+  return families
+    .map((f) => `add table ${tableFamily(f)} ${TABLE}\ndelete table ${tableFamily(f)} ${TABLE}\n`)
+    .join("");
 }

@@ -66,8 +66,11 @@ export interface IstioOptions {
 }
 
 function invalid(key: string, value: string, why: string): CniError {
-  return new CniError(Code.InvalidConfig, `invalid annotation ${key}`,
-    `${quote(value)}: ${why}; fix the pod's annotation and recreate the pod (nothing was applied)`);
+  return new CniError(
+    Code.InvalidConfig,
+    `invalid annotation ${key}`,
+    `${quote(value)}: ${why}; fix the pod's annotation and recreate the pod (nothing was applied)`,
+  );
 }
 
 /** An invalid item of a comma-separated annotation value, named alone when it is not the whole value. */
@@ -95,7 +98,8 @@ function portList(key: string, raw: string): number[] {
   for (const item of raw.trim().split(",")) {
     if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
     const r = parsePortList([item.trim()], true);
-    if (r.bad !== undefined) throw invalidItem(key, raw, item, "a port (0-65535); the value is a comma-separated list of ports");
+    if (r.bad !== undefined)
+      throw invalidItem(key, raw, item, "a port (0-65535); the value is a comma-separated list of ports");
     ports.push(r.ports[0]!.from);
   }
   return [...new Set(ports)];
@@ -111,7 +115,11 @@ function cidrList(key: string, raw: string): Cidr[] {
   for (const item of items) {
     if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
     if (item !== item.trim()) {
-      throw invalid(key, raw, `${JSON.stringify(item)} has spaces around it; write the list without spaces, e.g. 10.96.0.0/12,10.244.0.0/16`);
+      throw invalid(
+        key,
+        raw,
+        `${JSON.stringify(item)} has spaces around it; write the list without spaces, e.g. 10.96.0.0/12,10.244.0.0/16`,
+      );
     }
   }
   const r = parseCidrList(items);
@@ -135,7 +143,8 @@ function interfaceList(key: string, raw: string): string[] {
   for (const item of raw.split(",")) {
     if (item.trim() === "") throw invalid(key, raw, "it has an empty item (a doubled or trailing comma)");
     const name = parseInterfaceName(item);
-    if (!name) throw invalidItem(key, raw, item, "an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)");
+    if (!name)
+      throw invalidItem(key, raw, item, "an interface name (1-15 of A-Z a-z 0-9 _ . -, not starting with - or .)");
     if (!out.includes(name)) out.push(name);
   }
   return out;
@@ -166,7 +175,8 @@ function globalFamily(address: string): 4 | 6 | undefined {
   const mapped = !v4 && b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
   if (v4 || mapped) {
     const [a, c] = mapped ? [b[12]!, b[13]!] : [b[0]!, b[1]!];
-    if (a === 127 || (a === 169 && c === 254) || (a === 0 && (mapped ? b.slice(12) : b).every((x) => x === 0))) return undefined;
+    if (a === 127 || (a === 169 && c === 254) || (a === 0 && (mapped ? b.slice(12) : b).every((x) => x === 0)))
+      return undefined;
     return 4;
   }
   const loopback = b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
@@ -211,7 +221,11 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   if (incIp !== undefined) includeOutboundIPRanges = incIp === "*" ? "*" : cidrList(A.includeOutboundIPRanges, incIp);
   const excIpRaw = get(A.excludeOutboundIPRanges);
   if (excIpRaw !== undefined && excIpRaw.trim() === "*") {
-    throw invalid(A.excludeOutboundIPRanges, excIpRaw, "\"*\" is not allowed here; to capture no outbound traffic set includeOutboundIPRanges to \"\"");
+    throw invalid(
+      A.excludeOutboundIPRanges,
+      excIpRaw,
+      '"*" is not allowed here; to capture no outbound traffic set includeOutboundIPRanges to ""',
+    );
   }
   const excludeOutboundIPRanges = excIpRaw === undefined ? [] : cidrList(A.excludeOutboundIPRanges, excIpRaw);
 
@@ -231,16 +245,20 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   const incOut = get(A.includeOutboundPorts);
   const includeOutboundPorts = incOut === undefined ? [] : portList(A.includeOutboundPorts, incOut);
   const excOut = get(A.excludeOutboundPorts);
-  const excludeOutboundPorts = excOut === undefined ? [...DEFAULT_EXCLUDED_OUTBOUND] : portList(A.excludeOutboundPorts, excOut);
+  const excludeOutboundPorts =
+    excOut === undefined ? [...DEFAULT_EXCLUDED_OUTBOUND] : portList(A.excludeOutboundPorts, excOut);
 
   const exIf = get(A.excludeInterfaces);
   const excludeInterfaces = exIf === undefined ? [] : interfaceList(A.excludeInterfaces, exIf);
   // istio.io/reroute-virtual-interfaces replaces the deprecated kubevirtInterfaces when present.
   const reroute = get(A.rerouteVirtualInterfaces);
   const kubevirt = get(A.kubevirtInterfaces);
-  const rerouteInterfaces = reroute !== undefined
-    ? interfaceList(A.rerouteVirtualInterfaces, reroute)
-    : kubevirt !== undefined ? interfaceList(A.kubevirtInterfaces, kubevirt) : [];
+  const rerouteInterfaces =
+    reroute !== undefined
+      ? interfaceList(A.rerouteVirtualInterfaces, reroute)
+      : kubevirt !== undefined
+        ? interfaceList(A.kubevirtInterfaces, kubevirt)
+        : [];
 
   const dualStack = parseGoBool(envOf(proxy, "ISTIO_DUAL_STACK")) === true;
 
@@ -248,10 +266,16 @@ export function parseIstioOptions(conf: PluginConf, pod: Pod, podAddresses: read
   const sc = proxy?.securityContext;
   const proxyUid = sc?.runAsUser ? sc.runAsUser : s["proxy-uid"];
   const proxyGid = sc?.runAsGroup ? sc.runAsGroup : s["proxy-gid"];
-  for (const [what, n] of [["runAsUser", proxyUid], ["runAsGroup", proxyGid]] as const) {
+  for (const [what, n] of [
+    ["runAsUser", proxyUid],
+    ["runAsGroup", proxyGid],
+  ] as const) {
     if (!Number.isInteger(n) || n < 1 || n > 4294967294) {
-      throw new CniError(Code.InvalidConfig, `invalid ${ISTIO_PROXY} securityContext.${what}`,
-        `${n} is not a user or group id; nothing was applied`);
+      throw new CniError(
+        Code.InvalidConfig,
+        `invalid ${ISTIO_PROXY} securityContext.${what}`,
+        `${n} is not a user or group id; nothing was applied`,
+      );
     }
   }
 

@@ -4,10 +4,20 @@ import type { PluginConf } from "../../config/plugin-config.ts";
 import { allContainers, type Pod } from "../../kube/objects.ts";
 import type { Family, Plan } from "../../plan/model.ts";
 import {
-  envOf, ISTIO_INIT, ISTIO_PROXY, IstioAnnotations, istioProxy, parseGoBool, parseIstioOptions,
+  envOf,
+  ISTIO_INIT,
+  ISTIO_PROXY,
+  IstioAnnotations,
+  istioProxy,
+  parseGoBool,
+  parseIstioOptions,
 } from "./options.ts";
 import {
-  buildIstioIpCommands, buildIstioRules, ISTIO_CLEANUP_IP_COMMANDS, ISTIO_OWNED_CHAINS, ownsIstioBuiltinRule,
+  buildIstioIpCommands,
+  buildIstioRules,
+  ISTIO_CLEANUP_IP_COMMANDS,
+  ISTIO_OWNED_CHAINS,
+  ownsIstioBuiltinRule,
 } from "./rules.ts";
 import type { Decision, MeshProfile, PlanInput } from "../profile.ts";
 import { quote } from "../../text/escape.ts";

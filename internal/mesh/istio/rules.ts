@@ -8,7 +8,17 @@
 // so CHECK can compare text; and where Istio inserts at the head of its own chain (TPROXY's
 // `-I ISTIO_INBOUND 1..3`) we append in the final order, which installs the same chain.
 import type { Cidr } from "../../net/cidr.ts";
-import { A, type Family, type FamilyPlan, type IpCommand, M, type Match, PlanBuilder, type Stage, undoIpCommand } from "../../plan/model.ts";
+import {
+  A,
+  type Family,
+  type FamilyPlan,
+  type IpCommand,
+  M,
+  type Match,
+  PlanBuilder,
+  type Stage,
+  undoIpCommand,
+} from "../../plan/model.ts";
 import type { IstioOptions } from "./options.ts";
 
 export const IstioChains = {
@@ -65,9 +75,9 @@ function ofFamily(cidrs: "*" | Cidr[], f: Family): "*" | string[] {
 /** Whether an include range names a loopback address (then app-to-self over lo is captured too). */
 function includesLoopback(cidrs: "*" | Cidr[]): boolean {
   if (cidrs === "*") return false;
-  return cidrs.some((c) => (c.family === 4
-    ? c.bytes[0] === 127
-    : c.bytes.slice(0, 15).every((b) => b === 0) && c.bytes[15] === 1));
+  return cidrs.some((c) =>
+    c.family === 4 ? c.bytes[0] === 127 : c.bytes.slice(0, 15).every((b) => b === 0) && c.bytes[15] === 1,
+  );
 }
 
 /** Istio's sidecar rules for one address family, in istio-iptables' order. */
@@ -102,11 +112,11 @@ export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
   // 4.-5. The tunnel port passes; the two redirect targets.
   const tproxyHead: Match[][] = tproxy
     ? [
-      // Istio inserts these three at the head of mangle ISTIO_INBOUND after everything else.
-      [M.tcp, M.mark(TPROXY_MARK)],
-      [M.src(lo.passthrough), M.in("lo"), M.tcp],
-      [M.in("lo"), M.tcp, M.mark(OUTBOUND_MARK, true)],
-    ]
+        // Istio inserts these three at the head of mangle ISTIO_INBOUND after everything else.
+        [M.tcp, M.mark(TPROXY_MARK)],
+        [M.src(lo.passthrough), M.in("lo"), M.tcp],
+        [M.in("lo"), M.tcp, M.mark(OUTBOUND_MARK, true)],
+      ]
     : [];
   b.append("nat", C.inbound, tcpPort(o.inboundTunnelPort), A.ret);
   b.append("nat", C.redirect, [M.tcp], A.redirect(o.proxyPort));
@@ -155,10 +165,24 @@ export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
   // 10.-11. The proxy's own traffic, by user then group.
   const keepLoopbackReturn = !includesLoopback(o.includeOutboundIPRanges);
   const dns = o.dnsCapture;
-  for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
-    const notTunnel = dns && owner === M.uid
-      ? [M.tcp, M.dports("tcp", [{ from: 53, to: 53 }, { from: o.inboundTunnelPort, to: o.inboundTunnelPort }], true)]
-      : [M.tcp, M.dport("tcp", o.inboundTunnelPort, true)];
+  for (const [owner, id] of [
+    [M.uid, o.proxyUid],
+    [M.gid, o.proxyGid],
+  ] as const) {
+    const notTunnel =
+      dns && owner === M.uid
+        ? [
+            M.tcp,
+            M.dports(
+              "tcp",
+              [
+                { from: 53, to: 53 },
+                { from: o.inboundTunnelPort, to: o.inboundTunnelPort },
+              ],
+              true,
+            ),
+          ]
+        : [M.tcp, M.dport("tcp", o.inboundTunnelPort, true)];
     // The proxy calling a service VIP that lands on this pod goes back through inbound.
     b.append("nat", C.output, [M.dst(lo.host, true), M.out("lo"), ...notTunnel, owner(id)], A.jump(C.inRedirect));
     // Apps talking to themselves over lo are not captured (unless an include range is loopback).
@@ -176,7 +200,10 @@ export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
     b.append("nat", C.output, [], A.jump(C.outputDns));
     b.append("nat", C.outputDns, tcpPort(53), A.redirect(DNS_PORT));
     b.append("nat", C.outputDns, udpPort(53), A.redirect(DNS_PORT));
-    for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
+    for (const [owner, id] of [
+      [M.uid, o.proxyUid],
+      [M.gid, o.proxyGid],
+    ] as const) {
       b.append("raw", C.outputDns, [...udpPort(53), owner(id)], A.ctZone(1));
       b.append("raw", C.outputDns, [M.udp, M.sport("udp", DNS_PORT), owner(id)], A.ctZone(2));
     }
@@ -205,7 +232,10 @@ export function buildIstioRules(o: IstioOptions, family: Family): FamilyPlan {
   if (tproxy) {
     b.append("mangle", "PREROUTING", [M.tcp, M.mark(TPROXY_MARK)], A.saveMark);
     b.append("mangle", "OUTPUT", [M.out("lo"), M.tcp, M.mark(TPROXY_MARK)], A.ret);
-    for (const [owner, id] of [[M.uid, o.proxyUid], [M.gid, o.proxyGid]] as const) {
+    for (const [owner, id] of [
+      [M.uid, o.proxyUid],
+      [M.gid, o.proxyGid],
+    ] as const) {
       b.append("mangle", "OUTPUT", [M.dst(lo.host, true), M.out("lo"), M.tcp, owner(id)], A.mark(OUTBOUND_MARK));
     }
     b.append("mangle", "OUTPUT", [M.tcp, M.connmark(TPROXY_MARK)], A.restoreMark);
@@ -233,7 +263,19 @@ const loopback6Address = (): IpCommand => ({ family: 6, argv: ["addr", "replace"
 
 /** TPROXY's policy rule and local route for one family. */
 const tproxyRouting = (family: Family): IpCommand[] => [
-  { family, argv: ["rule", "add", "fwmark", String(TPROXY_MARK), "lookup", String(TPROXY_TABLE), "pref", String(TPROXY_RULE_PREF)] },
+  {
+    family,
+    argv: [
+      "rule",
+      "add",
+      "fwmark",
+      String(TPROXY_MARK),
+      "lookup",
+      String(TPROXY_TABLE),
+      "pref",
+      String(TPROXY_RULE_PREF),
+    ],
+  },
   { family, argv: ["route", "replace", "local", "default", "dev", "lo", "table", String(TPROXY_TABLE)] },
 ];
 
@@ -261,7 +303,9 @@ const BUILTIN_RULES: Record<string, Record<string, RegExp[]>> = {
     OUTPUT: [
       new RegExp(`^-o ${IFACE} -j RETURN$`),
       new RegExp(`^-o lo -p tcp -m mark --mark ${hex(TPROXY_MARK)} -j RETURN$`),
-      new RegExp(`^! -d (127\\.0\\.0\\.1/32|::1/128) -o lo -p tcp -m owner --[ug]id-owner [0-9]+ -j MARK --set-xmark ${hex(OUTBOUND_MARK)}/0xffffffff$`),
+      new RegExp(
+        `^! -d (127\\.0\\.0\\.1/32|::1/128) -o lo -p tcp -m owner --[ug]id-owner [0-9]+ -j MARK --set-xmark ${hex(OUTBOUND_MARK)}/0xffffffff$`,
+      ),
       new RegExp(`^-p tcp -m connmark --mark ${hex(TPROXY_MARK)} -j CONNMARK --restore-mark ${MASKS}$`),
     ],
   },

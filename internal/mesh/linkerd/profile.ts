@@ -24,7 +24,10 @@ export const Annotations = {
 
 const CONTROL_PLANE_LABEL = "linkerd.io/control-plane-component";
 /** Control-plane pods talk to the API server directly; linkerd-cni's fallback ports for it. */
-const API_SERVER_PORTS: PortRange[] = [{ from: 443, to: 443 }, { from: 6443, to: 6443 }];
+const API_SERVER_PORTS: PortRange[] = [
+  { from: 443, to: 443 },
+  { from: 6443, to: 6443 },
+];
 
 export function isControlPlane(pod: Pod): boolean {
   return Boolean(pod.metadata.labels?.[CONTROL_PLANE_LABEL]);
@@ -63,15 +66,22 @@ export interface LinkerdOptions {
 /** An invalid setting or annotation: code 7, naming it, the value and the offending item. */
 function invalid(what: string, value: string, bad: string, expected: string): CniError {
   const item = bad.trim() === value.trim() ? "" : `: ${quote(bad)}`;
-  return new CniError(Code.InvalidConfig, `invalid ${what}`,
-    `${quote(value)}${item} is not ${expected}; fix it and recreate the pod (nothing was applied)`);
+  return new CniError(
+    Code.InvalidConfig,
+    `invalid ${what}`,
+    `${quote(value)}${item} is not ${expected}; fix it and recreate the pod (nothing was applied)`,
+  );
 }
 
 function ports(what: string, items: string | readonly (string | number)[], single = false): PortRange[] {
   const r = parsePortList(items, single);
   if (r.bad !== undefined) {
-    throw invalid(what, typeof items === "string" ? items : r.bad, r.bad,
-      single ? "a port (0-65535)" : "a port or a range LOW-HIGH (0-65535)");
+    throw invalid(
+      what,
+      typeof items === "string" ? items : r.bad,
+      r.bad,
+      single ? "a port (0-65535)" : "a port or a range LOW-HIGH (0-65535)",
+    );
   }
   return r.ports;
 }
@@ -91,7 +101,12 @@ function cidrs(what: string, items: string | readonly string[]): Cidr[] {
  */
 function id(what: string, raw: string): number {
   if (!/^[0-9]{1,10}$/.test(raw) || Number(raw) > 4294967294) {
-    throw invalid(what, raw, raw, "a user or group id (digits only, no spaces or sign; Linkerd's injector ignores such a value and runs the proxy as its default)");
+    throw invalid(
+      what,
+      raw,
+      raw,
+      "a user or group id (digits only, no spaces or sign; Linkerd's injector ignores such a value and runs the proxy as its default)",
+    );
   }
   return Number(raw);
 }
@@ -100,7 +115,11 @@ function id(what: string, raw: string): number {
 function runAs(what: string, n: number | null | undefined): number | undefined {
   if (n === undefined || n === null || n === 0) return undefined;
   if (!Number.isInteger(n) || n < 0 || n > 4294967294) {
-    throw new CniError(Code.InvalidConfig, `invalid ${LINKERD_PROXY} securityContext.${what}`, `${n} is not a user or group id; nothing was applied`);
+    throw new CniError(
+      Code.InvalidConfig,
+      `invalid ${LINKERD_PROXY} securityContext.${what}`,
+      `${n} is not a user or group id; nothing was applied`,
+    );
   }
   return n;
 }
@@ -133,7 +152,10 @@ export function linkerdOptions(input: PlanInput): LinkerdOptions {
   if (outbound !== undefined) o.outboundPortsToIgnore = ports(`annotation ${Annotations.skipOutboundPorts}`, outbound);
   const inbound = get(Annotations.skipInboundPorts);
   if (inbound !== undefined) {
-    o.inboundPortsToIgnore = [...o.inboundPortsToIgnore, ...ports(`annotation ${Annotations.skipInboundPorts}`, inbound)];
+    o.inboundPortsToIgnore = [
+      ...o.inboundPortsToIgnore,
+      ...ports(`annotation ${Annotations.skipInboundPorts}`, inbound),
+    ];
   }
   const subnets = get(Annotations.skipSubnets);
   if (subnets !== undefined) o.subnetsToIgnore = cidrs(`annotation ${Annotations.skipSubnets}`, subnets);
@@ -204,7 +226,10 @@ function decideLinkerd(pod: Pod): Decision {
 
 export const linkerdProfile: MeshProfile = {
   mesh: "linkerd",
-  ownedChains: [{ stage: "nat", name: REDIRECT_CHAIN }, { stage: "nat", name: OUTPUT_CHAIN }],
+  ownedChains: [
+    { stage: "nat", name: REDIRECT_CHAIN },
+    { stage: "nat", name: OUTPUT_CHAIN },
+  ],
   annotationKeys: Object.values(Annotations),
   decide: decideLinkerd,
   needsKubernetesService: isControlPlane,

@@ -35,9 +35,13 @@ function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | str
   return checkAddAnswer(a, cniArgs);
 }
 
-
 /** The request as the agent reads it: the CNI variables and stdin, and when the command started (`t0`: its performance.now() then). */
-export function renderAddRequest(stdin: string, env: Record<string, string | undefined>, version: string, t0: number): string {
+export function renderAddRequest(
+  stdin: string,
+  env: Record<string, string | undefined>,
+  version: string,
+  t0: number,
+): string {
   const e: AddRequest["env"] = {};
   for (const k of ADD_ENV_KEYS) if (env[k] !== undefined) e[k] = env[k];
   const startedMs = Math.round((performance.timeOrigin + t0) * 1000) / 1000;
@@ -45,7 +49,12 @@ export function renderAddRequest(stdin: string, env: Record<string, string | und
 }
 
 export async function addThroughAgent(o: {
-  socket: string; stateDir: string; stdin: string; env: Record<string, string | undefined>; version: string; timeoutMs: number;
+  socket: string;
+  stateDir: string;
+  stdin: string;
+  env: Record<string, string | undefined>;
+  version: string;
+  timeoutMs: number;
   /** The plugin's whole bound (timeout_seconds from its start): the agent's part counts against it. */
   deadline: AbortSignal;
   /** Where the plugin's log lines go (stderr, and the report). */
@@ -56,7 +65,14 @@ export async function addThroughAgent(o: {
   const signal = o.deadline;
   let res;
   try {
-    res = await agentRequest(o.socket, "POST", ADD_PATH, renderAddRequest(o.stdin, o.env, o.version, o.t0), o.timeoutMs, { keepOpen: true });
+    res = await agentRequest(
+      o.socket,
+      "POST",
+      ADD_PATH,
+      renderAddRequest(o.stdin, o.env, o.version, o.t0),
+      o.timeoutMs,
+      { keepOpen: true },
+    );
   } catch (e) {
     return { kind: "unavailable", why: `the agent at ${o.socket} did not answer: ${(e as Error).message}` };
   }
@@ -76,7 +92,9 @@ export async function addThroughAgent(o: {
   // An answer the plugin cannot use is the agent's bug or another version's: said, then the plugin plans.
   const unusable = (why: string): PlannedAdd => {
     res.close?.();
-    createLogger("info", o.sink, logContext("ADD", o.env.CNI_CONTAINERID)).warn(`${why}; the plugin runs this ADD itself`);
+    createLogger("info", o.sink, logContext("ADD", o.env.CNI_CONTAINERID)).warn(
+      `${why}; the plugin runs this ADD itself`,
+    );
     return { kind: "declined", why };
   };
   if (res.status !== 200) return unusable(`the agent answered ${res.status} to ${ADD_PATH}`);
@@ -97,8 +115,9 @@ export async function addThroughAgent(o: {
     } catch (e) {
       await dropRecord();
       const err = e as CniError;
-      return unusable(`the agent answered success, but the plugin cannot render this ADD's result (${err.msg}: ${
-        err.details})`);
+      return unusable(
+        `the agent answered success, but the plugin cannot render this ADD's result (${err.msg}: ${err.details})`,
+      );
     }
   } else {
     stdout = renderAgentError(a, conf?.cniVersion);
@@ -122,8 +141,16 @@ export async function addThroughAgent(o: {
   // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).
   const { applyPlanned } = await import("./apply.ts");
   return applyPlanned({
-    answer: a, apply: a.apply, env: o.env, sink: o.sink, signal, via, unusable, dropRecord,
-    stdout, cniVersion: conf?.cniVersion,
+    answer: a,
+    apply: a.apply,
+    env: o.env,
+    sink: o.sink,
+    signal,
+    via,
+    unusable,
+    dropRecord,
+    stdout,
+    cniVersion: conf?.cniVersion,
   });
 }
 

@@ -17,10 +17,17 @@ import { applyPlan } from "../../firewall/apply.ts";
 import { pathExists } from "../../firewall/io/which.ts";
 
 export async function applyPlanned(o: {
-  answer: AddAnswer; apply: NonNullable<AddAnswer["apply"]>; env: Record<string, string | undefined>; sink(line: string): void;
-  signal: AbortSignal; via: { followUp?: FollowUp }; unusable(why: string): PlannedAdd; dropRecord(): Promise<void>;
+  answer: AddAnswer;
+  apply: NonNullable<AddAnswer["apply"]>;
+  env: Record<string, string | undefined>;
+  sink(line: string): void;
+  signal: AbortSignal;
+  via: { followUp?: FollowUp };
+  unusable(why: string): PlannedAdd;
+  dropRecord(): Promise<void>;
   /** The plugin's own result (add.ts), printed once the rules are in; the request's cniVersion for an error. */
-  stdout: string; cniVersion: unknown;
+  stdout: string;
+  cniVersion: unknown;
 }): Promise<PlannedAdd> {
   const { answer: a, via } = o;
   let plan: Plan;
@@ -38,7 +45,11 @@ export async function applyPlanned(o: {
   try {
     const settings = o.apply.settings as FirewallSettings;
     if (!(await pathExists(netns))) {
-      throw new CniError(Code.InvalidEnvironment, "CNI_NETNS does not exist", `${netns} is not there; the container may have gone`);
+      throw new CniError(
+        Code.InvalidEnvironment,
+        "CNI_NETNS does not exist",
+        `${netns} is not there; the container may have gone`,
+      );
     }
     const families: Family[] = [];
     for (const f of plan.families) families.push(f.family);
@@ -54,7 +65,12 @@ export async function applyPlanned(o: {
     await o.dropRecord();
     const err = toCniError(e);
     log.error(`${err.msg}${err.details ? `: ${err.details}` : ""}`);
-    const failed: Summary = { ...summary, outcome: "failed", reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`, code: err.code };
+    const failed: Summary = {
+      ...summary,
+      outcome: "failed",
+      reason: `${err.msg}${err.details ? `: ${err.details}` : ""}`,
+      code: err.code,
+    };
     delete failed.rules;
     return { kind: "done", stdout: renderError(err, o.cniVersion), exitCode: 1, summary: failed, ...via };
   }

@@ -3,7 +3,14 @@
 // plugin's hot path, and a warm ADD loads nothing else to reach the agent (no fetch, no TLS).
 // One request per connection (`Connection: close`); the answer ends at its Content-Length, at the
 // last chunk, or when the agent closes the connection.
-import { AGENT_TIMEOUT_MS, type AgentError, MAX_ANSWER_BYTES, podLookupPath, REPORTS_PATH, type Report } from "../../wire/protocol.ts";
+import {
+  AGENT_TIMEOUT_MS,
+  type AgentError,
+  MAX_ANSWER_BYTES,
+  podLookupPath,
+  REPORTS_PATH,
+  type Report,
+} from "../../wire/protocol.ts";
 
 export interface AgentResponse {
   status: number;
@@ -80,7 +87,8 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
   const rest = buf.subarray(head + 4);
   let body: Uint8Array | undefined;
   if (chunked) body = dechunk(rest);
-  else if (length !== undefined && Number.isInteger(length) && length >= 0) body = rest.length >= length ? rest.subarray(0, length) : undefined;
+  else if (length !== undefined && Number.isInteger(length) && length >= 0)
+    body = rest.length >= length ? rest.subarray(0, length) : undefined;
   else body = ended ? rest : undefined;
   if (body === undefined) {
     if (ended) throw new Error("the agent closed the connection before the end of its answer");
@@ -94,9 +102,17 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
  * connection after its answer. The body is measured natively (a character loop here cost the
  * plugin 0.3 ms per KB), and the text goes to the socket as it is: Bun encodes it while writing.
  */
-export function renderRequest(method: "GET" | "POST", path: string, body: string | undefined, close: boolean): { text: string; bytes: number } {
+export function renderRequest(
+  method: "GET" | "POST",
+  path: string,
+  body: string | undefined,
+  close: boolean,
+): { text: string; bytes: number } {
   const head = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\n${close ? "Connection: close\r\n" : ""}`;
-  const text = body === undefined ? `${head}\r\n` : `${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+  const text =
+    body === undefined
+      ? `${head}\r\n`
+      : `${head}Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
   return { text, bytes: Buffer.byteLength(text) };
 }
 
@@ -104,12 +120,14 @@ export function renderRequest(method: "GET" | "POST", path: string, body: string
  * Writes `req` to `s`: the text at once, the bytes a socket did not take (a request larger than
  * its buffer) kept for its drain. Returns what is left to write.
  */
-function writeRequest(s: { write(b: string | Uint8Array): number }, req: { text: string; bytes: number }): Uint8Array | undefined {
+function writeRequest(
+  s: { write(b: string | Uint8Array): number },
+  req: { text: string; bytes: number },
+): Uint8Array | undefined {
   const n = s.write(req.text);
   if (n === req.bytes) return undefined;
   return new TextEncoder().encode(req.text).subarray(Math.max(0, n));
 }
-
 
 /**
  * Sends one more request on a connection kept open after its answer, and closes it without
@@ -122,7 +140,11 @@ export type FollowUp = (method: "GET" | "POST", path: string, body: string) => b
  * answer within `timeoutMs`.
  */
 export function agentRequest(
-  socketPath: string, method: "GET" | "POST", path: string, body: string | undefined, timeoutMs: number,
+  socketPath: string,
+  method: "GET" | "POST",
+  path: string,
+  body: string | undefined,
+  timeoutMs: number,
   opts: { noAnswer?: boolean; keepOpen?: boolean } = {},
 ): Promise<AgentResponse & { followUp?: FollowUp; close?(): void }> {
   // withResolvers, not `new Promise(executor)`: the constructor is a JS builtin that a fresh
@@ -198,7 +220,8 @@ export function agentRequest(
       },
       data(_s, chunk) {
         received = concat(received, chunk);
-        if (received.length > MAX_ANSWER_BYTES) return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
+        if (received.length > MAX_ANSWER_BYTES)
+          return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
         take(false);
       },
       close() {
@@ -227,7 +250,13 @@ export type AgentAnswer =
 
 const isObject = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 
-export async function askAgent(socketPath: string, namespace: string, name: string, uid: string | undefined, timeoutMs = AGENT_TIMEOUT_MS): Promise<AgentAnswer> {
+export async function askAgent(
+  socketPath: string,
+  namespace: string,
+  name: string,
+  uid: string | undefined,
+  timeoutMs = AGENT_TIMEOUT_MS,
+): Promise<AgentAnswer> {
   let res: AgentResponse;
   try {
     res = await agentRequest(socketPath, "GET", podLookupPath(namespace, name, uid), undefined, timeoutMs);
@@ -241,13 +270,21 @@ export async function askAgent(socketPath: string, namespace: string, name: stri
     parsed = undefined;
   }
   if (res.status === 200) {
-    if (!isObject(parsed) || !isObject(parsed.pod)) return { kind: "unavailable", why: "the agent's answer holds no pod" };
+    if (!isObject(parsed) || !isObject(parsed.pod))
+      return { kind: "unavailable", why: "the agent's answer holds no pod" };
     const source = parsed.source === "api" ? "agent-api" : "agent-cache";
     return { kind: "pod", pod: parsed.pod, namespace: parsed.namespace, source };
   }
   const err = isObject(parsed) && typeof parsed.msg === "string" ? parsed : undefined;
   if (res.status === 404) {
-    const error: AgentError = { code: 106, msg: typeof err?.msg === "string" ? err.msg : "pod not found", details: typeof err?.details === "string" ? err.details : `the agent has no pod ${namespace}/${name}${uid ? ` with UID ${uid}` : ""}` };
+    const error: AgentError = {
+      code: 106,
+      msg: typeof err?.msg === "string" ? err.msg : "pod not found",
+      details:
+        typeof err?.details === "string"
+          ? err.details
+          : `the agent has no pod ${namespace}/${name}${uid ? ` with UID ${uid}` : ""}`,
+    };
     return { kind: "gone", error };
   }
   const what = err ? `${err.msg}${typeof err.details === "string" ? `: ${err.details}` : ""}` : res.body.slice(0, 200);

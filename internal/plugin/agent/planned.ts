@@ -28,7 +28,8 @@ export function agentLines(lines: readonly string[]): string[] {
   const out: string[] = [];
   for (const l of lines) {
     let text = "";
-    for (const p of l.split("\n")) if (p !== "") text += `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`;
+    for (const p of l.split("\n"))
+      if (p !== "") text += `${p.startsWith("meshcni: ") ? "" : "meshcni: "}${escapeText(p)}\n`;
     out.push(text);
   }
   return out;

@@ -28,14 +28,18 @@ function earlyClient(early: EarlyLookup): KubeClient {
   };
   return {
     async getPod(namespace, name, signal): Promise<Pod> {
-      if (found || namespace !== early.namespace || name !== early.name) return (await viaKubeconfig()).getPod(namespace, name, signal);
+      if (found || namespace !== early.namespace || name !== early.name)
+        return (await viaKubeconfig()).getPod(namespace, name, signal);
       const f = await early.pod;
       found = f.fallback === undefined ? { source: f.source } : { source: f.source, fallback: f.fallback };
       namespaceObject = f.namespace;
       const pod = parsePod(f.body);
       if (!pod) {
-        throw new CniError(Code.TryAgainLater, "try again later",
-          `${f.source === "kubeconfig" ? "the API server" : "the meshcni agent"} sent something that is not a Pod for ${namespace}/${name}`);
+        throw new CniError(
+          Code.TryAgainLater,
+          "try again later",
+          `${f.source === "kubeconfig" ? "the API server" : "the meshcni agent"} sent something that is not a Pod for ${namespace}/${name}`,
+        );
       }
       return pod;
     },
@@ -54,7 +58,9 @@ function earlyClient(early: EarlyLookup): KubeClient {
 }
 
 export function createPluginDeps(
-  env: Record<string, string | undefined>, logSink: (line: string) => void, early?: EarlyLookup,
+  env: Record<string, string | undefined>,
+  logSink: (line: string) => void,
+  early?: EarlyLookup,
 ): PluginDeps {
   const envPath = env.PATH;
   const deps: PluginDeps = {
@@ -62,7 +68,8 @@ export function createPluginDeps(
       if (early) return earlyClient(early);
       return kubeconfigClient(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
     },
-    openFirewall: async (netns, settings, families) => (await import("../../firewall/io/open.ts")).openFirewall(netns, settings, families, envPath),
+    openFirewall: async (netns, settings, families) =>
+      (await import("../../firewall/io/open.ts")).openFirewall(netns, settings, families, envPath),
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];
       const { resolveFirewallBinaries } = await import("../../firewall/io/open.ts");
@@ -78,7 +85,8 @@ export function createPluginDeps(
       return problems;
     },
     netnsExists: pathExists,
-    podAddresses: async (netns, signal) => (await import("./pod-addresses.ts")).readPodAddresses(netns, envPath, signal),
+    podAddresses: async (netns, signal) =>
+      (await import("./pod-addresses.ts")).readPodAddresses(netns, envPath, signal),
     writeFile: async (path, text) => {
       await Bun.write(path, text);
     },

@@ -63,7 +63,9 @@ export interface LookupTarget {
  */
 export function lookupTarget(stdin: string, env: Record<string, string | undefined>): LookupTarget | undefined {
   if (env.CNI_COMMAND !== "ADD" && env.CNI_COMMAND !== "CHECK") return undefined;
-  const conf = peekConf(stdin) as { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown } | undefined;
+  const conf = peekConf(stdin) as
+    | { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown }
+    | undefined;
   if (!conf) return undefined; // the plugin will answer with the error
   let args: ReturnType<typeof parseK8sArgs>;
   try {
@@ -74,15 +76,29 @@ export function lookupTarget(stdin: string, env: Record<string, string | undefin
   const k = conf.kubernetes;
   if (!args.podName || !args.podNamespace) return undefined;
   const podNamespace = typeof k?.pod_namespace === "string" ? k.pod_namespace : undefined;
-  if (skipBeforeLookup({ exclude_namespaces: strings(k?.exclude_namespaces), pod_namespace: podNamespace }, args.podNamespace, args.podName)) {
+  if (
+    skipBeforeLookup(
+      { exclude_namespaces: strings(k?.exclude_namespaces), pod_namespace: podNamespace },
+      args.podNamespace,
+      args.podName,
+    )
+  ) {
     return undefined;
   }
-  const seconds = typeof conf.timeout_seconds === "number" && conf.timeout_seconds > 0 ? Math.min(conf.timeout_seconds, 60) : 5;
+  const seconds =
+    typeof conf.timeout_seconds === "number" && conf.timeout_seconds > 0 ? Math.min(conf.timeout_seconds, 60) : 5;
   return {
-    socket: typeof conf.agent_socket === "string" && conf.agent_socket.startsWith("/") ? conf.agent_socket : DEFAULT_AGENT_SOCKET,
-    namespace: args.podNamespace, name: args.podName, uid: args.podUid,
-    kubeconfig: typeof k?.kubeconfig === "string" ? k.kubeconfig : undefined, allowHttp: k?.allow_insecure_http === true,
-    seconds, agentTimeoutMs: Math.min(AGENT_TIMEOUT_MS, seconds * 500),
+    socket:
+      typeof conf.agent_socket === "string" && conf.agent_socket.startsWith("/")
+        ? conf.agent_socket
+        : DEFAULT_AGENT_SOCKET,
+    namespace: args.podNamespace,
+    name: args.podName,
+    uid: args.podUid,
+    kubeconfig: typeof k?.kubeconfig === "string" ? k.kubeconfig : undefined,
+    allowHttp: k?.allow_insecure_http === true,
+    seconds,
+    agentTimeoutMs: Math.min(AGENT_TIMEOUT_MS, seconds * 500),
   };
 }
 
@@ -90,7 +106,11 @@ export function lookupTarget(stdin: string, env: Record<string, string | undefin
  * Starts the lookup for `t`. `agentDown`: the agent did not answer a moment ago (the planned
  * ADD, agent-add.ts), so the kubeconfig GET goes first, with that as the reason.
  */
-export function startEarlyLookup(t: LookupTarget | undefined, agentDown?: string, deadline?: AbortSignal): EarlyLookup | undefined {
+export function startEarlyLookup(
+  t: LookupTarget | undefined,
+  agentDown?: string,
+  deadline?: AbortSignal,
+): EarlyLookup | undefined {
   if (!t) return undefined;
   // The command's bound, started with the command (the agent's part, if any, counted).
   const signal = deadline ?? AbortSignal.timeout(t.seconds * 1000);
@@ -102,7 +122,10 @@ export function startEarlyLookup(t: LookupTarget | undefined, agentDown?: string
     return conn;
   };
   const pod = (async (): Promise<PodFound> => {
-    const answer = agentDown !== undefined ? { kind: "unavailable" as const, why: agentDown } : await askAgent(socket, ns, name, uid, t.agentTimeoutMs);
+    const answer =
+      agentDown !== undefined
+        ? { kind: "unavailable" as const, why: agentDown }
+        : await askAgent(socket, ns, name, uid, t.agentTimeoutMs);
     if (answer.kind === "pod") {
       checkUid(answer.pod, uid, ns, name, "the agent sent");
       const found: PodFound = { body: answer.pod, source: answer.source };

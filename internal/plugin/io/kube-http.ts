@@ -6,8 +6,11 @@ import { Code } from "../../cni/spec.ts";
 import { KubeconfigError, type KubeTarget, type Material, parseKubeconfig } from "../../kube/kubeconfig.ts";
 
 function badKubeconfig(path: string, why: string): CniError {
-  return new CniError(Code.BadKubeconfig, "cannot use the plugin's kubeconfig",
-    `${path}: ${why}; meshcni-installer writes this file: check that the meshcni DaemonSet pod on this node is running`);
+  return new CniError(
+    Code.BadKubeconfig,
+    "cannot use the plugin's kubeconfig",
+    `${path}: ${why}; meshcni-installer writes this file: check that the meshcni DaemonSet pod on this node is running`,
+  );
 }
 
 /**
@@ -63,7 +66,10 @@ export function readKubeconfig(path: string | undefined, allowHttp = false): Con
     throw e;
   }
   if (!allowHttp && /^http:/i.test(target.server)) {
-    throw badKubeconfig(path, `its server ${target.server} is plain http, so the token would travel in clear; use https, or set "allow_insecure_http": true in the kubernetes section of meshcni's conflist entry`);
+    throw badKubeconfig(
+      path,
+      `its server ${target.server} is plain http, so the token would travel in clear; use https, or set "allow_insecure_http": true in the kubernetes section of meshcni's conflist entry`,
+    );
   }
   const conn: Connection = { target };
   const ca = readMaterial(target.ca, "certificate-authority", path);
@@ -80,19 +86,31 @@ export function readKubeconfig(path: string | undefined, allowHttp = false): Con
 function statusError(status: number, what: string, server: string): CniError {
   switch (status) {
     case 401:
-      return new CniError(Code.Unauthorized, "the API server rejected meshcni's credentials (401 Unauthorized)",
+      return new CniError(
+        Code.Unauthorized,
+        "the API server rejected meshcni's credentials (401 Unauthorized)",
         `reading ${what} from ${server}; the token in the plugin's kubeconfig has expired or was revoked: ` +
-        "the meshcni-node agent on this node renews it, so check that it runs (its log says why a renewal fails)");
+          "the meshcni-node agent on this node renews it, so check that it runs (its log says why a renewal fails)",
+      );
     case 403:
-      return new CniError(Code.Forbidden, "the API server refused meshcni access (403 Forbidden)",
+      return new CniError(
+        Code.Forbidden,
+        "the API server refused meshcni access (403 Forbidden)",
         `reading ${what} from ${server}; the plugin's ClusterRole (meshcni-plugin) must allow get on pods and ` +
-        "namespaces (meshcnictl install-cni renders it)");
+          "namespaces (meshcnictl install-cni renders it)",
+      );
     case 404:
-      return new CniError(Code.PodNotFound, "not found in the API (404)",
-        `${what} does not exist on ${server}; if the pod was just deleted this is expected, otherwise check that the kubeconfig points at this node's cluster`);
+      return new CniError(
+        Code.PodNotFound,
+        "not found in the API (404)",
+        `${what} does not exist on ${server}; if the pod was just deleted this is expected, otherwise check that the kubeconfig points at this node's cluster`,
+      );
     default:
-      return new CniError(Code.TryAgainLater, "try again later",
-        `the API server ${server} answered ${status} for ${what}; the runtime will retry the pod`);
+      return new CniError(
+        Code.TryAgainLater,
+        "try again later",
+        `the API server ${server} answered ${status} for ${what}; the runtime will retry the pod`,
+      );
   }
 }
 
@@ -116,18 +134,26 @@ export async function getJson(conn: Connection, path: string, what: string, sign
   } catch (e) {
     const err = e as Error;
     if (signal.aborted || err.name === "TimeoutError" || err.name === "AbortError") {
-      throw new CniError(Code.TryAgainLater, "try again later",
-        `the API server ${server} did not answer for ${what} within the plugin's time bound; the runtime will retry the pod`);
+      throw new CniError(
+        Code.TryAgainLater,
+        "try again later",
+        `the API server ${server} did not answer for ${what} within the plugin's time bound; the runtime will retry the pod`,
+      );
     }
-    throw new CniError(Code.TryAgainLater, "try again later",
-      `cannot reach the API server ${server} for ${what}: ${err.message}; the runtime will retry the pod`);
+    throw new CniError(
+      Code.TryAgainLater,
+      "try again later",
+      `cannot reach the API server ${server} for ${what}: ${err.message}; the runtime will retry the pod`,
+    );
   }
   if (res.status !== 200) throw statusError(res.status, what, server);
   try {
     return JSON.parse(body);
   } catch {
-    throw new CniError(Code.TryAgainLater, "try again later",
-      `the API server ${server} sent a truncated or malformed answer for ${what}; the runtime will retry the pod`);
+    throw new CniError(
+      Code.TryAgainLater,
+      "try again later",
+      `the API server ${server} sent a truncated or malformed answer for ${what}; the runtime will retry the pod`,
+    );
   }
 }
-

@@ -13,7 +13,11 @@ export interface PendingPod {
 }
 
 function unexpected(what: string, server: string): CniError {
-  return new CniError(Code.TryAgainLater, "try again later", `the API server ${server} sent something that is not a ${what}`);
+  return new CniError(
+    Code.TryAgainLater,
+    "try again later",
+    `the API server ${server} sent something that is not a ${what}`,
+  );
 }
 
 export function kubeClient(conn: Connection, pending?: PendingPod): KubeClient {

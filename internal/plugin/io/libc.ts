@@ -32,7 +32,12 @@ const O_NOFOLLOW = ARM ? 0o100000 : 0o400000;
 
 /** The errno values the callers tell apart, by name (Linux's numbers). */
 const ERRNO: Record<number, string> = {
-  2: "ENOENT", 13: "EACCES", 17: "EEXIST", 20: "ENOTDIR", 36: "ENAMETOOLONG", 40: "ELOOP",
+  2: "ENOENT",
+  13: "EACCES",
+  17: "EEXIST",
+  20: "ENOTDIR",
+  36: "ENAMETOOLONG",
+  40: "ELOOP",
 };
 
 type Lib = ReturnType<typeof dlopen<typeof SYMBOLS>>["symbols"];
@@ -85,7 +90,7 @@ export function mkdir(path: string, mode: number): void {
 
 /** Writes all of `bytes` to `fd`; throws when a write(2) fails. */
 function writeAll(c: Lib, fd: number, bytes: Buffer, what: string): void {
-  for (let off = 0; off < bytes.length;) {
+  for (let off = 0; off < bytes.length; ) {
     const n = Number(c.write(fd, off === 0 ? bytes : bytes.subarray(off), bytes.length - off));
     if (n <= 0) throw failed(what);
     off += n;

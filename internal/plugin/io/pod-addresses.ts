@@ -7,7 +7,11 @@ import { run } from "../../firewall/io/exec.ts";
 import { missing } from "../../firewall/io/open.ts";
 import { which } from "../../firewall/io/which.ts";
 
-export async function readPodAddresses(netns: string, envPath: string | undefined, signal: AbortSignal): Promise<string[]> {
+export async function readPodAddresses(
+  netns: string,
+  envPath: string | undefined,
+  signal: AbortSignal,
+): Promise<string[]> {
   const nsenter = which("nsenter", envPath);
   if (!nsenter) throw missing("nsenter");
   const ip = which("ip", envPath);
@@ -15,9 +19,15 @@ export async function readPodAddresses(netns: string, envPath: string | undefine
   const r = await run([nsenter, `--net=${netns}`, "--", ip, "-j", "addr", "show"], { signal });
   const addresses = r.code === 0 ? parseIpAddrJson(r.stdout) : undefined;
   if (!addresses) {
-    const why = r.code === 0 ? "its output is not the JSON list of links" : r.stderr.trim().split("\n").slice(-2).join(" | ") || `exit code ${r.code}`;
-    throw new CniError(Code.ApplyFailed, "could not read the pod's addresses in its network namespace",
-      `the previous result names no address, and ip -j addr show failed: ${why}`);
+    const why =
+      r.code === 0
+        ? "its output is not the JSON list of links"
+        : r.stderr.trim().split("\n").slice(-2).join(" | ") || `exit code ${r.code}`;
+    throw new CniError(
+      Code.ApplyFailed,
+      "could not read the pod's addresses in its network namespace",
+      `the previous result names no address, and ip -j addr show failed: ${why}`,
+    );
   }
   return addresses;
 }

@@ -20,14 +20,20 @@ export function agentPaths(stdin: string): { socket: string; stateDir: string; c
   const conf = peekConf(stdin);
   const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
   const out: { socket: string; stateDir: string; conf?: Record<string, unknown> } = {
-    socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET), stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
+    socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET),
+    stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
   };
   if (conf) out.conf = conf;
   return out;
 }
 
 export async function report(o: {
-  env: Record<string, string | undefined>; stdin: string; summary: Summary; lines: string[]; started: Date; t0: number;
+  env: Record<string, string | undefined>;
+  stdin: string;
+  summary: Summary;
+  lines: string[];
+  started: Date;
+  t0: number;
   /** The agent's connection of this command, kept open for the report (a planned ADD). */
   via?: FollowUp | undefined;
 }): Promise<void> {
@@ -36,8 +42,13 @@ export async function report(o: {
   const { socket, stateDir } = agentPaths(o.stdin);
   const summary = completeSummary(o.summary, command, o.env.CNI_ARGS);
   const r = buildReport({
-    command: command as Command, containerId: o.env.CNI_CONTAINERID, summary, lines: o.lines, started: o.started,
-    durationMs: performance.now() - o.t0, version: VERSION,
+    command: command as Command,
+    containerId: o.env.CNI_CONTAINERID,
+    summary,
+    lines: o.lines,
+    started: o.started,
+    durationMs: performance.now() - o.t0,
+    version: VERSION,
   });
   if (o.via?.("POST", REPORTS_PATH, JSON.stringify(r))) return;
   if (await sendReport(socket, r)) return;
@@ -48,8 +59,10 @@ export async function report(o: {
     // Nowhere to write (a link planted at the log's name among the reasons): the lines went to
     // stderr already; this says why they are in no log the agent prints.
     const why = escapeText((e as Error).message);
-    await Bun.write(Bun.stderr, `meshcni: warn ${command}: could not append to the fallback log in ${stateDir}: ${
-      why}\n`);
+    await Bun.write(
+      Bun.stderr,
+      `meshcni: warn ${command}: could not append to the fallback log in ${stateDir}: ${why}\n`,
+    );
   }
 }
 
@@ -59,13 +72,24 @@ export async function report(o: {
  * path must decide (a meshed or unreadable record, or input that is not a plain, valid DEL: the
  * full path then answers its error).
  */
-export async function untouchedDel(stdin: string, env: Record<string, string | undefined>): Promise<Summary | undefined> {
+export async function untouchedDel(
+  stdin: string,
+  env: Record<string, string | undefined>,
+): Promise<Summary | undefined> {
   if (env.CNI_COMMAND !== "DEL" || env.MESHCNI_DRY_RUN_FILE || !env.CNI_IFNAME) return undefined;
   const id = env.CNI_CONTAINERID;
   const { stateDir, conf } = agentPaths(stdin);
-  if (!conf || !safeContainerId(id) || !isSupportedVersion(conf.cniVersion ?? "0.1.0") || typeof conf.name !== "string" || conf.name === "") return undefined;
+  if (
+    !conf ||
+    !safeContainerId(id) ||
+    !isSupportedVersion(conf.cniVersion ?? "0.1.0") ||
+    typeof conf.name !== "string" ||
+    conf.name === ""
+  )
+    return undefined;
   for (const k of ["agent_socket", "state_dir"]) {
-    if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/"))) return undefined;
+    if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/")))
+      return undefined;
   }
   // A record is never empty; a missing file's size is 0 (a synchronous stat).
   if (Bun.file(recordPath(stateDir, id)).size > 0) return skippedDel(stateDir, id);
@@ -84,6 +108,12 @@ async function skippedDel(stateDir: string, id: string): Promise<Summary | undef
   if (typeof r !== "object" || r.decision !== "skipped") return undefined;
   // unlink(2) by path, without loading the C library (plugin-state.ts's removeRecord): it removes
   // a link at the name itself, and only what just read as this container's skipped record.
-  await Bun.file(recordPath(stateDir, id)).delete().catch(() => {});
-  return { outcome: "untouched", reason: skippedReason(r), pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) } };
+  await Bun.file(recordPath(stateDir, id))
+    .delete()
+    .catch(() => {});
+  return {
+    outcome: "untouched",
+    reason: skippedReason(r),
+    pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) },
+  };
 }

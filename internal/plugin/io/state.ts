@@ -4,7 +4,15 @@
 // through internal/plugin/io/libc.ts, loaded only when they are needed, and never through a symbolic
 // link: the state folder is the configured one, but a link planted inside it (at a record's or
 // the log's name, or as the records folder) is never written, appended or removed through.
-import { FALLBACK_LOG, FALLBACK_LOG_MAX_BYTES, type PodRecord, RECORDS_SUBDIR, recordName, recordPath, safeContainerId } from "../../wire/state.ts";
+import {
+  FALLBACK_LOG,
+  FALLBACK_LOG_MAX_BYTES,
+  type PodRecord,
+  RECORDS_SUBDIR,
+  recordName,
+  recordPath,
+  safeContainerId,
+} from "../../wire/state.ts";
 
 const isStr = (x: unknown): x is string => typeof x === "string";
 
@@ -19,7 +27,13 @@ export async function readRecord(stateDir: string, containerId: string): Promise
   }
   try {
     const r = JSON.parse(text) as Record<string, unknown>;
-    if (r?.v === 1 && r.containerId === containerId && isStr(r.namespace) && isStr(r.name) && (r.decision === "meshed" || r.decision === "skipped")) {
+    if (
+      r?.v === 1 &&
+      r.containerId === containerId &&
+      isStr(r.namespace) &&
+      isStr(r.name) &&
+      (r.decision === "meshed" || r.decision === "skipped")
+    ) {
       return r as unknown as PodRecord;
     }
   } catch {
@@ -58,7 +72,8 @@ async function openRecords(stateDir: string, create: boolean): Promise<number> {
  * through it.
  */
 export async function writeRecord(stateDir: string, record: PodRecord): Promise<void> {
-  if (!safeContainerId(record.containerId)) throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
+  if (!safeContainerId(record.containerId))
+    throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const { closeFd, renameAt, unlinkAt, writeNewAt } = await import("./libc.ts");
   const dir = await openRecords(stateDir, true);
   try {
@@ -159,7 +174,11 @@ async function idInside(path: string, name: string): Promise<string> {
  * A symbolic link at plugin.log is never appended through (O_NOFOLLOW: this throws), and the
  * rotation renames names, never what a link points to.
  */
-export async function appendFallbackLog(stateDir: string, text: string, maxBytes = FALLBACK_LOG_MAX_BYTES): Promise<void> {
+export async function appendFallbackLog(
+  stateDir: string,
+  text: string,
+  maxBytes = FALLBACK_LOG_MAX_BYTES,
+): Promise<void> {
   const { append, mkdir, rename } = await import("./libc.ts");
   mkdir(stateDir, 0o700);
   const path = `${stateDir}/${FALLBACK_LOG}`;

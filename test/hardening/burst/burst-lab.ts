@@ -57,7 +57,10 @@ export class BurstLab {
   /** The node agent and its folders, when the lab runs with one. */
   agent?: { process: InstallerProcess; dirs: HostDirs; port: number };
 
-  private constructor(readonly api: ApiServer, readonly size: number) {
+  private constructor(
+    readonly api: ApiServer,
+    readonly size: number,
+  ) {
     this.dir = mkdtempSync(join(tmpdir(), "meshcni-burst-"));
     this.kubeconfig = join(this.dir, "ZZZ-meshcni-kubeconfig");
     writeFileSync(this.kubeconfig, api.kubeconfig(), { mode: 0o600 });
@@ -74,7 +77,10 @@ export class BurstLab {
       const pod = structuredClone(base);
       pod.metadata.name = `web-${i}`;
       pod.metadata.namespace = NS;
-      pod.metadata.annotations = { ...pod.metadata.annotations, "config.linkerd.io/skip-inbound-ports": String(ownPort(i)) };
+      pod.metadata.annotations = {
+        ...pod.metadata.annotations,
+        "config.linkerd.io/skip-inbound-ports": String(ownPort(i)),
+      };
       api.addPod(pod);
     }
     const lab = new BurstLab(api, size);
@@ -87,14 +93,25 @@ export class BurstLab {
     ensureBuilt();
     const dirs = new HostDirs(TOKEN, this.api.caPem);
     // Something for the agent to chain into; the burst's runtimes use their own conflist.
-    writeFileSync(join(dirs.net, "10-bridge.conflist"), JSON.stringify({ cniVersion: "1.0.0", name: "node-net", plugins: [{ type: "bridge", bridge: "unused0" }] }));
+    writeFileSync(
+      join(dirs.net, "10-bridge.conflist"),
+      JSON.stringify({ cniVersion: "1.0.0", name: "node-net", plugins: [{ type: "bridge", bridge: "unused0" }] }),
+    );
     const port = freePort();
-    const proc = startInstaller(dirs, ["--node-name", NODE, "--plugin-binary", join(DIST, "meshcni"), "--health-port", String(port), "--repair", "off"], {
-      KUBERNETES_SERVICE_HOST: "127.0.0.1", KUBERNETES_SERVICE_PORT: new URL(this.api.url).port, NODE_NAME: NODE,
-    });
+    const proc = startInstaller(
+      dirs,
+      ["--node-name", NODE, "--plugin-binary", join(DIST, "meshcni"), "--health-port", String(port), "--repair", "off"],
+      {
+        KUBERNETES_SERVICE_HOST: "127.0.0.1",
+        KUBERNETES_SERVICE_PORT: new URL(this.api.url).port,
+        NODE_NAME: NODE,
+      },
+    );
     this.agent = { process: proc, dirs, port };
     const cached = async () => {
-      const s = (await (await fetch(`http://127.0.0.1:${port}/status`)).json().catch(() => undefined)) as { cache?: { pods?: { synced?: boolean; objects?: number } } } | undefined;
+      const s = (await (await fetch(`http://127.0.0.1:${port}/status`)).json().catch(() => undefined)) as
+        | { cache?: { pods?: { synced?: boolean; objects?: number } } }
+        | undefined;
       return s?.cache?.pods?.synced === true && s.cache.pods.objects === this.size;
     };
     await until(() => cached().catch(() => false), 20_000, "the agent's cache of the burst's pods").catch((e) => {
@@ -104,7 +121,9 @@ export class BurstLab {
 
   /** GETs of single pods the API server answered so far (list and watch not counted). */
   podGets(): number {
-    return Array.from({ length: this.size }, (_, i) => this.api.count(`/api/v1/namespaces/${NS}/pods/web-${i}`, "get")).reduce((a, b) => a + b, 0);
+    return Array.from({ length: this.size }, (_, i) =>
+      this.api.count(`/api/v1/namespaces/${NS}/pods/web-${i}`, "get"),
+    ).reduce((a, b) => a + b, 0);
   }
 
   meshcniEntry(backend: Backend): Record<string, unknown> {
@@ -170,15 +189,17 @@ export class BurstLab {
     const chainMs: number[] = [];
     const failures: BurstRound["failures"] = [];
     const t0 = performance.now();
-    await Promise.all(pods.map(async (p) => {
-      const s = performance.now();
-      try {
-        await rt.add(p.attachment);
-        chainMs.push(performance.now() - s);
-      } catch (e) {
-        failures.push({ pod: p.name, error: (e as Error).message });
-      }
-    }));
+    await Promise.all(
+      pods.map(async (p) => {
+        const s = performance.now();
+        try {
+          await rt.add(p.attachment);
+          chainMs.push(performance.now() - s);
+        } catch (e) {
+          failures.push({ pod: p.name, error: (e as Error).message });
+        }
+      }),
+    );
     const wallMs = performance.now() - t0;
     const meshcni = rt.runs.filter((r) => r.type === "meshcni" && r.code === 0).map((r) => r.ms);
     const round: BurstRound = { wallMs, worstChainMs: Math.max(0, ...chainMs), failures, runs: [...rt.runs] };
@@ -189,7 +210,9 @@ export class BurstLab {
   /** DEL for every pod (in parallel, each in the spec's reverse order); failures are returned. */
   async teardown(rt: CniRuntime, pods: BurstPod[]): Promise<string[]> {
     const errors: string[] = [];
-    await Promise.all(pods.map((p) => rt.del(p.attachment).catch((e) => void errors.push(`${p.name}: ${(e as Error).message}`))));
+    await Promise.all(
+      pods.map((p) => rt.del(p.attachment).catch((e) => void errors.push(`${p.name}: ${(e as Error).message}`))),
+    );
     return errors;
   }
 
@@ -212,9 +235,14 @@ export class BurstLab {
     }
     await this.api.close();
     rmSync(this.dir, { recursive: true, force: true });
-    const listed = new Set(sh(["ip", "netns", "list"]).stdout.split("\n").map((l) => l.split(" ")[0]));
+    const listed = new Set(
+      sh(["ip", "netns", "list"])
+        .stdout.split("\n")
+        .map((l) => l.split(" ")[0]),
+    );
     const left = names.filter((n) => listed.has(n));
-    if (left.length > 0) throw new Error(`${left.length} network namespaces of the burst were not deleted, e.g. ${left[0]}`);
+    if (left.length > 0)
+      throw new Error(`${left.length} network namespaces of the burst were not deleted, e.g. ${left[0]}`);
   }
 }
 
@@ -228,9 +256,12 @@ export function checkOwnRules(save: string, i: number, size: number): string[] {
   if (!ports.includes(String(ownPort(i)))) problems.push(`web-${i}: its own port ${ownPort(i)} is missing`);
   const foreign = ports.filter((p) => Number(p) >= 20000 && Number(p) < 20000 + size && Number(p) !== ownPort(i));
   if (foreign.length > 0) problems.push(`web-${i}: rules of other pods: ports ${foreign.join(",")}`);
-  const jumps = (chain: string, target: string) => lines.filter((l) => l.startsWith(`-A ${chain} `) && l.endsWith(`-j ${target}`)).length;
-  if (jumps("PREROUTING", "PROXY_INIT_REDIRECT") !== 1) problems.push(`web-${i}: ${jumps("PREROUTING", "PROXY_INIT_REDIRECT")} jumps from PREROUTING`);
-  if (jumps("OUTPUT", "PROXY_INIT_OUTPUT") !== 1) problems.push(`web-${i}: ${jumps("OUTPUT", "PROXY_INIT_OUTPUT")} jumps from OUTPUT`);
+  const jumps = (chain: string, target: string) =>
+    lines.filter((l) => l.startsWith(`-A ${chain} `) && l.endsWith(`-j ${target}`)).length;
+  if (jumps("PREROUTING", "PROXY_INIT_REDIRECT") !== 1)
+    problems.push(`web-${i}: ${jumps("PREROUTING", "PROXY_INIT_REDIRECT")} jumps from PREROUTING`);
+  if (jumps("OUTPUT", "PROXY_INIT_OUTPUT") !== 1)
+    problems.push(`web-${i}: ${jumps("OUTPUT", "PROXY_INIT_OUTPUT")} jumps from OUTPUT`);
   // ignore 4191,4190 + own port; redirect-all; uid; loopback; redirect-all-outgoing; the two jumps.
   if (ours.length !== 7) problems.push(`web-${i}: ${ours.length} rules of meshcni, expected 7:\n${ours.join("\n")}`);
   if (new Set(ours).size !== ours.length) problems.push(`web-${i}: a rule twice`);
@@ -239,6 +270,7 @@ export function checkOwnRules(save: string, i: number, size: number): string[] {
 
 /** Errors that say iptables had to wait for, or gave up on, the xtables lock. */
 export function lockTrouble(runs: readonly PluginRun[]): string[] {
-  return runs.filter((r) => /xtables lock|holding the xtables|Resource temporarily unavailable/i.test(r.stderr + r.stdout))
+  return runs
+    .filter((r) => /xtables lock|holding the xtables|Resource temporarily unavailable/i.test(r.stderr + r.stdout))
     .map((r) => `${r.type}: ${(r.stderr + r.stdout).trim().slice(0, 300)}`);
 }

@@ -67,5 +67,8 @@ while (!stopping) {
 }
 w.close();
 scan();
-writeFileSync(outfile, JSON.stringify({ samples, seen: Object.fromEntries([...seen].map(([k, v]) => [k, Object.fromEntries(v)])) }));
+writeFileSync(
+  outfile,
+  JSON.stringify({ samples, seen: Object.fromEntries([...seen].map(([k, v]) => [k, Object.fromEntries(v)])) }),
+);
 process.exit(0);

@@ -10,7 +10,17 @@
 // - after every SIGTERM, and at the end, each file equals what the CNI last wrote, byte for byte.
 // The stand-in API server holds no DaemonSet for the agent, so each SIGTERM undoes, as when
 // meshcni is removed from the cluster.
-import { closeSync, existsSync, openSync, readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { ensureBuilt, type InstallerProcess, startCluster, startInstaller } from "../../agent/harness.ts";
 import { repoPath } from "../../support/golden.ts";
@@ -52,19 +62,34 @@ function parse(text: string): Json | undefined {
   }
 }
 
-
 /** Whether a runtime would use the file (a list with a name and typed plugins, or one typed plugin). */
 function usable(name: string, text: string): boolean {
   const doc = parse(text);
   if (!doc) return false;
-  const typed = (p: unknown) => !!p && typeof p === "object" && !Array.isArray(p) && typeof (p as Json).type === "string" && (p as Json).type !== "";
+  const typed = (p: unknown) =>
+    !!p &&
+    typeof p === "object" &&
+    !Array.isArray(p) &&
+    typeof (p as Json).type === "string" &&
+    (p as Json).type !== "";
   if (name.endsWith(".conflist")) {
-    return typeof doc.name === "string" && doc.name !== "" && Array.isArray(doc.plugins) && doc.plugins.length > 0 && doc.plugins.every(typed);
+    return (
+      typeof doc.name === "string" &&
+      doc.name !== "" &&
+      Array.isArray(doc.plugins) &&
+      doc.plugins.length > 0 &&
+      doc.plugins.every(typed)
+    );
   }
   return typed(doc);
 }
 
-const meshcniCount = (doc: Json) => (Array.isArray(doc.plugins) ? doc.plugins.filter((p: Json) => p?.type === MESHCNI).length : doc.type === MESHCNI ? 1 : 0);
+const meshcniCount = (doc: Json) =>
+  Array.isArray(doc.plugins)
+    ? doc.plugins.filter((p: Json) => p?.type === MESHCNI).length
+    : doc.type === MESHCNI
+      ? 1
+      : 0;
 const withoutMeshcni = (doc: Json) => ({ ...doc, plugins: doc.plugins.filter((p: Json) => p?.type !== MESHCNI) });
 const listNameOf = (conf: string) => conf.replace(/\.(conf|json)$/, ".conflist");
 
@@ -79,7 +104,10 @@ class SimulatedCni {
   /** What happened, newest last (for reports). */
   readonly history: string[] = [];
   private rewrites: number[] = [];
-  constructor(private readonly dir: string, private readonly rng: Rng) {}
+  constructor(
+    private readonly dir: string,
+    private readonly rng: Rng,
+  ) {}
 
   write(name: string, content: string, inPlace: boolean): void {
     if (!this.written.has(name)) this.written.set(name, new Set());
@@ -104,7 +132,9 @@ class SimulatedCni {
     }
     this.files.set(name, content);
     this.rewrites.push(performance.now());
-    this.history.push(`CNI wrote ${name} (${usable(name, content) ? "usable" : "unusable"}${inPlace ? ", in place" : ""})`);
+    this.history.push(
+      `CNI wrote ${name} (${usable(name, content) ? "usable" : "unusable"}${inPlace ? ", in place" : ""})`,
+    );
   }
 
   /** Deletes the file if it is there (a CNI deletes what it sees). */
@@ -125,7 +155,10 @@ class SimulatedCni {
 
   /** The file the runtime uses: the first usable one in byte order of names. */
   choice(): string | undefined {
-    const names = [...this.files].filter(([, c]) => c !== null).map(([n]) => n).sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+    const names = [...this.files]
+      .filter(([, c]) => c !== null)
+      .map(([n]) => n)
+      .sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
     return names.find((n) => usable(n, this.files.get(n)!));
   }
 }
@@ -135,21 +168,43 @@ function content(rng: Rng, name: string): { text: string; valid: boolean } {
   const indent = rng.pick([2, 4, "\t", undefined]);
   const r = rng.next();
   if (r < 0.12) {
-    const bad = rng.pick(["", "{", '{"name": "k8s-pod-network", "plugins": [', "not json", "[]", "null",
+    const bad = rng.pick([
+      "",
+      "{",
+      '{"name": "k8s-pod-network", "plugins": [',
+      "not json",
+      "[]",
+      "null",
       name.endsWith(".conflist") ? '{"cniVersion":"1.0.0","name":"x","plugins":[]}' : '{"name":"x"}',
-      name.endsWith(".conflist") ? '{"cniVersion":"1.0.0","plugins":[{"type":"calico"}]}' : '{"type":""}']);
+      name.endsWith(".conflist") ? '{"cniVersion":"1.0.0","plugins":[{"type":"calico"}]}' : '{"type":""}',
+    ]);
     return { text: bad, valid: false };
   }
   let doc: Json;
   switch (name) {
     case "05-cilium.conflist":
-      doc = { cniVersion: "0.3.1", name: "cilium", plugins: [{ type: "cilium-cni", "enable-debug": rng.chance(0.5), "log-file": "/var/run/cilium/cilium-cni.log" }] };
+      doc = {
+        cniVersion: "0.3.1",
+        name: "cilium",
+        plugins: [
+          { type: "cilium-cni", "enable-debug": rng.chance(0.5), "log-file": "/var/run/cilium/cilium-cni.log" },
+        ],
+      };
       break;
     case "10-calico.conflist":
       doc = {
-        name: "k8s-pod-network", cniVersion: rng.pick(["0.3.1", "1.0.0"]),
+        name: "k8s-pod-network",
+        cniVersion: rng.pick(["0.3.1", "1.0.0"]),
         plugins: [
-          { type: "calico", log_level: "info", datastore_type: "kubernetes", nodename: "node-1", mtu: rng.pick([0, 1440, 1450, 8981]), ipam: { type: "calico-ipam" }, policy: { type: "k8s" } },
+          {
+            type: "calico",
+            log_level: "info",
+            datastore_type: "kubernetes",
+            nodename: "node-1",
+            mtu: rng.pick([0, 1440, 1450, 8981]),
+            ipam: { type: "calico-ipam" },
+            policy: { type: "k8s" },
+          },
           { type: "portmap", snat: true, capabilities: { portMappings: true } },
         ],
       };
@@ -159,7 +214,13 @@ function content(rng: Rng, name: string): { text: string; valid: boolean } {
       doc = { name: "cbr0", type: "flannel", delegate: { hairpinMode: rng.chance(0.5), isDefaultGateway: true } };
       break;
     default:
-      doc = { cniVersion: "1.0.0", name: "extra", plugins: [{ type: "bridge", bridge: `cni${rng.int(10)}`, ipam: { type: "host-local", subnet: "10.88.0.0/16" } }] };
+      doc = {
+        cniVersion: "1.0.0",
+        name: "extra",
+        plugins: [
+          { type: "bridge", bridge: `cni${rng.int(10)}`, ipam: { type: "host-local", subnet: "10.88.0.0/16" } },
+        ],
+      };
   }
   const text = JSON.stringify(doc, null, indent) + (rng.chance(0.5) ? "\n" : "");
   return { text, valid: true };
@@ -183,7 +244,11 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   writeFileSync(plugin, "#!/bin/sh\nexit 0\n", { mode: 0o755 });
 
   const observedFile = join(dirs.root, "observed.json");
-  const observer = Bun.spawn([BUN, join(import.meta.dir, "observer.ts"), dirs.net, observedFile], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const observer = Bun.spawn([BUN, join(import.meta.dir, "observer.ts"), dirs.net, observedFile], {
+    stdin: "pipe",
+    stdout: "pipe",
+    stderr: "inherit",
+  });
   const reader = observer.stdout.getReader();
   await reader.read(); // "ready"
 
@@ -208,22 +273,26 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           p.push(`${n}: the runtime's config is not a list`);
           continue;
         }
-        if (meshcniCount(doc) !== 1 || doc.plugins.at(-1)?.type !== MESHCNI) p.push(`${n}: ${meshcniCount(doc)} meshcni entries, last is ${doc.plugins.at(-1)?.type}`);
+        if (meshcniCount(doc) !== 1 || doc.plugins.at(-1)?.type !== MESHCNI)
+          p.push(`${n}: ${meshcniCount(doc)} meshcni entries, last is ${doc.plugins.at(-1)?.type}`);
         const theirs = parse(cni.files.get(choice!)!)!;
-        const ok = choice === target
-          ? jsonEqual(withoutMeshcni(doc), theirs)
-          : doc.plugins.length === 2 && jsonEqual(doc.plugins[0], (({ cniVersion: _v, ...rest }) => rest)(theirs));
+        const ok =
+          choice === target
+            ? jsonEqual(withoutMeshcni(doc), theirs)
+            : doc.plugins.length === 2 && jsonEqual(doc.plugins[0], (({ cniVersion: _v, ...rest }) => rest)(theirs));
         if (!ok) p.push(`${n}: the CNI's plugins are not exactly there`);
         continue;
       }
-      if (doc && meshcniCount(doc) > 0) p.push(`${n}: holds a meshcni entry but the runtime uses ${target ?? "nothing"}`);
+      if (doc && meshcniCount(doc) > 0)
+        p.push(`${n}: holds a meshcni entry but the runtime uses ${target ?? "nothing"}`);
       if (!cni.files.has(n)) p.push(`${n}: a config file the CNI never wrote`);
       else if (n === choice && target !== choice) p.push(`${n}: not yet turned into ${target}`);
       else if (cni.files.get(n) !== text) p.push(`${n}: not what the CNI last wrote`);
     }
     for (const [n, c] of cni.files) {
       // The runtime's single-plugin file is replaced by its list while meshcni is chained.
-      if (c !== null && !(n === choice && target !== choice) && !onDisk.includes(n)) p.push(`${n}: missing though the CNI wrote it`);
+      if (c !== null && !(n === choice && target !== choice) && !onDisk.includes(n))
+        p.push(`${n}: missing though the CNI wrote it`);
     }
     if (target && !onDisk.includes(target)) p.push(`${target}: the runtime's config is missing`);
     return p;
@@ -238,7 +307,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       if (p.length === 0) return;
       await Bun.sleep(5);
     }
-    violations.push(`not settled 8 s after ${why}: ${p.join("; ")}${recent()}\n${installer?.log().split("\n").slice(-8).join("\n")}`);
+    violations.push(
+      `not settled 8 s after ${why}: ${p.join("; ")}${recent()}\n${installer?.log().split("\n").slice(-8).join("\n")}`,
+    );
   };
 
   /** After a clean stop: each file is what the CNI last wrote, and nothing of meshcni is left. */
@@ -246,12 +317,16 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     undoChecks++;
     for (const [n, c] of cni.files) {
       const text = dirs.file(n);
-      if (c === null ? text !== undefined : text !== c) violations.push(`after ${why}: ${n} is ${text === undefined ? "missing" : "not what the CNI last wrote"}${recent()}`);
+      if (c === null ? text !== undefined : text !== c)
+        violations.push(
+          `after ${why}: ${n} is ${text === undefined ? "missing" : "not what the CNI last wrote"}${recent()}`,
+        );
     }
     for (const n of readdirSync(dirs.net)) {
       if (!cni.files.has(n)) violations.push(`after ${why}: ${n} is left in the config folder`);
     }
-    if (readdirSync(dirs.bin).length > 0) violations.push(`after ${why}: the bin folder holds ${readdirSync(dirs.bin).join(", ")}`);
+    if (readdirSync(dirs.bin).length > 0)
+      violations.push(`after ${why}: the bin folder holds ${readdirSync(dirs.bin).join(", ")}`);
   };
 
   const rewrite = (name: string) => {
@@ -323,12 +398,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   }
 
   // Everything the observer saw.
-  const observed = JSON.parse(readFileSync(observedFile, "utf8")) as { samples: number; seen: Record<string, Record<string, [number, number][]>> };
+  const observed = JSON.parse(readFileSync(observedFile, "utf8")) as {
+    samples: number;
+    seen: Record<string, Record<string, [number, number][]>>;
+  };
   let contents = 0;
   let tornWhileWriting = 0;
   /** Seen only while the CNI itself was rewriting the file in place (a torn read of its own write). */
   const duringOwnWrite = (name: string, episodes: [number, number][]) =>
-    episodes.every(([first, last]) => (cni.inPlaceWindows.get(name) ?? []).some(([a, b]) => first >= a - 2 && last <= b + 2));
+    episodes.every(([first, last]) =>
+      (cni.inPlaceWindows.get(name) ?? []).some(([a, b]) => first >= a - 2 && last <= b + 2),
+    );
   for (const [name, texts] of Object.entries(observed.seen)) {
     for (const [text, when] of Object.entries(texts)) {
       contents++;
@@ -340,8 +420,17 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
       const doc = parse(text);
       if (!doc) {
-        const closest = Math.max(0, ...[...(mine ?? [])].map((w) => { let k = 0; while (k < w.length && w[k] === text[k]) k++; return k; }));
-        violations.push(`${name} was seen torn or invalid, and the CNI never wrote that (${text.length} chars, ${closest} in common with a CNI write${cni.inPlace.has(name) ? "" : "; never written in place"}): ${JSON.stringify(text.slice(0, 200))}…${JSON.stringify(text.slice(-80))}`);
+        const closest = Math.max(
+          0,
+          ...[...(mine ?? [])].map((w) => {
+            let k = 0;
+            while (k < w.length && w[k] === text[k]) k++;
+            return k;
+          }),
+        );
+        violations.push(
+          `${name} was seen torn or invalid, and the CNI never wrote that (${text.length} chars, ${closest} in common with a CNI write${cni.inPlace.has(name) ? "" : "; never written in place"}): ${JSON.stringify(text.slice(0, 200))}…${JSON.stringify(text.slice(-80))}`,
+        );
         continue;
       }
       if (!Array.isArray(doc.plugins)) {
@@ -350,28 +439,40 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       }
       const n = meshcniCount(doc);
       if (n > 1) violations.push(`${name} was seen with ${n} meshcni entries`);
-      if (n === 1 && doc.plugins.at(-1)?.type !== MESHCNI) violations.push(`${name} was seen with meshcni not at the end`);
+      if (n === 1 && doc.plugins.at(-1)?.type !== MESHCNI)
+        violations.push(`${name} was seen with meshcni not at the end`);
       const rest = withoutMeshcni(doc);
       const versions = [...(mine ?? [])].map(parse).filter((d): d is Json => !!d);
       const conf = NAMES.find((c) => !c.endsWith(".conflist") && listNameOf(c) === name);
       const confVersions = conf ? [...(cni.written.get(conf) ?? [])].map(parse).filter((d): d is Json => !!d) : [];
-      const kept = versions.some((v) => jsonEqual(rest, v)) ||
-        confVersions.some((v) => rest.plugins.length === 1 && jsonEqual(rest.plugins[0], (({ cniVersion: _c, ...p }) => p)(v)));
-      if (!kept) violations.push(`${name} was seen without plugins the CNI wrote: ${JSON.stringify(text.slice(0, 300))}`);
+      const kept =
+        versions.some((v) => jsonEqual(rest, v)) ||
+        confVersions.some(
+          (v) => rest.plugins.length === 1 && jsonEqual(rest.plugins[0], (({ cniVersion: _c, ...p }) => p)(v)),
+        );
+      if (!kept)
+        violations.push(`${name} was seen without plugins the CNI wrote: ${JSON.stringify(text.slice(0, 300))}`);
     }
   }
   dirs.cleanup();
   return {
-    seed: opts.seed, ops: opts.ops, counts, settleChecks, undoChecks,
+    seed: opts.seed,
+    ops: opts.ops,
+    counts,
+    settleChecks,
+    undoChecks,
     observed: { files: Object.keys(observed.seen).length, contents, samples: observed.samples, tornWhileWriting },
-    violations, ms: performance.now() - started,
+    violations,
+    ms: performance.now() - started,
   };
 }
 
 export function renderChaosSummary(r: ChaosReport): string {
   return [
     `seed ${r.seed}: ${r.ops} operations in ${(r.ms / 1000).toFixed(1)} s`,
-    `operations: ${Object.entries(r.counts).map(([k, n]) => `${k} ${n}`).join(", ")}`,
+    `operations: ${Object.entries(r.counts)
+      .map(([k, n]) => `${k} ${n}`)
+      .join(", ")}`,
     `checks: ${r.settleChecks} settled states, ${r.undoChecks} undos; the observer took ${r.observed.samples} samples and saw ${r.observed.contents} distinct contents of ${r.observed.files} files (${r.observed.tornWhileWriting} torn reads while the CNI itself rewrote a file in place)`,
     `violations: ${r.violations.length}`,
     ...r.violations.slice(0, 20).map((v) => `  - ${v}`),

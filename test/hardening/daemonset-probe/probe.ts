@@ -4,7 +4,17 @@
 // project files). It changes nothing it finds: a file of its own is created with O_EXCL and
 // removed at once; an existing file is only opened for writing, never written; a file that
 // access(W_OK) says is writable is not even opened. Prints one JSON document.
-import { accessSync, closeSync, constants, existsSync, openSync, readdirSync, readFileSync, statSync, unlinkSync } from "node:fs";
+import {
+  accessSync,
+  closeSync,
+  constants,
+  existsSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+} from "node:fs";
 
 const input = JSON.parse(process.argv[2] ?? "{}") as { marker: string; statusPort: number; extraFiles: string[] };
 const id = `.meshcni-probe-${process.pid}-${Date.now()}`;
@@ -52,17 +62,36 @@ function tryAccess(path: string): Attempt {
 }
 
 const mountinfo = readFileSync("/proc/self/mountinfo", "utf8");
-const mountPoints = mountinfo.split("\n").filter((l) => l).map((l) => l.split(" ")[4]!.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
+const mountPoints = mountinfo
+  .split("\n")
+  .filter((l) => l)
+  .map((l) => l.split(" ")[4]!.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
 // Every mount point, files of the host's /proc the DaemonSet used to reach, the host's /dev/shm
 // as the old mount of / showed it, and each entry under /host/root.
 const hostRootEntries = existsSync("/host/root") ? readdirSync("/host/root").map((n) => `/host/root/${n}`) : [];
-const targets = [...new Set([
-  ...mountPoints, "/", "/opt/meshcni", "/etc", "/var", "/host", "/host/root", ...hostRootEntries,
-  "/host/root/dev/shm", "/host/root/proc/sys/kernel", "/host/root/etc", "/host/root/usr/lib",
-  "/proc/sys/kernel/core_pattern", "/host/root/proc/sys/kernel/core_pattern", "/proc/sysrq-trigger",
-  ...input.extraFiles,
-])];
-const writes = targets.filter((t) => !t.startsWith("/proc/") || t.startsWith("/proc/sys") || t === "/proc/sysrq-trigger").map(tryWrite);
+const targets = [
+  ...new Set([
+    ...mountPoints,
+    "/",
+    "/opt/meshcni",
+    "/etc",
+    "/var",
+    "/host",
+    "/host/root",
+    ...hostRootEntries,
+    "/host/root/dev/shm",
+    "/host/root/proc/sys/kernel",
+    "/host/root/etc",
+    "/host/root/usr/lib",
+    "/proc/sys/kernel/core_pattern",
+    "/host/root/proc/sys/kernel/core_pattern",
+    "/proc/sysrq-trigger",
+    ...input.extraFiles,
+  ]),
+];
+const writes = targets
+  .filter((t) => !t.startsWith("/proc/") || t.startsWith("/proc/sys") || t === "/proc/sysrq-trigger")
+  .map(tryWrite);
 const corePattern = ["/proc/sys/kernel/core_pattern", "/host/root/proc/sys/kernel/core_pattern"].map(tryAccess);
 
 const list = (dir: string) => {
@@ -77,7 +106,9 @@ const list = (dir: string) => {
 let status: unknown = { error: "no answer" };
 for (let i = 0; i < 100; i++) {
   try {
-    status = await (await fetch(`http://127.0.0.1:${input.statusPort}/status`, { signal: AbortSignal.timeout(2000) })).json();
+    status = await (
+      await fetch(`http://127.0.0.1:${input.statusPort}/status`, { signal: AbortSignal.timeout(2000) })
+    ).json();
     break;
   } catch (e) {
     status = { error: String(e) };
@@ -87,20 +118,22 @@ for (let i = 0; i < 100; i++) {
 const procStatus = readFileSync("/proc/self/status", "utf8");
 const field = (name: string) => new RegExp(`^${name}:\\s*(.*)$`, "m").exec(procStatus)?.[1]?.trim();
 
-console.log(JSON.stringify({
-  uid: process.getuid?.(),
-  seccomp: field("Seccomp"),
-  noNewPrivs: field("NoNewPrivs"),
-  capEff: field("CapEff"),
-  capBnd: field("CapBnd"),
-  mountinfo,
-  writes,
-  corePattern,
-  marker: {
-    ownShm: existsSync(`/dev/shm/${input.marker}`),
-    hostRootShm: existsSync(`/host/root/dev/shm/${input.marker}`),
-  },
-  hostRoot: list("/host/root"),
-  hostRootEtc: list("/host/root/etc"),
-  status,
-}));
+console.log(
+  JSON.stringify({
+    uid: process.getuid?.(),
+    seccomp: field("Seccomp"),
+    noNewPrivs: field("NoNewPrivs"),
+    capEff: field("CapEff"),
+    capBnd: field("CapBnd"),
+    mountinfo,
+    writes,
+    corePattern,
+    marker: {
+      ownShm: existsSync(`/dev/shm/${input.marker}`),
+      hostRootShm: existsSync(`/host/root/dev/shm/${input.marker}`),
+    },
+    hostRoot: list("/host/root"),
+    hostRootEtc: list("/host/root/etc"),
+    status,
+  }),
+);

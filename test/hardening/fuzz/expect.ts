@@ -98,7 +98,8 @@ const GO_BOOL = new Map<string, boolean>([
   ...["1", "t", "T", "TRUE", "true", "True"].map((w) => [w, true] as const),
   ...["0", "f", "F", "FALSE", "false", "False"].map((w) => [w, false] as const),
 ]);
-export const goBool = (raw: string | undefined | null): boolean | undefined => (raw == null ? undefined : GO_BOOL.get(raw));
+export const goBool = (raw: string | undefined | null): boolean | undefined =>
+  raw == null ? undefined : GO_BOOL.get(raw);
 
 /** Equal as JSON values (key order aside). */
 export function jsonEqual(a: unknown, b: unknown): boolean {
@@ -107,5 +108,10 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   if (Array.isArray(a) !== Array.isArray(b)) return false;
   const ka = Object.keys(a);
   const kb = Object.keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+  return (
+    ka.length === kb.length &&
+    ka.every(
+      (k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]),
+    )
+  );
 }

@@ -8,11 +8,28 @@
 // kubeconfig (107), API (106 missing, 11 malformed), the mesh's decision (no rules), annotations
 // and settings (7), rules.
 import {
-  DOCUMENTED_CODES, type Expectation, expectedResult, goBool, type IstioRules, type LinkerdRules, SUPPORTED, versionAnswer,
+  DOCUMENTED_CODES,
+  type Expectation,
+  expectedResult,
+  goBool,
+  type IstioRules,
+  type LinkerdRules,
+  SUPPORTED,
+  versionAnswer,
 } from "./expect.ts";
 import { caseSeed, createRng, type Rng } from "./prng.ts";
 import {
-  type CidrValue, cidrItem, idItem, interfaceItem, listLength, portItem, type Typed, typedList, type TypedList, type Validity, worst,
+  type CidrValue,
+  cidrItem,
+  idItem,
+  interfaceItem,
+  listLength,
+  portItem,
+  type Typed,
+  typedList,
+  type TypedList,
+  type Validity,
+  worst,
 } from "./values.ts";
 
 /** Replaced by the harness with the path of the stand-in API server's kubeconfig. */
@@ -65,18 +82,26 @@ interface EnvChoice {
 
 function genContainerId(b: Builder): EnvChoice {
   const r = b.rng.next();
-  if (r < 0.98) return { value: b.rng.pick(["3f2a9c1d7e5b", "a", "abc.DEF_1-2", "0" + "f".repeat(63), "c1"]), valid: true };
+  if (r < 0.98)
+    return { value: b.rng.pick(["3f2a9c1d7e5b", "a", "abc.DEF_1-2", "0" + "f".repeat(63), "c1"]), valid: true };
   if (r < 0.99) {
     b.tag("containerid-absent");
     return { value: b.rng.pick([undefined, ""]), valid: false };
   }
   b.tag("containerid-invalid");
-  return { value: b.rng.pick(["-abc", ".abc", "_abc", "a b", "a\nb", "ａｂｃ", "a/b", "a;b", "a:b", "é"]), valid: false };
+  return {
+    value: b.rng.pick(["-abc", ".abc", "_abc", "a b", "a\nb", "ａｂｃ", "a/b", "a;b", "a:b", "é"]),
+    valid: false,
+  };
 }
 
 function genNetns(b: Builder): EnvChoice {
   const r = b.rng.next();
-  if (r < 0.98) return { value: b.rng.pick(["/var/run/netns/cni-7d1c3a2e", "/proc/4242/ns/net", "/run/netns/a b", "/x\ny"]), valid: true };
+  if (r < 0.98)
+    return {
+      value: b.rng.pick(["/var/run/netns/cni-7d1c3a2e", "/proc/4242/ns/net", "/run/netns/a b", "/x\ny"]),
+      valid: true,
+    };
   if (r < 0.99) {
     b.tag("netns-absent");
     return { value: b.rng.pick([undefined, ""]), valid: false };
@@ -102,8 +127,36 @@ function genIfname(b: Builder): EnvChoice {
 const NS_BASES = ["emojivoto", "default", "a", "bookinfo", "team-1"];
 const POD_BASES = ["web-5b8b6f7c9d-x2x7q", "a", "reviews-v1-7f9c6d8b5-k4m2p", "db.0", "x1"];
 /** Values that break the pair itself (a ';' or '=') are not pod-name faults; those lists leave them out. */
-const BAD_NS = ["Emojivoto", "emoji_voto", "a".repeat(64), "-ns", "ns-", "a.b", "ns/x", "..", "%2e%2e", "ｎｓ", "ns\n", "ns x"];
-const BAD_POD = ["Web", "web_1", "a".repeat(254), "a..b", "-web", "web-", ".web", "web/../x", "web%2F", "ｗｅｂ", "web\n", "web x", "web?x", "web#x"];
+const BAD_NS = [
+  "Emojivoto",
+  "emoji_voto",
+  "a".repeat(64),
+  "-ns",
+  "ns-",
+  "a.b",
+  "ns/x",
+  "..",
+  "%2e%2e",
+  "ｎｓ",
+  "ns\n",
+  "ns x",
+];
+const BAD_POD = [
+  "Web",
+  "web_1",
+  "a".repeat(254),
+  "a..b",
+  "-web",
+  "web-",
+  ".web",
+  "web/../x",
+  "web%2F",
+  "ｗｅｂ",
+  "web\n",
+  "web x",
+  "web?x",
+  "web#x",
+];
 
 interface Identity {
   ns: string;
@@ -150,17 +203,31 @@ function genArgs(b: Builder, id: Identity): ArgsChoice {
   if (rng.chance(0.7)) pairs.push(["K8S_POD_INFRA_CONTAINER_ID", rng.pick(["3f2a9c1d7e5b", "", "x"])]);
   const uid = rng.chance(0.5);
   if (uid) pairs.push(["K8S_POD_UID", POD_UID]);
-  if (rng.chance(0.15)) pairs.push([rng.pick(["FOO", "k8s_pod_name", " K8S_POD_NAME", "K8S_POD_NAME ", "K8S_POD_NAMESPACE_X"]), rng.pick(["bar", "other-pod", ""])]);
+  if (rng.chance(0.15))
+    pairs.push([
+      rng.pick(["FOO", "k8s_pod_name", " K8S_POD_NAME", "K8S_POD_NAME ", "K8S_POD_NAMESPACE_X"]),
+      rng.pick(["bar", "other-pod", ""]),
+    ]);
   let list = rng.shuffle(pairs);
   if (rng.chance(0.06) && name !== undefined && ns !== undefined) {
     // A repeated key: the last one counts (libcni), so junk before the real value is harmless.
     b.tag("args-repeated");
-    list = [["K8S_POD_NAME", rng.pick(BAD_POD)], ["K8S_POD_NAMESPACE", rng.pick(BAD_NS)], ...list.filter(([k]) => k !== "K8S_POD_NAME" && k !== "K8S_POD_NAMESPACE"), ["K8S_POD_NAMESPACE", ns], ["K8S_POD_NAME", name]];
+    list = [
+      ["K8S_POD_NAME", rng.pick(BAD_POD)],
+      ["K8S_POD_NAMESPACE", rng.pick(BAD_NS)],
+      ...list.filter(([k]) => k !== "K8S_POD_NAME" && k !== "K8S_POD_NAMESPACE"),
+      ["K8S_POD_NAMESPACE", ns],
+      ["K8S_POD_NAME", name],
+    ];
   }
   const parts = list.map(([k, v]) => `${k}=${v}`);
   if (rng.chance(0.04)) {
     b.tag("args-malformed-pair");
-    parts.splice(rng.int(parts.length + 1), 0, rng.pick(["K8S_POD_NAME", "=x", "a=b=c", "IgnoreUnknown", "K8S_POD_UID=a=b", "garbage"]));
+    parts.splice(
+      rng.int(parts.length + 1),
+      0,
+      rng.pick(["K8S_POD_NAME", "=x", "a=b=c", "IgnoreUnknown", "K8S_POD_UID=a=b", "garbage"]),
+    );
     fault = true;
   }
   let text = parts.join(";");
@@ -185,7 +252,11 @@ interface PrevChoice {
 
 function genPrev(b: Builder): PrevChoice {
   const { rng } = b;
-  const iface = [{ name: "cni0", mac: "0a:58:0a:f4:01:01" }, { name: "veth1", mac: "0a:58:0a:f4:01:02" }, { name: "eth0", mac: "0a:58:0a:f4:01:0c", sandbox: "/var/run/netns/x" }];
+  const iface = [
+    { name: "cni0", mac: "0a:58:0a:f4:01:01" },
+    { name: "veth1", mac: "0a:58:0a:f4:01:02" },
+    { name: "eth0", mac: "0a:58:0a:f4:01:0c", sandbox: "/var/run/netns/x" },
+  ];
   const v4 = { address: "10.244.1.12/24", gateway: "10.244.1.1", interface: 2 };
   const r = rng.next();
   if (r < 0.2) return { value: undefined, present: false, v6: false };
@@ -201,10 +272,16 @@ function genPrev(b: Builder): PrevChoice {
       { ips: undefined, v6: false },
       { ips: [], v6: false },
     ]);
-    const doc: Json = { interfaces: iface, routes: [{ dst: "0.0.0.0/0" }], dns: rng.pick([{}, { nameservers: ["10.96.0.10"] }]) };
+    const doc: Json = {
+      interfaces: iface,
+      routes: [{ dst: "0.0.0.0/0" }],
+      dns: rng.pick([{}, { nameservers: ["10.96.0.10"] }]),
+    };
     if (version !== undefined) doc.cniVersion = version;
     if (addrs.ips) {
-      doc.ips = addrs.ips.map((ip) => (legacy && rng.chance(0.8) ? { version: ip.address.includes(":") ? "6" : "4", ...ip } : { ...ip }));
+      doc.ips = addrs.ips.map((ip) =>
+        legacy && rng.chance(0.8) ? { version: ip.address.includes(":") ? "6" : "4", ...ip } : { ...ip },
+      );
     }
     if (rng.chance(0.1)) doc["x-extra"] = { nested: [1, { a: "b" }] };
     return { value: doc, present: true, v6: addrs.v6, v6only: addrs.v6only === true };
@@ -237,7 +314,14 @@ interface Setting<T> {
   schemaFault: boolean;
 }
 
-function numberSetting(b: Builder, key: string, def: number, lo: number, hi: number, interesting: number[]): Setting<number> {
+function numberSetting(
+  b: Builder,
+  key: string,
+  def: number,
+  lo: number,
+  hi: number,
+  interesting: number[],
+): Setting<number> {
   const { rng } = b;
   const r = rng.next();
   if (r < 0.45) return { json: undefined, value: def, schemaFault: false };
@@ -324,7 +408,11 @@ function cidrListSetting(b: Builder, key: string): ListSetting<CidrValue> {
     for (const it of items) validity = worst(validity, it.validity);
     const values = items.filter((i) => i.validity !== "invalid").map((i) => i.value!);
     if (validity !== "valid") b.tag(`conf-${validity}-${key}`);
-    return { json: items.map((i) => i.text), list: { text: "", validity, required: values, allowed: values, kinds: [] }, schemaFault: false };
+    return {
+      json: items.map((i) => i.text),
+      list: { text: "", validity, required: values, allowed: values, kinds: [] },
+      schemaFault: false,
+    };
   }
   b.tag(`conf-bad-${key}`);
   return { json: rng.pick([[10], "10.0.0.0/8", [null], {}]), list: empty, schemaFault: true };
@@ -344,8 +432,15 @@ interface ConfChoice {
   excludeNamespaces: string[];
   podNamespace?: string;
   linkerd: {
-    incoming: number; outgoing: number; uid: number; gid: number; ipv6: boolean;
-    redirect: ListSetting<string>; inbound: ListSetting<string>; outbound: ListSetting<string>; subnets: ListSetting<CidrValue>;
+    incoming: number;
+    outgoing: number;
+    uid: number;
+    gid: number;
+    ipv6: boolean;
+    redirect: ListSetting<string>;
+    inbound: ListSetting<string>;
+    outbound: ListSetting<string>;
+    subnets: ListSetting<CidrValue>;
   };
   istio: { proxyPort: number; capturePort: number; tunnelPort: number; uid: number; gid: number };
 }
@@ -458,10 +553,18 @@ function genConf(b: Builder, mesh: "linkerd" | "istio", id: Identity): ConfChoic
   const subnets = cidrListSetting(b, "subnets-to-ignore");
   const ipv6 = boolSetting(b, "ipv6", false);
   const linkerdSettings: [string, { json: unknown; schemaFault: boolean }][] = [
-    ["incoming-proxy-port", incoming], ["outgoing-proxy-port", outgoing], ["proxy-uid", uid], ["proxy-gid", gid],
-    ["ports-to-redirect", redirect], ["inbound-ports-to-ignore", inbound], ["outbound-ports-to-ignore", outbound],
-    ["subnets-to-ignore", subnets], ["ipv6", ipv6], ["simulate", boolSetting(b, "simulate", false)],
-    ["use-wait-flag", boolSetting(b, "use-wait-flag", false)], ["iptables-mode", modeSetting(b, "iptables-mode")],
+    ["incoming-proxy-port", incoming],
+    ["outgoing-proxy-port", outgoing],
+    ["proxy-uid", uid],
+    ["proxy-gid", gid],
+    ["ports-to-redirect", redirect],
+    ["inbound-ports-to-ignore", inbound],
+    ["outbound-ports-to-ignore", outbound],
+    ["subnets-to-ignore", subnets],
+    ["ipv6", ipv6],
+    ["simulate", boolSetting(b, "simulate", false)],
+    ["use-wait-flag", boolSetting(b, "use-wait-flag", false)],
+    ["iptables-mode", modeSetting(b, "iptables-mode")],
   ];
   for (const [key, s] of linkerdSettings) if (s.json !== undefined) L[key] = s.json;
   if (rng.chance(0.1)) L["unknown-key"] = "kept";
@@ -469,7 +572,11 @@ function genConf(b: Builder, mesh: "linkerd" | "istio", id: Identity): ConfChoic
   if (linkerdWritten) json.linkerd = L;
   const linkerdFault = linkerdWritten && linkerdSettings.some(([, s]) => s.schemaFault);
   const lk = <T>(s: { value: T }, def: T) => (linkerdWritten ? s.value : def);
-  const none: ListSetting<any> = { json: undefined, list: { text: "", validity: "valid", required: [], allowed: [], kinds: [] }, schemaFault: false };
+  const none: ListSetting<any> = {
+    json: undefined,
+    list: { text: "", validity: "valid", required: [], allowed: [], kinds: [] },
+    schemaFault: false,
+  };
 
   // The istio section.
   const I: Json = {};
@@ -479,9 +586,14 @@ function genConf(b: Builder, mesh: "linkerd" | "istio", id: Identity): ConfChoic
   const iuid = numberSetting(b, "istio-proxy-uid", 1337, 1, 4294967294, [1337, 1, 4294967294]);
   const igid = numberSetting(b, "istio-proxy-gid", 1337, 1, 4294967294, [1337, 1, 4294967294]);
   const istioSettings: [string, { json: unknown; schemaFault: boolean }][] = [
-    ["proxy-port", proxyPort], ["inbound-capture-port", capturePort], ["inbound-tunnel-port", tunnelPort],
-    ["proxy-uid", iuid], ["proxy-gid", igid], ["simulate", boolSetting(b, "istio-simulate", false)],
-    ["use-wait-flag", boolSetting(b, "istio-use-wait-flag", false)], ["iptables-mode", modeSetting(b, "istio-iptables-mode")],
+    ["proxy-port", proxyPort],
+    ["inbound-capture-port", capturePort],
+    ["inbound-tunnel-port", tunnelPort],
+    ["proxy-uid", iuid],
+    ["proxy-gid", igid],
+    ["simulate", boolSetting(b, "istio-simulate", false)],
+    ["use-wait-flag", boolSetting(b, "istio-use-wait-flag", false)],
+    ["iptables-mode", modeSetting(b, "istio-iptables-mode")],
   ];
   for (const [key, s] of istioSettings) if (s.json !== undefined) I[key] = s.json;
   const istioWritten = mesh === "istio" ? rng.chance(0.6) : rng.chance(0.1);
@@ -507,11 +619,23 @@ function genConf(b: Builder, mesh: "linkerd" | "istio", id: Identity): ConfChoic
     excludeNamespaces,
     ...(podNamespace !== undefined ? { podNamespace } : {}),
     linkerd: {
-      incoming: lk(incoming, 4143), outgoing: lk(outgoing, 4140), uid: lk(uid, 2102), gid: lk(gid, -1), ipv6: lk(ipv6, false),
-      redirect: linkerdWritten ? redirect : none, inbound: linkerdWritten ? inbound : none,
-      outbound: linkerdWritten ? outbound : none, subnets: linkerdWritten ? subnets : none,
+      incoming: lk(incoming, 4143),
+      outgoing: lk(outgoing, 4140),
+      uid: lk(uid, 2102),
+      gid: lk(gid, -1),
+      ipv6: lk(ipv6, false),
+      redirect: linkerdWritten ? redirect : none,
+      inbound: linkerdWritten ? inbound : none,
+      outbound: linkerdWritten ? outbound : none,
+      subnets: linkerdWritten ? subnets : none,
     },
-    istio: { proxyPort: is(proxyPort, 15001), capturePort: is(capturePort, 15006), tunnelPort: is(tunnelPort, 15008), uid: is(iuid, 1337), gid: is(igid, 1337) },
+    istio: {
+      proxyPort: is(proxyPort, 15001),
+      capturePort: is(capturePort, 15006),
+      tunnelPort: is(tunnelPort, 15008),
+      uid: is(iuid, 1337),
+      gid: is(igid, 1337),
+    },
   };
 }
 
@@ -541,16 +665,35 @@ function malform(b: Builder, pod: Json): unknown {
   const how = rng.int(10);
   const p = structuredClone(pod);
   switch (how) {
-    case 0: p.metadata.annotations = { ...p.metadata.annotations, "config.linkerd.io/proxy-uid": 5 }; break;
-    case 1: p.metadata.labels = "x"; break;
-    case 2: delete p.spec; break;
-    case 3: p.spec.containers = "x"; break;
-    case 4: p.spec.containers = [{ image: "no-name" }]; break;
-    case 5: delete p.metadata.name; break;
-    case 6: p.spec.containers = [container("istio-proxy", { env: [{ value: "x" }] })]; break;
-    case 7: p.spec.containers = [container("istio-proxy", { securityContext: { runAsUser: "1000" } })]; break;
-    case 8: return rng.pick([[p], "pod", 5, null]);
-    default: p.metadata = null; break;
+    case 0:
+      p.metadata.annotations = { ...p.metadata.annotations, "config.linkerd.io/proxy-uid": 5 };
+      break;
+    case 1:
+      p.metadata.labels = "x";
+      break;
+    case 2:
+      delete p.spec;
+      break;
+    case 3:
+      p.spec.containers = "x";
+      break;
+    case 4:
+      p.spec.containers = [{ image: "no-name" }];
+      break;
+    case 5:
+      delete p.metadata.name;
+      break;
+    case 6:
+      p.spec.containers = [container("istio-proxy", { env: [{ value: "x" }] })];
+      break;
+    case 7:
+      p.spec.containers = [container("istio-proxy", { securityContext: { runAsUser: "1000" } })];
+      break;
+    case 8:
+      return rng.pick([[p], "pod", 5, null]);
+    default:
+      p.metadata = null;
+      break;
   }
   return p;
 }
@@ -560,7 +703,14 @@ function malform(b: Builder, pod: Json): unknown {
  * container (no rules), absent, or another mesh's. `p` are the cumulative chances of the last
  * four. The proxy object is placed as it is, so what is set on it later lands in the pod.
  */
-function shape(b: Builder, spec: Json, app: Json, proxy: Json, names: { mesh: string; init: string; other: string }, p: [number, number, number, number]): boolean {
+function shape(
+  b: Builder,
+  spec: Json,
+  app: Json,
+  proxy: Json,
+  names: { mesh: string; init: string; other: string },
+  p: [number, number, number, number],
+): boolean {
   const kind = b.rng.next();
   if (kind < p[0]) {
     spec.containers = [app];
@@ -602,7 +752,14 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const app = container("app");
   const spec: Json = { containers: [app, proxy] };
   let meshed = true;
-  meshed = shape(b, spec, app, proxy, { mesh: "linkerd", init: "linkerd-init", other: "istio-proxy" }, [0.1, 0.17, 0.26, 0.3]);
+  meshed = shape(
+    b,
+    spec,
+    app,
+    proxy,
+    { mesh: "linkerd", init: "linkerd-init", other: "istio-proxy" },
+    [0.1, 0.17, 0.26, 0.3],
+  );
   let controlPlane = false;
   if (rng.chance(0.08)) {
     const v = rng.pick(["destination", "identity", ""]);
@@ -636,7 +793,8 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
       nsAnnotations[key] = nsValue.text;
     } else if (onNs < 0.28) nsAnnotations[key] = "";
     if (annotations[key] === undefined || annotations[key] === "") needsNamespace = true;
-    const effective = podValue && podValue.text !== "" ? podValue : nsValue && nsValue.text !== "" ? nsValue : undefined;
+    const effective =
+      podValue && podValue.text !== "" ? podValue : nsValue && nsValue.text !== "" ? nsValue : undefined;
     if (effective && effective === nsValue) nsUsed = true;
     return effective;
   };
@@ -644,7 +802,13 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const cidrList = () => typedList(rng, Math.min(listLength(rng), 300), (clean) => cidrItem(rng, clean));
   const idValue = () => {
     const it = idItem(rng, rng.chance(0.7));
-    return { text: it.text, validity: it.validity, required: it.value === undefined ? [] : [it.value], allowed: [], kinds: [it.kind] } as TypedList<number>;
+    return {
+      text: it.text,
+      validity: it.validity,
+      required: it.value === undefined ? [] : [it.value],
+      allowed: [],
+      kinds: [it.kind],
+    } as TypedList<number>;
   };
   const inbound = annotate(A.inbound, portList(true));
   const outbound = annotate(A.outbound, portList(true));
@@ -659,7 +823,8 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const metadata = { name: id.name, namespace: id.ns, uid: POD_UID, labels, annotations };
   const pod: Json = { apiVersion: "v1", kind: "Pod", metadata, spec };
   const nsBody: Json = { apiVersion: "v1", kind: "Namespace", metadata: { name: id.ns, annotations: nsAnnotations } };
-  if (rng.chance(0.1)) (pod.metadata as Json).annotations = { ...annotations, "unrelated.example.com/x": "y\n-A OUTPUT -j ACCEPT" };
+  if (rng.chance(0.1))
+    (pod.metadata as Json).annotations = { ...annotations, "unrelated.example.com/x": "y\n-A OUTPUT -j ACCEPT" };
 
   const { state, body } = served(b, pod, meshed);
   let nsState: "missing" | "malformed" | "ok" = "ok";
@@ -691,7 +856,13 @@ function linkerdPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   return { body, state, needsNamespace, namespace: { body: ns, state: nsState }, validity, rules };
 }
 
-const ISTIO_STATUS = JSON.stringify({ initContainers: ["istio-validation"], containers: ["istio-proxy"], volumes: ["istio-envoy"], imagePullSecrets: null, revision: "default" });
+const ISTIO_STATUS = JSON.stringify({
+  initContainers: ["istio-validation"],
+  containers: ["istio-proxy"],
+  volumes: ["istio-envoy"],
+  imagePullSecrets: null,
+  revision: "default",
+});
 
 /**
  * istio-cni's list rules on top of the items' own validity: split on ",", an empty item fails
@@ -710,12 +881,25 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const { rng } = b;
   const labels: Json = { app: "reviews", "security.istio.io/tlsMode": "istio" };
   const annotations: Json = { "sidecar.istio.io/status": ISTIO_STATUS };
-  const env: Json[] = [{ name: "PILOT_CERT_PROVIDER", value: "istiod" }, { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } }];
-  const proxy: Json = container("istio-proxy", { args: ["proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local"], env });
+  const env: Json[] = [
+    { name: "PILOT_CERT_PROVIDER", value: "istiod" },
+    { name: "POD_NAME", valueFrom: { fieldRef: { fieldPath: "metadata.name" } } },
+  ];
+  const proxy: Json = container("istio-proxy", {
+    args: ["proxy", "sidecar", "--domain", "$(POD_NAMESPACE).svc.cluster.local"],
+    env,
+  });
   const app = container("reviews");
   const spec: Json = { containers: [app, proxy] };
   let meshed = true;
-  meshed = shape(b, spec, app, proxy, { mesh: "istio", init: "istio-init", other: "linkerd-proxy" }, [0.1, 0.15, 0.2, 0.24]);
+  meshed = shape(
+    b,
+    spec,
+    app,
+    proxy,
+    { mesh: "istio", init: "istio-init", other: "linkerd-proxy" },
+    [0.1, 0.15, 0.2, 0.24],
+  );
   // DISABLE_ENVOY, the proxy's mode, the inject label/annotation and the status annotation.
   if (rng.chance(0.08)) {
     const v = rng.pick(["true", "1", "t", "TRUE", "True", "false", "0", "garbage", "", "yes"]);
@@ -724,7 +908,14 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
     b.tag("disable-envoy");
   }
   if (rng.chance(0.08)) {
-    const args = rng.pick([["proxy", "router"], ["proxy", "sidecar"], ["proxy"], [], ["x", "router"], ["proxy", "waypoint"]]);
+    const args = rng.pick([
+      ["proxy", "router"],
+      ["proxy", "sidecar"],
+      ["proxy"],
+      [],
+      ["x", "router"],
+      ["proxy", "waypoint"],
+    ]);
     proxy.args = args;
     if (args[0] === "proxy" && args[1] !== undefined && args[1] !== "sidecar") meshed = false;
     b.tag("proxy-args");
@@ -754,7 +945,15 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
       mode = rng.chance(0.5) ? "REDIRECT" : "TPROXY";
       annotations["sidecar.istio.io/interceptionMode"] = mode;
     } else {
-      annotations["sidecar.istio.io/interceptionMode"] = rng.pick(["NONE", "redirect", "tproxy", "", " TPROXY", "TPROXY\n-A OUTPUT -j ACCEPT", "REDIRECT,TPROXY"]);
+      annotations["sidecar.istio.io/interceptionMode"] = rng.pick([
+        "NONE",
+        "redirect",
+        "tproxy",
+        "",
+        " TPROXY",
+        "TPROXY\n-A OUTPUT -j ACCEPT",
+        "REDIRECT,TPROXY",
+      ]);
       read.set("interceptionMode", "invalid");
       b.tag("bad-interception-mode");
     }
@@ -763,7 +962,13 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const ports = () => typedList(rng, listLength(rng), (clean) => portItem(rng, false, clean));
   const ifaces = () => typedList(rng, Math.min(listLength(rng), 20), (clean) => interfaceItem(rng, clean));
   /** Absent, "*" (meaning `star`), "" (an empty list) or a list. */
-  const starOrList = <T>(key: string, prob: number, star: "all" | "invalid" | "none", list: () => TypedList<T>, kind: "ports" | "cidrs" | "ifaces"): { star?: boolean; list?: TypedList<T> } | undefined => {
+  const starOrList = <T>(
+    key: string,
+    prob: number,
+    star: "all" | "invalid" | "none",
+    list: () => TypedList<T>,
+    kind: "ports" | "cidrs" | "ifaces",
+  ): { star?: boolean; list?: TypedList<T> } | undefined => {
     if (!present(prob)) return undefined;
     const r = rng.next();
     if (star !== "none" && r < 0.25) {
@@ -833,7 +1038,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
   const pod: Json = { apiVersion: "v1", kind: "Pod", metadata, spec };
   const { state, body } = served(b, pod, meshed);
 
-  const excludeInList = excIn?.star ? [] : excIn?.list?.required ?? [];
+  const excludeInList = excIn?.star ? [] : (excIn?.list?.required ?? []);
   const rules: IstioRules = {
     mesh: "istio",
     mode,
@@ -850,7 +1055,7 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
     includeOutPorts: incOutPorts?.list?.required ?? [],
     excludeOutPorts: excOutPorts ? excOutPorts.list!.required : ["15020"],
     excludeIfaces: excIf?.list?.required ?? [],
-    rerouteIfaces: reroute ? reroute.list!.required : kubevirt?.list?.required ?? [],
+    rerouteIfaces: reroute ? reroute.list!.required : (kubevirt?.list?.required ?? []),
     dns,
     dropInvalid,
     ipv6: dualStack ? conf.prev.v6 : conf.prev.v6only === true,
@@ -860,7 +1065,29 @@ function istioPod(b: Builder, id: Identity, conf: ConfChoice): PodChoice {
 
 // --- havoc -----------------------------------------------------------------------------------
 
-const HAVOC_CHARS = ['"', "{", "}", "[", "]", ",", ":", "\\", "0", "9", "-", "e", "\n", " ", "\u0000", "é", "😀", "\ud7ff", "null", "true", "1e999"];
+const HAVOC_CHARS = [
+  '"',
+  "{",
+  "}",
+  "[",
+  "]",
+  ",",
+  ":",
+  "\\",
+  "0",
+  "9",
+  "-",
+  "e",
+  "\n",
+  " ",
+  "\u0000",
+  "é",
+  "😀",
+  "\ud7ff",
+  "null",
+  "true",
+  "1e999",
+];
 
 function havocString(rng: Rng, s: string): string {
   let out = s;
@@ -869,7 +1096,8 @@ function havocString(rng: Rng, s: string): string {
     const r = rng.int(4);
     if (r === 0) out = out.slice(0, at) + rng.pick(HAVOC_CHARS) + out.slice(at);
     else if (r === 1) out = out.slice(0, at) + out.slice(at + rng.range(1, 8));
-    else if (r === 2) out = out.slice(0, at) + out.slice(at, at + rng.range(1, 40)).repeat(rng.range(2, 5)) + out.slice(at);
+    else if (r === 2)
+      out = out.slice(0, at) + out.slice(at, at + rng.range(1, 40)).repeat(rng.range(2, 5)) + out.slice(at);
     else out = out.slice(0, at) + rng.pick(HAVOC_CHARS) + out.slice(at + 1);
   }
   return out;
@@ -893,12 +1121,17 @@ function wellFormed(c: { env: Record<string, string>; stdin: string; objects: Re
   for (const k of Object.keys(c.env)) c.env[k] = c.env[k]!.toWellFormed();
   for (const [path, body] of Object.entries(c.objects)) {
     const ann = (body as Json | null)?.metadata?.annotations;
-    if (ann && typeof ann === "object") for (const k of Object.keys(ann)) if (typeof ann[k] === "string") ann[k] = ann[k].toWellFormed();
+    if (ann && typeof ann === "object")
+      for (const k of Object.keys(ann)) if (typeof ann[k] === "string") ann[k] = ann[k].toWellFormed();
     c.objects[path] = body;
   }
 }
 
-function applyHavoc(b: Builder, c: { env: Record<string, string>; stdin: string; objects: Record<string, unknown> }, podPath: string | undefined): void {
+function applyHavoc(
+  b: Builder,
+  c: { env: Record<string, string>; stdin: string; objects: Record<string, unknown> },
+  podPath: string | undefined,
+): void {
   const { rng } = b;
   const r = rng.int(6);
   if (r === 0) {
@@ -911,13 +1144,18 @@ function applyHavoc(b: Builder, c: { env: Record<string, string>; stdin: string;
     const key = rng.pick(["x-deep", "prevResult", "linkerd", "kubernetes"]);
     const deep = `${"[".repeat(depth)}${"]".repeat(depth)}`;
     const text = JSON.stringify({ ...obj, [key]: 0 });
-    c.stdin = text.replace(`"${key}":0`, `"${key}":${key === "prevResult" ? `{"cniVersion":"1.0.0","ips":[],"d":${deep}}` : deep}`);
+    c.stdin = text.replace(
+      `"${key}":0`,
+      `"${key}":${key === "prevResult" ? `{"cniVersion":"1.0.0","ips":[],"d":${deep}}` : deep}`,
+    );
   } else if (r === 2) {
     b.tag("havoc-huge-stdin");
     const obj = parseOr(c.stdin);
     obj[rng.pick(["x-big", "log_level", "name"])] = "a".repeat(rng.pick([100_000, 2_000_000]));
     if (obj.prevResult && typeof obj.prevResult === "object" && rng.chance(0.5)) {
-      obj.prevResult.ips = Array.from({ length: 20_000 }, (_, i) => ({ address: `10.${i >> 8 & 255}.${i & 255}.1/24` }));
+      obj.prevResult.ips = Array.from({ length: 20_000 }, (_, i) => ({
+        address: `10.${(i >> 8) & 255}.${i & 255}.1/24`,
+      }));
     }
     c.stdin = JSON.stringify(obj);
   } else if (r === 3) {
@@ -939,7 +1177,13 @@ function applyHavoc(b: Builder, c: { env: Record<string, string>; stdin: string;
 
 // --- the case ----------------------------------------------------------------------------------
 
-const err = (codes: number[], why: string, command: string | undefined): Expectation => ({ command, codes, ok: false, weak: false, why });
+const err = (codes: number[], why: string, command: string | undefined): Expectation => ({
+  command,
+  codes,
+  ok: false,
+  weak: false,
+  why,
+});
 
 /**
  * Case `index` of a run seeded with `seed`. `as: "agent"` gives the same inputs with the
@@ -956,7 +1200,11 @@ export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "
   const podBase = rng.chance(0.05) ? `meshcni-node-${suffix}` : rng.pick(POD_BASES);
   const id: Identity = {
     ns: rng.chance(0.03) ? `${"n".repeat(62 - suffix.length)}-${suffix}` : `${nsBase}-${suffix}`,
-    name: rng.chance(0.03) ? `${"p".repeat(252 - suffix.length)}-${suffix}` : podBase.startsWith("meshcni-node-") ? podBase : `${podBase}-${suffix}`,
+    name: rng.chance(0.03)
+      ? `${"p".repeat(252 - suffix.length)}-${suffix}`
+      : podBase.startsWith("meshcni-node-")
+        ? podBase
+        : `${podBase}-${suffix}`,
   };
 
   const command = genCommand(b);
@@ -982,7 +1230,20 @@ export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "
   if (rng.chance(0.04)) {
     b.tag("stdin-undecodable");
     decodeFault = true;
-    stdin = rng.pick(["", "{", "[]", "null", '"str"', "42", stdin.slice(0, Math.max(1, stdin.length >> 1)), `${stdin.slice(0, -1)},}`, `${stdin}x`, "{'a':1}", "NaN", "\ufeff"]);
+    stdin = rng.pick([
+      "",
+      "{",
+      "[]",
+      "null",
+      '"str"',
+      "42",
+      stdin.slice(0, Math.max(1, stdin.length >> 1)),
+      `${stdin.slice(0, -1)},}`,
+      `${stdin}x`,
+      "{'a':1}",
+      "NaN",
+      "\ufeff",
+    ]);
   } else if (rng.chance(0.02)) {
     // A byte order mark: reading stdin as UTF-8 drops it (RFC 8259 lets parsers ignore it).
     b.tag("stdin-bom");
@@ -993,7 +1254,8 @@ export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "
   const podPath = `/api/v1/namespaces/${id.ns}/pods/${id.name}`;
   const objects: Record<string, unknown> = {};
   if (pod.state !== "missing") objects[podPath] = pod.body;
-  if (pod.namespace.state !== "missing" && pod.namespace.body !== undefined) objects[`/api/v1/namespaces/${id.ns}`] = pod.namespace.body;
+  if (pod.namespace.state !== "missing" && pod.namespace.body !== undefined)
+    objects[`/api/v1/namespaces/${id.ns}`] = pod.namespace.body;
 
   // A pod deleted and created again under its name: the runtime's K8S_POD_UID is the old one's.
   let recreated = false;
@@ -1008,14 +1270,29 @@ export function buildCase(seed: number, index: number, opts: { as?: "plugin" | "
     applyHavoc(b, c, podPath);
     wellFormed(c);
     c.expect = {
-      command: c.env.CNI_COMMAND, codes: [...DOCUMENTED_CODES], ok: true, weak: true, why: "havoc: generic checks only",
+      command: c.env.CNI_COMMAND,
+      codes: [...DOCUMENTED_CODES],
+      ok: true,
+      weak: true,
+      why: "havoc: generic checks only",
     };
     return c;
   }
   const agentConf = opts.as === "agent" ? { ...conf, kubeconfigBad: false } : conf;
   c.expect = decide({
-    command, containerId, netns, ifname, args, conf: agentConf, decodeFault, pod, recreated, as: opts.as ?? "plugin",
-    stdin, mesh, id,
+    command,
+    containerId,
+    netns,
+    ifname,
+    args,
+    conf: agentConf,
+    decodeFault,
+    pod,
+    recreated,
+    as: opts.as ?? "plugin",
+    stdin,
+    mesh,
+    id,
   });
   return c;
 }
@@ -1041,23 +1318,28 @@ interface Facts {
 /** The documented outcome; an unusual but harmless CNI_IFNAME may also be refused (code 4). */
 function decide(f: Facts): Expectation {
   const e = decideStages(f);
-  if ([f.containerId, f.netns, f.ifname].some((c) => c.either) && f.command !== "VERSION" && !e.codes.includes(4)) e.codes.push(4);
+  if ([f.containerId, f.netns, f.ifname].some((c) => c.either) && f.command !== "VERSION" && !e.codes.includes(4))
+    e.codes.push(4);
   return e;
 }
 
 /** The documented outcome for the facts, stage by stage. */
 function decideStages(f: Facts): Expectation {
   const cmd = f.command;
-  if (cmd === undefined || cmd === "" || !COMMANDS.includes(cmd)) return err([4], "CNI_COMMAND missing or unknown", cmd);
+  if (cmd === undefined || cmd === "" || !COMMANDS.includes(cmd))
+    return err([4], "CNI_COMMAND missing or unknown", cmd);
   const needs = (e: EnvChoice) => e.valid;
   if (cmd === "ADD" || cmd === "CHECK") {
-    if (!needs(f.containerId) || !needs(f.netns) || !needs(f.ifname)) return err([4], "a required CNI_ variable is missing or invalid", cmd);
+    if (!needs(f.containerId) || !needs(f.netns) || !needs(f.ifname))
+      return err([4], "a required CNI_ variable is missing or invalid", cmd);
   }
   if (cmd === "DEL") {
     const netnsOk = f.netns.valid || f.netns.value === undefined || f.netns.value === "";
-    if (!needs(f.containerId) || !needs(f.ifname) || !netnsOk) return err([4], "a required CNI_ variable is missing or invalid", cmd);
+    if (!needs(f.containerId) || !needs(f.ifname) || !netnsOk)
+      return err([4], "a required CNI_ variable is missing or invalid", cmd);
   }
-  if (cmd === "VERSION") return { command: cmd, codes: [], ok: true, weak: false, stdout: versionAnswer(f.stdin), why: "VERSION" };
+  if (cmd === "VERSION")
+    return { command: cmd, codes: [], ok: true, weak: false, stdout: versionAnswer(f.stdin), why: "VERSION" };
   if (f.decodeFault) return err([6], "stdin is not a JSON object", cmd);
   if (f.conf.versionFault) return err([1], "cniVersion not supported", cmd);
   if (f.conf.configFault) return err([7], "the config does not fit the schema", cmd);
@@ -1065,14 +1347,25 @@ function decideStages(f: Facts): Expectation {
   const older = (min: string) => SUPPORTED.indexOf(version as never) < SUPPORTED.indexOf(min as never);
   if (cmd === "CHECK" && older("0.4.0")) return err([1], "CHECK needs 0.4.0", cmd);
   if ((cmd === "STATUS" || cmd === "GC") && older("1.1.0")) return err([1], `${cmd} needs 1.1.0`, cmd);
-  const ok = (why: string, stdout: unknown = "", rules?: Expectation["rules"]): Expectation =>
-    ({ command: cmd, codes: [], ok: true, weak: false, stdout, ...(rules ? { rules } : {}), why });
+  const ok = (why: string, stdout: unknown = "", rules?: Expectation["rules"]): Expectation => ({
+    command: cmd,
+    codes: [],
+    ok: true,
+    weak: false,
+    stdout,
+    ...(rules ? { rules } : {}),
+    why,
+  });
   if (cmd === "DEL") return ok("DEL in a dry run");
   if (cmd === "GC") return ok("GC");
   if (cmd === "STATUS") return f.conf.kubeconfigBad ? err([50], "STATUS without a kubeconfig", cmd) : ok("STATUS");
   // ADD and CHECK
-  if (f.conf.prev.fault === 1 || f.conf.prev.fault === 7) return err([f.conf.prev.fault], "prevResult cannot be converted", cmd);
-  const stdout = cmd === "ADD" ? expectedResult(f.conf.prev.present ? f.conf.prev.value as Record<string, unknown> : undefined, version) : "";
+  if (f.conf.prev.fault === 1 || f.conf.prev.fault === 7)
+    return err([f.conf.prev.fault], "prevResult cannot be converted", cmd);
+  const stdout =
+    cmd === "ADD"
+      ? expectedResult(f.conf.prev.present ? (f.conf.prev.value as Record<string, unknown>) : undefined, version)
+      : "";
   if (f.args.fault) return err([4], "CNI_ARGS invalid", cmd);
   if (!f.args.pod) return ok("not a Kubernetes pod", stdout);
   const { ns, name } = f.args.pod;

@@ -75,14 +75,23 @@ export async function startFuzzHarness(): Promise<FuzzHarness> {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const hang = new Promise<"hang">((resolve) => (timer = setTimeout(() => resolve("hang"), CASE_BOUND_MS)));
       try {
-        const r = await Promise.race([runPlugin({ getenv: (k) => c.env[k], readStdin: async () => stdin, deps }), hang]);
+        const r = await Promise.race([
+          runPlugin({ getenv: (k) => c.env[k], readStdin: async () => stdin, deps }),
+          hang,
+        ]);
         const ms = performance.now() - t0;
         const log = lines.join("");
         if (r === "hang") return { exitCode: null, stdout: "", ms, timedOut: true, log };
         const payload = readIfThere(inprocDry);
         return { exitCode: r.exitCode, stdout: r.stdout, ms, log, ...(payload !== undefined ? { payload } : {}) };
       } catch (e) {
-        return { exitCode: null, stdout: "", ms: performance.now() - t0, crash: (e as Error).stack ?? String(e), log: lines.join("") };
+        return {
+          exitCode: null,
+          stdout: "",
+          ms: performance.now() - t0,
+          crash: (e as Error).stack ?? String(e),
+          log: lines.join(""),
+        };
       } finally {
         clearTimeout(timer);
       }
@@ -108,7 +117,13 @@ export async function startFuzzHarness(): Promise<FuzzHarness> {
       clearTimeout(timer);
       const ms = performance.now() - t0;
       const payload = readIfThere(dry);
-      const out: RunResult = { exitCode: proc.exitCode, stdout, ms, log: stderr, ...(payload !== undefined ? { payload } : {}) };
+      const out: RunResult = {
+        exitCode: proc.exitCode,
+        stdout,
+        ms,
+        log: stderr,
+        ...(payload !== undefined ? { payload } : {}),
+      };
       if (timedOut) out.timedOut = true;
       else if (proc.signalCode) out.crash = `killed by ${proc.signalCode}; stderr: ${stderr}`;
       return out;

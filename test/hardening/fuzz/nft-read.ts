@@ -58,7 +58,12 @@ function words(text: string): string[] | string {
 }
 
 function portItems(v: string): string[] | undefined {
-  const items = v.startsWith("{") ? v.slice(1, -1).split(",").map((s) => s.trim()) : [v];
+  const items = v.startsWith("{")
+    ? v
+        .slice(1, -1)
+        .split(",")
+        .map((s) => s.trim())
+    : [v];
   if (items.length === 0 || !items.every((p) => PORT_ITEM.test(p))) return undefined;
   return items.map((p) => p.replace("-", ":"));
 }
@@ -104,7 +109,10 @@ function translate(text: string, stage: string, family: 4 | 6): string[] | strin
       i++;
       const n = neg();
       const v = take() ?? "";
-      const ok = family === 4 ? /^[0-9.]+(\/[0-9]{1,2})?$/ : /^([0-9a-f:]+|[0-9a-f:]+[0-9]{1,3}(\.[0-9]{1,3}){3})(\/[0-9]{1,3})?$/;
+      const ok =
+        family === 4
+          ? /^[0-9.]+(\/[0-9]{1,2})?$/
+          : /^([0-9a-f:]+|[0-9a-f:]+[0-9]{1,3}(\.[0-9]{1,3}){3})(\/[0-9]{1,3})?$/;
       if (!ok.test(v)) return bad(`address ${JSON.stringify(v)}`);
       m.push(...(n ? ["!"] : []), b === "saddr" ? "-s" : "-d", v.includes("/") ? v : `${v}/${family === 4 ? 32 : 128}`);
     } else if (a === "iifname" || a === "oifname") {
@@ -122,7 +130,15 @@ function translate(text: string, stage: string, family: 4 | 6): string[] | strin
       const v = (take() ?? "").split(",");
       const order = ["invalid", "related", "established"];
       if (!v.every((s) => order.includes(s))) return bad(`ct state ${v}`);
-      m.push("-m", "conntrack", "--ctstate", order.filter((s) => v.includes(s)).map((s) => s.toUpperCase()).join(","));
+      m.push(
+        "-m",
+        "conntrack",
+        "--ctstate",
+        order
+          .filter((s) => v.includes(s))
+          .map((s) => s.toUpperCase())
+          .join(","),
+      );
     } else if (a === "meta" && b === "mark" && w[i + 1] !== "set") {
       i++;
       const n = neg();
@@ -150,11 +166,27 @@ function translate(text: string, stage: string, family: 4 | 6): string[] | strin
       i++;
       const v = take() ?? "";
       const rest = w.slice(i, i + 4);
-      if (!/^:(0|[1-9][0-9]{0,4})$/.test(v) || rest[0] !== "meta" || rest[1] !== "mark" || rest[2] !== "set" || !HEX8.test(rest[3] ?? "") || w[i + 4] !== "accept") {
+      if (
+        !/^:(0|[1-9][0-9]{0,4})$/.test(v) ||
+        rest[0] !== "meta" ||
+        rest[1] !== "mark" ||
+        rest[2] !== "set" ||
+        !HEX8.test(rest[3] ?? "") ||
+        w[i + 4] !== "accept"
+      ) {
         return bad("tproxy statement");
       }
       i += 5;
-      target = ["-j", "TPROXY", "--on-port", v.slice(1), "--on-ip", family === 4 ? "0.0.0.0" : "::", "--tproxy-mark", `${hexOf(rest[3]!)}/0xffffffff`];
+      target = [
+        "-j",
+        "TPROXY",
+        "--on-port",
+        v.slice(1),
+        "--on-ip",
+        family === 4 ? "0.0.0.0" : "::",
+        "--tproxy-mark",
+        `${hexOf(rest[3]!)}/0xffffffff`,
+      ];
     } else if (a === "meta" && b === "mark" && w[i + 1] === "set") {
       i += 2;
       const v = take() ?? "";
@@ -226,7 +258,8 @@ export function parseNftPayload(text: string): Payload | string[] {
       const base = name === "PREROUTING" || name === "OUTPUT";
       if (base) {
         const want = SPECS[`${stage}/${name}`];
-        if (lines[i] !== `\t\t${want}`) problems.push(`base chain ${stage}_${name} declared as ${JSON.stringify(lines[i])}`);
+        if (lines[i] !== `\t\t${want}`)
+          problems.push(`base chain ${stage}_${name} declared as ${JSON.stringify(lines[i])}`);
         i++;
       } else {
         if (!/^[A-Z][A-Z0-9_]{0,28}$/.test(name)) problems.push(`chain name ${name}`);
@@ -244,10 +277,20 @@ export function parseNftPayload(text: string): Payload | string[] {
         else {
           const jIdx = t.indexOf("-j");
           const target = t[jIdx + 1]!;
-          if (/^[A-Z][A-Z0-9_]*$/.test(target) && target.includes("_") && !["RETURN", "ACCEPT", "DROP"].includes(target)) {
+          if (
+            /^[A-Z][A-Z0-9_]*$/.test(target) &&
+            target.includes("_") &&
+            !["RETURN", "ACCEPT", "DROP"].includes(target)
+          ) {
             jumps.push({ family, stage, name: target, line: rl });
           }
-          const rule: Rule = { table: stage, op: "-A", chain: name, tokens: t, line: `-A ${name} ${t.map((x, k) => quote(x, t[k - 1])).join(" ")}` };
+          const rule: Rule = {
+            table: stage,
+            op: "-A",
+            chain: name,
+            tokens: t,
+            line: `-A ${name} ${t.map((x, k) => quote(x, t[k - 1])).join(" ")}`,
+          };
           section.rules.push(rule);
         }
         i++;
@@ -270,7 +313,8 @@ export function parseNftPayload(text: string): Payload | string[] {
     else ipCommands.push({ family: Number(ip[1]) as 4 | 6, argv: ip[2]! });
   }
   for (const j of jumps) {
-    if (!declared.some((d) => d.family === j.family && d.stage === j.stage && d.name === j.name)) problems.push(`jump to a chain the script does not declare: ${j.line}`);
+    if (!declared.some((d) => d.family === j.family && d.stage === j.stage && d.name === j.name))
+      problems.push(`jump to a chain the script does not declare: ${j.line}`);
   }
   const fams = sections.map((s) => `IPv${s.family}`).join(" and ");
   if (head[1] !== fams) problems.push(`header says ${head[1]}, the script has ${fams}`);

@@ -28,7 +28,6 @@ function parseJson(text: string): { ok: true; value: any } | { ok: false } {
   }
 }
 
-
 const short = (s: string, n = 300) => (s.length > n ? `${s.slice(0, n)}… (${s.length} chars)` : s);
 
 export function judge(c: FuzzCase, o: Outcome): string[] {
@@ -51,13 +50,17 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
     const extra = Object.keys(err).filter((k) => !["cniVersion", "code", "msg", "details"].includes(k));
     if (extra.length > 0) p.push(`error object has keys ${extra.join(", ")}`);
     if (!Number.isInteger(err.code)) p.push(`error code ${JSON.stringify(err.code)}`);
-    else if (!(DOCUMENTED_CODES as readonly number[]).includes(err.code as number)) p.push(`undocumented error code ${err.code}: ${err.msg}: ${short(String(err.details ?? ""))}`);
+    else if (!(DOCUMENTED_CODES as readonly number[]).includes(err.code as number))
+      p.push(`undocumented error code ${err.code}: ${err.msg}: ${short(String(err.details ?? ""))}`);
     else if (!e.weak && !e.codes.includes(err.code as number)) {
-      p.push(`error code ${err.code} (${err.msg}: ${short(String(err.details ?? ""))}), expected ${e.ok ? "success" : ""}${e.ok && e.codes.length ? " or " : ""}${e.codes.join("/")} (${e.why})`);
+      p.push(
+        `error code ${err.code} (${err.msg}: ${short(String(err.details ?? ""))}), expected ${e.ok ? "success" : ""}${e.ok && e.codes.length ? " or " : ""}${e.codes.join("/")} (${e.why})`,
+      );
     }
     if (typeof err.msg !== "string" || err.msg === "") p.push("error without msg");
     if (err.details !== undefined && typeof err.details !== "string") p.push("details is not a string");
-    if (err.cniVersion !== requested) p.push(`error in version ${JSON.stringify(err.cniVersion)}, the request's is ${requested}`);
+    if (err.cniVersion !== requested)
+      p.push(`error in version ${JSON.stringify(err.cniVersion)}, the request's is ${requested}`);
     if (o.payload !== undefined) p.push(`a rejected input wrote the dry-run file: ${JSON.stringify(short(o.payload))}`);
     return p;
   }
@@ -69,7 +72,8 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
     const v = out.value as { cniVersion?: unknown; supportedVersions?: unknown };
     if (!jsonEqual(v.supportedVersions, [...SUPPORTED])) p.push(`VERSION lists ${JSON.stringify(v.supportedVersions)}`);
     // Answering in the request's version (spec) or in the latest (libcni's skel) are both fine.
-    if (v.cniVersion !== requested && v.cniVersion !== "1.1.0") p.push(`VERSION answers in ${JSON.stringify(v.cniVersion)}`);
+    if (v.cniVersion !== requested && v.cniVersion !== "1.1.0")
+      p.push(`VERSION answers in ${JSON.stringify(v.cniVersion)}`);
     if (o.payload !== undefined) p.push("VERSION wrote the dry-run file");
     return p;
   }
@@ -83,10 +87,13 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
       }
     }
     if (want !== undefined && !jsonEqual(out.value, want)) {
-      p.push(`ADD result ${short(JSON.stringify(out.value))} is not prevResult in version ${requested}: ${short(JSON.stringify(want))}`);
+      p.push(
+        `ADD result ${short(JSON.stringify(out.value))} is not prevResult in version ${requested}: ${short(JSON.stringify(want))}`,
+      );
     }
     if (o.payload === undefined) p.push("a successful ADD in a dry run did not write the dry-run file");
-    else if (!e.weak && e.rules === undefined && o.payload !== "") p.push(`rules for a pod that gets none (${e.why}): ${short(o.payload)}`);
+    else if (!e.weak && e.rules === undefined && o.payload !== "")
+      p.push(`rules for a pod that gets none (${e.why}): ${short(o.payload)}`);
     else if (!e.weak && e.rules !== undefined && o.payload === "") p.push(`no rules for a redirected pod (${e.why})`);
     else if (o.payload !== "") {
       const problems = checkPayload(o.payload, e.weak ? undefined : e.rules);

@@ -119,7 +119,8 @@ export function parsePayload(text: string): Payload | string[] {
     }
     const nm = /^-N (\S+)$/.exec(line);
     if (nm) {
-      if (!CHAIN_NAME.test(nm[1]!) || BUILTIN.has(nm[1]!)) problems.push(`bad chain to create: ${JSON.stringify(nm[1])}`);
+      if (!CHAIN_NAME.test(nm[1]!) || BUILTIN.has(nm[1]!))
+        problems.push(`bad chain to create: ${JSON.stringify(nm[1])}`);
       section.chains.push({ table, name: nm[1]! });
       continue;
     }
@@ -151,10 +152,31 @@ export function parsePayload(text: string): Payload | string[] {
 
 /** Options the rule builders use and how many values each takes. */
 const OPTIONS: Record<string, number> = {
-  "-p": 1, "-m": 1, "--dports": 1, "--dport": 1, "--sport": 1, "--comment": 1, "-j": 1, "--to-ports": 1,
-  "-s": 1, "-d": 1, "-i": 1, "-o": 1, "--uid-owner": 1, "--gid-owner": 1, "--ctstate": 1, "--mark": 1,
-  "--set-xmark": 1, "--on-port": 1, "--on-ip": 1, "--tproxy-mark": 1, "--save-mark": 0, "--restore-mark": 0,
-  "--nfmask": 1, "--ctmask": 1, "--zone": 1,
+  "-p": 1,
+  "-m": 1,
+  "--dports": 1,
+  "--dport": 1,
+  "--sport": 1,
+  "--comment": 1,
+  "-j": 1,
+  "--to-ports": 1,
+  "-s": 1,
+  "-d": 1,
+  "-i": 1,
+  "-o": 1,
+  "--uid-owner": 1,
+  "--gid-owner": 1,
+  "--ctstate": 1,
+  "--mark": 1,
+  "--set-xmark": 1,
+  "--on-port": 1,
+  "--on-ip": 1,
+  "--tproxy-mark": 1,
+  "--save-mark": 0,
+  "--restore-mark": 0,
+  "--nfmask": 1,
+  "--ctmask": 1,
+  "--zone": 1,
 };
 
 export interface Option {
@@ -169,7 +191,8 @@ export function readOptions(r: Rule): Option[] | string {
   let negate = false;
   for (let i = 0; i < r.tokens.length; i++) {
     const t = r.tokens[i]!;
-    if (!/^[\x21-\x7e]+$/.test(t)) return `token with a space, control or non-ASCII character: ${JSON.stringify(t)} in ${r.line}`;
+    if (!/^[\x21-\x7e]+$/.test(t))
+      return `token with a space, control or non-ASCII character: ${JSON.stringify(t)} in ${r.line}`;
     if (t === "!") {
       negate = true;
       continue;
@@ -200,14 +223,17 @@ function portOk(p: string): boolean {
   return !!m && Number(m[1]) < Number(m[2]) && Number(m[2]) <= 65535;
 }
 
-const cidrTexts = (cidrs: readonly CidrValue[], f: 4 | 6) => new Set(cidrs.filter((c) => c.family === f).map((c) => c.text));
+const cidrTexts = (cidrs: readonly CidrValue[], f: 4 | 6) =>
+  new Set(cidrs.filter((c) => c.family === f).map((c) => c.text));
 
 /** Ports ("80", "25:27") as sorted, merged intervals. */
 function portUnion(items: readonly string[]): [number, number][] {
-  const iv = items.map((p) => {
-    const [a, b] = p.split(":");
-    return [Number(a), Number(b ?? a)] as [number, number];
-  }).sort((x, y) => x[0] - y[0]);
+  const iv = items
+    .map((p) => {
+      const [a, b] = p.split(":");
+      return [Number(a), Number(b ?? a)] as [number, number];
+    })
+    .sort((x, y) => x[0] - y[0]);
   const out: [number, number][] = [];
   for (const [a, b] of iv) {
     const last = out.at(-1);
@@ -233,8 +259,19 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
   const O = "PROXY_INIT_OUTPUT";
   const f = s.family;
   const subnets = cidrTexts(e.subnets, f);
-  const seen = { in: new Set<string>(), out: new Set<string>(), subnets: new Set<string>(), redirect: new Set<string>(), uid: false, gid: false, all: false };
-  const chains = s.chains.map((c) => `${c.table}/${c.name}`).sort().join(",");
+  const seen = {
+    in: new Set<string>(),
+    out: new Set<string>(),
+    subnets: new Set<string>(),
+    redirect: new Set<string>(),
+    uid: false,
+    gid: false,
+    all: false,
+  };
+  const chains = s.chains
+    .map((c) => `${c.table}/${c.name}`)
+    .sort()
+    .join(",");
   if (chains !== `nat/${O},nat/${R}`) problems.push(`IPv${f}: creates ${chains}`);
   for (const r of s.rules) {
     const bad = (why: string) => problems.push(`IPv${f}: ${why}: ${r.line}`);
@@ -249,13 +286,29 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
     }
     for (const o of opts) {
       if (o.negated) bad("a negated match");
-      if (!["-p", "-m", "--dports", "--dport", "--comment", "-j", "--to-ports", "-s", "-o", "--uid-owner", "--gid-owner"].includes(o.name)) bad(`option ${o.name}`);
+      if (
+        ![
+          "-p",
+          "-m",
+          "--dports",
+          "--dport",
+          "--comment",
+          "-j",
+          "--to-ports",
+          "-s",
+          "-o",
+          "--uid-owner",
+          "--gid-owner",
+        ].includes(o.name)
+      )
+        bad(`option ${o.name}`);
     }
     const target = get(opts, "-j")?.value;
     const expectedTarget = r.chain === "PREROUTING" ? [R] : r.chain === "OUTPUT" ? [O] : ["RETURN", "REDIRECT"];
     if (!target || !expectedTarget.includes(target)) bad(`jump to ${target}`);
     for (const o of values(opts, "-p")) if (o.value !== "tcp") bad(`protocol ${o.value}`);
-    for (const o of values(opts, "-m")) if (!["multiport", "comment", "owner", "tcp"].includes(o.value!)) bad(`match ${o.value}`);
+    for (const o of values(opts, "-m"))
+      if (!["multiport", "comment", "owner", "tcp"].includes(o.value!)) bad(`match ${o.value}`);
     const comment = get(opts, "--comment")?.value ?? "";
     if (!comment.startsWith("proxy-init/")) bad("no proxy-init/ comment");
     // nftables lists a one-port set as a plain port and merges touching ports into ranges, so
@@ -271,9 +324,12 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
         else if (!covers(allowed, p)) bad(`port ${p} that neither the config nor the annotations name`);
         (r.chain === R ? seen.in : seen.out).add(p);
       }
-      const listed = comment.startsWith("proxy-init/ignore-port-") ? comment.slice("proxy-init/ignore-port-".length).split(",") : [];
+      const listed = comment.startsWith("proxy-init/ignore-port-")
+        ? comment.slice("proxy-init/ignore-port-".length).split(",")
+        : [];
       if (s.nft) {
-        if (!listed.every(portOk) || !sameUnion(portUnion(listed), portUnion(items))) bad("comment does not match the ports");
+        if (!listed.every(portOk) || !sameUnion(portUnion(listed), portUnion(items)))
+          bad("comment does not match the ports");
       } else {
         if (slots > 15) bad("more than 15 multiport slots");
         if (comment !== `proxy-init/ignore-port-${dports}`) bad("comment does not match the ports");
@@ -312,9 +368,19 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
       seen.gid = true;
     }
   }
-  const gone = (what: string, xs: unknown[]) => xs.length > 0 && problems.push(`IPv${f}: ${what} missing: ${xs.slice(0, 5).join(", ")}${xs.length > 5 ? ` (+${xs.length - 5})` : ""}`);
-  gone("inbound ports to ignore", e.inPorts.filter((p) => !covers(portUnion([...seen.in]), p)));
-  gone("outbound ports to ignore", e.outPorts.filter((p) => !covers(portUnion([...seen.out]), p)));
+  const gone = (what: string, xs: unknown[]) =>
+    xs.length > 0 &&
+    problems.push(
+      `IPv${f}: ${what} missing: ${xs.slice(0, 5).join(", ")}${xs.length > 5 ? ` (+${xs.length - 5})` : ""}`,
+    );
+  gone(
+    "inbound ports to ignore",
+    e.inPorts.filter((p) => !covers(portUnion([...seen.in]), p)),
+  );
+  gone(
+    "outbound ports to ignore",
+    e.outPorts.filter((p) => !covers(portUnion([...seen.out]), p)),
+  );
   gone("subnets to ignore", missing(subnets, seen.subnets));
   gone("ports to redirect", missing(e.redirectPorts, seen.redirect));
   if (e.redirectPorts.length === 0 && !seen.all) problems.push(`IPv${f}: no redirect-all rule`);
@@ -330,8 +396,8 @@ function checkLinkerd(s: Section, e: LinkerdRules, problems: string[]): void {
     const n = count(chain, re);
     if (n !== 1) problems.push(`IPv${f}: ${what} ${n === 0 ? "is missing" : `is there ${n} times`}`);
   }
-  if ((e.uid > 0) !== seen.uid) problems.push(`IPv${f}: proxy uid ${e.uid} rule ${seen.uid ? "present" : "missing"}`);
-  if ((e.gid > 0) !== seen.gid) problems.push(`IPv${f}: proxy gid ${e.gid} rule ${seen.gid ? "present" : "missing"}`);
+  if (e.uid > 0 !== seen.uid) problems.push(`IPv${f}: proxy uid ${e.uid} rule ${seen.uid ? "present" : "missing"}`);
+  if (e.gid > 0 !== seen.gid) problems.push(`IPv${f}: proxy gid ${e.gid} rule ${seen.gid ? "present" : "missing"}`);
 }
 
 // --- Istio -----------------------------------------------------------------------------------
@@ -348,8 +414,16 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
   const includeIn = e.includeIn === "*" ? undefined : new Set(e.includeIn);
   const excludeIn = new Set([...e.excludeIn, String(e.tunnelPort)]);
   const seen = {
-    includeOut: new Set<string>(), excludeOut: new Set<string>(), includeIn: new Set<string>(), excludeIn: new Set<string>(),
-    includeOutPorts: new Set<string>(), excludeOutPorts: new Set<string>(), ifaces: new Set<string>(), uid: false, gid: false, all: false,
+    includeOut: new Set<string>(),
+    excludeOut: new Set<string>(),
+    includeIn: new Set<string>(),
+    excludeIn: new Set<string>(),
+    includeOutPorts: new Set<string>(),
+    excludeOutPorts: new Set<string>(),
+    ifaces: new Set<string>(),
+    uid: false,
+    gid: false,
+    all: false,
   };
   const inboundTable = e.mode === "TPROXY" ? "mangle" : "nat";
   const capturesInbound = e.includeIn === "*" || e.includeIn.length > 0;
@@ -370,20 +444,34 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
     for (const o of opts) {
       const v = o.value ?? "";
       switch (o.name) {
-        case "-p": if (!["tcp", "udp"].includes(v)) bad(`protocol ${v}`); break;
-        case "-m": if (!["tcp", "udp", "multiport", "owner", "conntrack", "mark", "connmark"].includes(v)) bad(`match ${v}`); break;
-        case "-i": case "-o":
+        case "-p":
+          if (!["tcp", "udp"].includes(v)) bad(`protocol ${v}`);
+          break;
+        case "-m":
+          if (!["tcp", "udp", "multiport", "owner", "conntrack", "mark", "connmark"].includes(v)) bad(`match ${v}`);
+          break;
+        case "-i":
+        case "-o":
           if (!ifaces.has(v)) bad(`interface ${JSON.stringify(v)} not in the annotations`);
           else if (v !== "lo") seen.ifaces.add(v);
           break;
-        case "--uid-owner": if (v !== String(e.uid)) bad(`uid ${v}, expected ${e.uid}`); seen.uid = true; break;
-        case "--gid-owner": if (v !== String(e.gid)) bad(`gid ${v}, expected ${e.gid}`); seen.gid = true; break;
-        case "-s": if (v !== passthrough) bad(`source ${v}`); break;
+        case "--uid-owner":
+          if (v !== String(e.uid)) bad(`uid ${v}, expected ${e.uid}`);
+          seen.uid = true;
+          break;
+        case "--gid-owner":
+          if (v !== String(e.gid)) bad(`gid ${v}, expected ${e.gid}`);
+          seen.gid = true;
+          break;
+        case "-s":
+          if (v !== passthrough) bad(`source ${v}`);
+          break;
         case "-d": {
           if (o.negated) {
             if (v !== loHost) bad(`negated destination ${v}`);
           } else if (target === "RETURN") {
-            if (!excludeOut.has(v) && v !== loHost) bad(`excluded destination ${v} not in excludeOutboundIPRanges (IPv${f})`);
+            if (!excludeOut.has(v) && v !== loHost)
+              bad(`excluded destination ${v} not in excludeOutboundIPRanges (IPv${f})`);
             seen.excludeOut.add(v);
           } else if (target === "ISTIO_REDIRECT") {
             if (!includeOut?.has(v)) bad(`captured destination ${v} not in includeOutboundIPRanges (IPv${f})`);
@@ -398,7 +486,10 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
           } else if (r.chain === "ISTIO_INBOUND" && target === "RETURN" && r.table !== "raw") {
             if (!excludeIn.has(v)) bad(`inbound port ${v} excluded but not in excludeInboundPorts`);
             seen.excludeIn.add(v);
-          } else if (r.chain === "ISTIO_INBOUND" && ["ISTIO_IN_REDIRECT", "ISTIO_DIVERT", "ISTIO_TPROXY"].includes(target ?? "")) {
+          } else if (
+            r.chain === "ISTIO_INBOUND" &&
+            ["ISTIO_IN_REDIRECT", "ISTIO_DIVERT", "ISTIO_TPROXY"].includes(target ?? "")
+          ) {
             if (!includeIn?.has(v)) bad(`inbound port ${v} captured but not in includeInboundPorts`);
             seen.includeIn.add(v);
           } else if (r.chain === "ISTIO_OUTPUT" && target === "RETURN") {
@@ -410,30 +501,61 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
           } else if (v !== "53") bad(`port ${v}`);
           break;
         }
-        case "--dports": if (!o.negated || !sameUnion(portUnion(v.split(",")), portUnion(["53", String(e.tunnelPort)]))) bad(`ports ${v}`); break;
-        case "--sport": if (v !== "53" && v !== "15053") bad(`source port ${v}`); break;
+        case "--dports":
+          if (!o.negated || !sameUnion(portUnion(v.split(",")), portUnion(["53", String(e.tunnelPort)])))
+            bad(`ports ${v}`);
+          break;
+        case "--sport":
+          if (v !== "53" && v !== "15053") bad(`source port ${v}`);
+          break;
         case "--to-ports": {
-          const want = r.chain === "ISTIO_REDIRECT" ? e.proxyPort : r.chain === "ISTIO_IN_REDIRECT" ? e.capturePort : 15053;
+          const want =
+            r.chain === "ISTIO_REDIRECT" ? e.proxyPort : r.chain === "ISTIO_IN_REDIRECT" ? e.capturePort : 15053;
           if (v !== String(want)) bad(`redirect to ${v}, expected ${want}`);
           break;
         }
-        case "--on-port": if (v !== String(e.capturePort)) bad(`TPROXY to ${v}`); break;
-        case "--on-ip": if (v !== (f === 4 ? "0.0.0.0" : "::")) bad(`TPROXY on ${v}`); break;
-        case "--ctstate": if (!["INVALID", "RELATED,ESTABLISHED"].includes(v)) bad(`ctstate ${v}`); break;
-        case "--mark": if (v !== "0x539" && !(o.negated && v === "0x53a")) bad(`mark ${v}`); break;
-        case "--set-xmark": if (v !== "0x539/0xffffffff" && v !== "0x53a/0xffffffff") bad(`set-xmark ${v}`); break;
-        case "--tproxy-mark": if (v !== "0x539/0xffffffff") bad(`tproxy-mark ${v}`); break;
-        case "--nfmask": case "--ctmask": if (v !== "0xffffffff") bad(`mask ${v}`); break;
-        case "--zone": if (v !== "1" && v !== "2") bad(`zone ${v}`); break;
-        case "--save-mark": case "--restore-mark": case "-j": break;
-        default: bad(`option ${o.name}`);
+        case "--on-port":
+          if (v !== String(e.capturePort)) bad(`TPROXY to ${v}`);
+          break;
+        case "--on-ip":
+          if (v !== (f === 4 ? "0.0.0.0" : "::")) bad(`TPROXY on ${v}`);
+          break;
+        case "--ctstate":
+          if (!["INVALID", "RELATED,ESTABLISHED"].includes(v)) bad(`ctstate ${v}`);
+          break;
+        case "--mark":
+          if (v !== "0x539" && !(o.negated && v === "0x53a")) bad(`mark ${v}`);
+          break;
+        case "--set-xmark":
+          if (v !== "0x539/0xffffffff" && v !== "0x53a/0xffffffff") bad(`set-xmark ${v}`);
+          break;
+        case "--tproxy-mark":
+          if (v !== "0x539/0xffffffff") bad(`tproxy-mark ${v}`);
+          break;
+        case "--nfmask":
+        case "--ctmask":
+          if (v !== "0xffffffff") bad(`mask ${v}`);
+          break;
+        case "--zone":
+          if (v !== "1" && v !== "2") bad(`zone ${v}`);
+          break;
+        case "--save-mark":
+        case "--restore-mark":
+        case "-j":
+          break;
+        default:
+          bad(`option ${o.name}`);
       }
     }
     if (r.chain === "ISTIO_OUTPUT" && target === "ISTIO_REDIRECT" && opts.length === 1) seen.all = true;
     if (target === "TPROXY" && e.mode !== "TPROXY") bad("TPROXY in REDIRECT mode");
   }
   const rulesOf = (table: string, chain: string) => s.rules.filter((r) => r.table === table && r.chain === chain);
-  const gone = (what: string, xs: unknown[]) => xs.length > 0 && problems.push(`IPv${f}: ${what} missing: ${xs.slice(0, 5).join(", ")}${xs.length > 5 ? ` (+${xs.length - 5})` : ""}`);
+  const gone = (what: string, xs: unknown[]) =>
+    xs.length > 0 &&
+    problems.push(
+      `IPv${f}: ${what} missing: ${xs.slice(0, 5).join(", ")}${xs.length > 5 ? ` (+${xs.length - 5})` : ""}`,
+    );
   gone("excludeOutboundIPRanges", missing(excludeOut, seen.excludeOut));
   if (includeOut) gone("includeOutboundIPRanges", missing(includeOut, seen.includeOut));
   else if (!seen.all) problems.push(`IPv${f}: no capture-all outbound rule for includeOutboundIPRanges "*"`);
@@ -450,17 +572,33 @@ function checkIstio(s: Section, e: IstioRules, problems: string[]): void {
   once("the jump from OUTPUT", "nat", "OUTPUT", /^-A OUTPUT -j ISTIO_OUTPUT$/);
   once("the outbound redirect", "nat", "ISTIO_REDIRECT", new RegExp(`-j REDIRECT --to-ports ${e.proxyPort}$`));
   once("the inbound redirect", "nat", "ISTIO_IN_REDIRECT", new RegExp(`-j REDIRECT --to-ports ${e.capturePort}$`));
-  once("the passthrough exemption", "nat", "ISTIO_OUTPUT", new RegExp(`^-A ISTIO_OUTPUT -s ${passthrough.replace(/[.]/g, "\\.")} -o lo -j RETURN$`));
+  once(
+    "the passthrough exemption",
+    "nat",
+    "ISTIO_OUTPUT",
+    new RegExp(`^-A ISTIO_OUTPUT -s ${passthrough.replace(/[.]/g, "\\.")} -o lo -j RETURN$`),
+  );
   // Once, and once more when excludeOutboundIPRanges names localhost itself.
-  once("the localhost exemption", "nat", "ISTIO_OUTPUT", new RegExp(`^-A ISTIO_OUTPUT -d ${loHost.replace(/[.]/g, "\\.")} -j RETURN$`), excludeOut.has(loHost) ? 2 : 1);
+  once(
+    "the localhost exemption",
+    "nat",
+    "ISTIO_OUTPUT",
+    new RegExp(`^-A ISTIO_OUTPUT -d ${loHost.replace(/[.]/g, "\\.")} -j RETURN$`),
+    excludeOut.has(loHost) ? 2 : 1,
+  );
   if (capturesInbound && !rulesOf(inboundTable, "PREROUTING").some((r) => r.tokens.includes("ISTIO_INBOUND"))) {
     problems.push(`IPv${f}: inbound capture not hooked into ${inboundTable} PREROUTING`);
   }
-  if (!capturesInbound && s.rules.some((r) => r.chain === "PREROUTING" && r.tokens.at(-1) === "ISTIO_INBOUND" && r.table !== "raw")) {
+  if (
+    !capturesInbound &&
+    s.rules.some((r) => r.chain === "PREROUTING" && r.tokens.at(-1) === "ISTIO_INBOUND" && r.table !== "raw")
+  ) {
     problems.push(`IPv${f}: inbound captured although no inbound port is`);
   }
-  if (e.dns !== s.rules.some((r) => r.chain === "ISTIO_OUTPUT_DNS")) problems.push(`IPv${f}: DNS capture ${e.dns ? "missing" : "present"}`);
-  if (e.dropInvalid !== s.rules.some((r) => r.chain === "ISTIO_DROP")) problems.push(`IPv${f}: INVALID_DROP ${e.dropInvalid ? "missing" : "present"}`);
+  if (e.dns !== s.rules.some((r) => r.chain === "ISTIO_OUTPUT_DNS"))
+    problems.push(`IPv${f}: DNS capture ${e.dns ? "missing" : "present"}`);
+  if (e.dropInvalid !== s.rules.some((r) => r.chain === "ISTIO_DROP"))
+    problems.push(`IPv${f}: INVALID_DROP ${e.dropInvalid ? "missing" : "present"}`);
 }
 
 /** Problems with a payload for an accepted case; `rules` undefined means only the grammar is known. */
@@ -475,21 +613,28 @@ export function checkPayload(text: string, rules: RulesExpect | undefined): stri
       const opts = readOptions(r);
       if (typeof opts === "string") problems.push(opts);
       // Every address token must be of the section's family.
-      else for (const o of opts) {
-        if ((o.name === "-s" || o.name === "-d") && o.value!.includes(":") !== (s.family === 6)) problems.push(`IPv${s.family} rule with ${o.value}: ${r.line}`);
-      }
+      else
+        for (const o of opts) {
+          if ((o.name === "-s" || o.name === "-d") && o.value!.includes(":") !== (s.family === 6))
+            problems.push(`IPv${s.family} rule with ${o.value}: ${r.line}`);
+        }
     }
   }
   const families = parsed.sections.map((s) => s.family).join(",");
   if (parsed.sections.length === 0) problems.push("no section");
   if (!["4", "4,6"].includes(families)) problems.push(`sections for IPv ${families}`);
   for (const c of parsed.ipCommands) {
-    const known = ["addr replace ::6/128 dev lo", "rule add fwmark 1337 lookup 133 pref 32765", "route replace local default dev lo table 133"];
+    const known = [
+      "addr replace ::6/128 dev lo",
+      "rule add fwmark 1337 lookup 133 pref 32765",
+      "route replace local default dev lo table 133",
+    ];
     if (!known.includes(c.argv)) problems.push(`unknown ip command: ip -${c.family} ${c.argv}`);
   }
   if (!rules || problems.length > 0) return problems;
   const wantV6 = rules.ipv6;
-  if (families !== (wantV6 ? "4,6" : "4")) problems.push(`sections for IPv ${families}, expected ${wantV6 ? "4,6" : "4"}`);
+  if (families !== (wantV6 ? "4,6" : "4"))
+    problems.push(`sections for IPv ${families}, expected ${wantV6 ? "4,6" : "4"}`);
   for (const s of parsed.sections) {
     if (rules.mesh === "linkerd") checkLinkerd(s, rules, problems);
     else checkIstio(s, rules, problems);
@@ -500,10 +645,15 @@ export function checkPayload(text: string, rules: RulesExpect | undefined): stri
     if (rules.ipv6) want.push("6 addr replace ::6/128 dev lo");
     const captures = rules.includeIn === "*" || rules.includeIn.length > 0;
     if (rules.mode === "TPROXY" && captures) {
-      for (const f of rules.ipv6 ? [4, 6] : [4]) want.push(`${f} rule add fwmark 1337 lookup 133 pref 32765`, `${f} route replace local default dev lo table 133`);
+      for (const f of rules.ipv6 ? [4, 6] : [4])
+        want.push(
+          `${f} rule add fwmark 1337 lookup 133 pref 32765`,
+          `${f} route replace local default dev lo table 133`,
+        );
     }
     const have = parsed.ipCommands.map((c) => `${c.family} ${c.argv}`);
-    if (have.join("|") !== want.join("|")) problems.push(`ip commands ${JSON.stringify(have)}, expected ${JSON.stringify(want)}`);
+    if (have.join("|") !== want.join("|"))
+      problems.push(`ip commands ${JSON.stringify(have)}, expected ${JSON.stringify(want)}`);
   }
   return problems;
 }

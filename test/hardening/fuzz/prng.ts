@@ -26,7 +26,10 @@ function splitmix32(state: number): () => number {
 
 export function createRng(seed: number): Rng {
   const init = splitmix32(seed);
-  let a = init(), b = init(), c = init(), d = init();
+  let a = init(),
+    b = init(),
+    c = init(),
+    d = init();
   const u32 = (): number => {
     const t = (((a + b) >>> 0) + d) >>> 0;
     d = (d + 1) >>> 0;

@@ -321,13 +321,15 @@ export async function startRecordsFuzz(): Promise<RecordsFuzz> {
               const key = `${w.name} ${op.op} ${
                 out.code === 0
                   ? 0
-                  : (() => {
-                      try {
-                        return JSON.parse(out.stdout).code;
-                      } catch {
-                        return `exit ${out.code}`;
+                  : (
+                      () => {
+                        try {
+                          return JSON.parse(out.stdout).code;
+                        } catch {
+                          return `exit ${out.code}`;
+                        }
                       }
-                    })()
+                    )()
               }`;
               report.outcomes.set(key, (report.outcomes.get(key) ?? 0) + 1);
               if (out.code !== 0 && out.code !== 1) p.push(`exit ${out.code}: ${out.stderr.slice(-1500)}`);

@@ -11,8 +11,12 @@ export interface Failure {
   seed: number;
   index: number;
   where:
-    | "in-process" | "binary" | "in-process vs binary" | "in-process, nftables"
-    | "agent-planned" | "agent-planned vs plugin";
+    | "in-process"
+    | "binary"
+    | "in-process vs binary"
+    | "in-process, nftables"
+    | "agent-planned"
+    | "agent-planned vs plugin";
   problems: string[];
   tags: string[];
   log: string;
@@ -62,7 +66,8 @@ function outcomeKey(r: RunResult): string {
 function compare(c: FuzzCase, a: RunResult, b: RunResult): string[] {
   const p: string[] = [];
   if (a.exitCode !== b.exitCode) p.push(`exit code ${a.exitCode} in-process, ${b.exitCode} compiled`);
-  if (c.env.CNI_COMMAND !== "VERSION" && a.stdout !== b.stdout) p.push(`stdout differs:\n  in-process: ${a.stdout.slice(0, 400)}\n  compiled:   ${b.stdout.slice(0, 400)}`);
+  if (c.env.CNI_COMMAND !== "VERSION" && a.stdout !== b.stdout)
+    p.push(`stdout differs:\n  in-process: ${a.stdout.slice(0, 400)}\n  compiled:   ${b.stdout.slice(0, 400)}`);
   if (a.payload !== b.payload) p.push("the dry-run payloads differ");
   return p;
 }
@@ -97,8 +102,17 @@ export function nftablesVariant(c: FuzzCase): FuzzCase | undefined {
 export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise<FuzzReport> {
   const h = harness ?? (await startFuzzHarness());
   const report: FuzzReport = {
-    seed: opts.seed, cases: 0, binaryCases: 0, nftablesCases: 0, agentCases: 0, agentOutcomes: new Map(), failures: [],
-    outcomes: new Map(), tags: new Map(), ms: 0, slowestMs: 0,
+    seed: opts.seed,
+    cases: 0,
+    binaryCases: 0,
+    nftablesCases: 0,
+    agentCases: 0,
+    agentOutcomes: new Map(),
+    failures: [],
+    outcomes: new Map(),
+    tags: new Map(),
+    ms: 0,
+    slowestMs: 0,
   };
   const agentEvery = opts.agentEvery ?? 0;
   const agent = agentEvery > 0 ? startAgentFuzz(h.kubeconfig) : undefined;
@@ -128,7 +142,14 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
         if (vp.length > 0) fail(v, "in-process, nftables", vp, rv.log);
         // Same exit, same stdout; rules on one backend exactly when on the other.
         if (rv.exitCode !== r.exitCode || rv.stdout !== r.stdout || (rv.payload === "") !== (r.payload === "")) {
-          fail(v, "in-process, nftables", [`differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`], rv.log);
+          fail(
+            v,
+            "in-process, nftables",
+            [
+              `differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`,
+            ],
+            rv.log,
+          );
         }
       }
       if (agent && i % agentEvery === 0) {
@@ -238,16 +259,16 @@ export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: strin
   if (r.crash || r.timedOut || ownWay) return { own, versus };
   const o = a.outcome;
   if (o.exitCode !== r.exitCode) {
-    versus.push(`exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ` +
-      r.stdout.slice(0, 300));
-  }
-  else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
+    versus.push(
+      `exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ` + r.stdout.slice(0, 300),
+    );
+  } else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
     const both = `agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`;
     versus.push(`stdout differs:\n  ${both}`);
   }
   if (o.payload !== r.payload && !a.payloadUnseen) {
-    const both = `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ` +
-      String(r.payload).slice(0, 600);
+    const both =
+      `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ` + String(r.payload).slice(0, 600);
     versus.push(`the rules differ:\n  ${both}`);
   }
   return { own, versus };
@@ -262,13 +283,20 @@ export function renderFailure(f: Failure): string {
 }
 
 export function renderSummary(r: FuzzReport): string {
-  const outcomes = [...r.outcomes].sort((a, b) => b[1] - a[1]).map(([k, n]) => `${k}: ${n}`).join(", ");
+  const outcomes = [...r.outcomes]
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, n]) => `${k}: ${n}`)
+    .join(", ");
   return [
     `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
     `outcomes: ${outcomes}`,
     ...(r.agentCases > 0
-      ? [`agent-planned: ${r.agentCases} ADDs; ${[...r.agentOutcomes].sort((a, b) => b[1] - a[1])
-        .map(([k, n]) => `${k}: ${n}`).join(", ")}`]
+      ? [
+          `agent-planned: ${r.agentCases} ADDs; ${[...r.agentOutcomes]
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, n]) => `${k}: ${n}`)
+            .join(", ")}`,
+        ]
       : []),
     `failures: ${r.failures.length}`,
   ].join("\n");

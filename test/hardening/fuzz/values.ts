@@ -60,7 +60,10 @@ export function joinList<T>(rng: Rng, items: Typed<T>[]): TypedList<T> {
 /** A list of `n` items; most lists are clean (no invalid item), some are not. */
 export function typedList<T>(rng: Rng, n: number, item: (clean: boolean) => Typed<T>): TypedList<T> {
   const clean = rng.chance(0.7);
-  return joinList(rng, Array.from({ length: n }, () => item(clean)));
+  return joinList(
+    rng,
+    Array.from({ length: n }, () => item(clean)),
+  );
 }
 
 /** How many items a list gets: mostly a few, sometimes none, now and then thousands. */
@@ -74,7 +77,10 @@ export function listLength(rng: Rng): number {
 
 // --- ports ---------------------------------------------------------------------------------
 
-const INTERESTING_PORTS = [0, 1, 22, 53, 80, 443, 4140, 4143, 4190, 4191, 6443, 8080, 9090, 15001, 15006, 15008, 15020, 15021, 15053, 15090, 65535];
+const INTERESTING_PORTS = [
+  0, 1, 22, 53, 80, 443, 4140, 4143, 4190, 4191, 6443, 8080, 9090, 15001, 15006, 15008, 15020, 15021, 15053, 15090,
+  65535,
+];
 
 export function portNumber(rng: Rng): number {
   return rng.chance(0.5) ? rng.pick(INTERESTING_PORTS) : rng.int(65536);
@@ -261,7 +267,7 @@ export function cidrItem(rng: Rng, clean = false, family?: 4 | 6): Typed<CidrVal
     ["space-before-slash", "10.0.0.0 /8"],
     ["group-too-long", "fd000::/8"],
     ["hostname", "example.com/8"],
-    ["quote", "10.0.0.0/8\""],
+    ["quote", '10.0.0.0/8"'],
   ];
   const [kind, text] = rng.pick(bad);
   return { text, validity: "invalid", kind };
@@ -322,7 +328,7 @@ export function interfaceItem(rng: Rng, clean = false): Typed<string> {
     ["wildcard", rng.pick(["eth0+", "eth*", "+"])],
     ["accent", "é"],
     ["dots", rng.pick([".", ".."])],
-    ["quote", "eth0\""],
+    ["quote", 'eth0"'],
   ];
   const [kind, text] = rng.pick(bad);
   return { text, validity: "invalid", kind };

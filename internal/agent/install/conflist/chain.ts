@@ -41,7 +41,10 @@ export function jsonEqual(a: unknown, b: unknown): boolean {
   }
   const ka = Object.keys(a);
   const kb = Object.keys(b);
-  return ka.length === kb.length && ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as JsonObject)[k], (b as JsonObject)[k]));
+  return (
+    ka.length === kb.length &&
+    ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as JsonObject)[k], (b as JsonObject)[k]))
+  );
 }
 
 /** The chain is in place: a list whose only meshcni entry is the last plugin and equals `entry`. */
@@ -58,8 +61,9 @@ export function removeEntries(doc: JsonObject & { plugins: unknown[] }): JsonObj
 
 /** Why meshcni cannot run in this list, judged by its versions; undefined when it can. */
 export function unchainableVersion(doc: JsonObject): string | undefined {
-  const versions = [doc.cniVersion, ...(Array.isArray(doc.cniVersions) ? doc.cniVersions : [])]
-    .filter((x): x is string => typeof x === "string");
+  const versions = [doc.cniVersion, ...(Array.isArray(doc.cniVersions) ? doc.cniVersions : [])].filter(
+    (x): x is string => typeof x === "string",
+  );
   if (versions.length === 0) {
     return "it has no cniVersion, so runtimes call its plugins as CNI 0.1.0, which cannot chain; meshcni needs 0.3.0 or later";
   }
@@ -89,7 +93,10 @@ export function buildChainedConfig(name: string, config: HostConfig, entry: Json
     return { ok: true, target: name, text: renderConfig(doc), doc, converted: false };
   }
   if (isOurs(config.doc)) {
-    return { ok: false, reason: "it holds meshcni alone; meshcni is chained after the cluster's network plugin, not used instead of it" };
+    return {
+      ok: false,
+      reason: "it holds meshcni alone; meshcni is chained after the cluster's network plugin, not used instead of it",
+    };
   }
   const { cniVersion, ...plugin } = config.doc;
   const version = cniVersion === undefined ? DEFAULT_CONVERTED_VERSION : cniVersion;

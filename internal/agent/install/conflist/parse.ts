@@ -41,7 +41,10 @@ export function parseHostConfig(name: string, text: string): ParsedConfig {
   if (name.endsWith(".conflist") || (!isConfigFileName(name) && "plugins" in raw)) {
     const r = v.safeParse(ConflistSchema, raw);
     if (!r.success) return { ok: false, reason: `not a network config list: ${describeFirstIssue(r.issues)}` };
-    return { ok: true, config: { kind: "conflist", doc: raw as HostConfig["doc"] & { plugins: Record<string, unknown>[] } } };
+    return {
+      ok: true,
+      config: { kind: "conflist", doc: raw as HostConfig["doc"] & { plugins: Record<string, unknown>[] } },
+    };
   }
   const r = v.safeParse(ConfSchema, raw);
   if (!r.success) {

@@ -10,7 +10,7 @@ export const NETWORK_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/;
 
 /** One plugin: an object naming the binary to run. */
 export const PluginSchema = v.looseObject({
-  type: v.pipe(v.string("\"type\" must be a string"), v.nonEmpty("\"type\" must not be empty")),
+  type: v.pipe(v.string('"type" must be a string'), v.nonEmpty('"type" must not be empty')),
 });
 export type Plugin = v.InferOutput<typeof PluginSchema>;
 
@@ -20,11 +20,11 @@ export type Conf = Plugin;
 
 /** A `.conflist` file: a named list of plugins run in order. */
 export const ConflistSchema = v.looseObject({
-  name: v.pipe(v.string("\"name\" must be a string"), v.nonEmpty("\"name\" must not be empty")),
-  cniVersion: v.optional(v.string("\"cniVersion\" must be a string")),
+  name: v.pipe(v.string('"name" must be a string'), v.nonEmpty('"name" must not be empty')),
+  cniVersion: v.optional(v.string('"cniVersion" must be a string')),
   plugins: v.pipe(
-    v.array(PluginSchema, "\"plugins\" must be a list of plugin objects"),
-    v.nonEmpty("\"plugins\" must not be empty"),
+    v.array(PluginSchema, '"plugins" must be a list of plugin objects'),
+    v.nonEmpty('"plugins" must not be empty'),
   ),
 });
 export type Conflist = v.InferOutput<typeof ConflistSchema>;

@@ -77,7 +77,10 @@ const MAX_LINKS = 40;
  * Resolves `path` inside the root, following symbolic links; undefined when it does not exist.
  * Kind "unseen" (with `real` the path as far as it was resolved) when it leads outside the view.
  */
-export function resolveInRoot(view: RootView, path: string): { real: string; kind: EntryKind; size: number } | undefined {
+export function resolveInRoot(
+  view: RootView,
+  path: string,
+): { real: string; kind: EntryKind; size: number } | undefined {
   let todo = path.split("/").filter((c) => c !== "" && c !== ".");
   let done: string[] = [];
   let links = 0;
@@ -133,7 +136,12 @@ export function defaultLibraryDirs(view: RootView, info: ElfInfo, libc: Libc): s
   if (libc === "musl") {
     const path = muslPathFile(info.machine);
     const file = path && view.readFile(path);
-    if (file) return new TextDecoder().decode(file).split(/[:\n]/).map((s) => s.trim()).filter((s) => s.startsWith("/"));
+    if (file)
+      return new TextDecoder()
+        .decode(file)
+        .split(/[:\n]/)
+        .map((s) => s.trim())
+        .filter((s) => s.startsWith("/"));
     return ["/lib", "/usr/local/lib", "/usr/lib"];
   }
   return [
@@ -148,20 +156,35 @@ export function defaultLibraryDirs(view: RootView, info: ElfInfo, libc: Libc): s
 const MUSL_BUILTIN = /^lib(c|pthread|rt|m|dl|util|xnet|resolv|crypt)\.(so|musl)/;
 
 function describeLoader(interp: string, libc: Libc, machine: string): string {
-  return libc === "glibc" ? `glibc's loader for ${machine}` : libc === "musl" ? `musl's loader for ${machine}` : `the loader it names (${interp})`;
+  return libc === "glibc"
+    ? `glibc's loader for ${machine}`
+    : libc === "musl"
+      ? `musl's loader for ${machine}`
+      : `the loader it names (${interp})`;
 }
 
 /**
  * Checks through `view` that the binary read by `read` can run on that root. `label` names the
  * binary in the problems (for instance /opt/meshcni/meshcni); `rootLabel` names the root.
  */
-export function checkHostCanRun(view: RootView, read: ReadAt, size: number, label: string, rootLabel: string): HostVerdict {
+export function checkHostCanRun(
+  view: RootView,
+  read: ReadAt,
+  size: number,
+  label: string,
+  rootLabel: string,
+): HostVerdict {
   let info: ElfInfo;
   try {
     info = parseElf(read, size);
   } catch (e) {
     if (!(e instanceof ElfError)) throw e;
-    return { ok: false, libc: "unknown", machine: "unknown", problems: [`${label} is not an executable this check understands: ${e.message}`] };
+    return {
+      ok: false,
+      libc: "unknown",
+      machine: "unknown",
+      problems: [`${label} is not an executable this check understands: ${e.message}`],
+    };
   }
   const machine = machineName(info.machine);
   const libc = libcOf(info);
@@ -177,7 +200,8 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
     if (!isElf(head)) return "is not an ELF file";
     try {
       const lib = parseElf(r, e.size);
-      if (lib.machine !== info.machine || lib.bits !== info.bits) return `is for ${machineName(lib.machine)} (${lib.bits}-bit), not ${machine} (${info.bits}-bit)`;
+      if (lib.machine !== info.machine || lib.bits !== info.bits)
+        return `is for ${machineName(lib.machine)} (${lib.bits}-bit), not ${machine} (${info.bits}-bit)`;
     } catch (err) {
       if (!(err instanceof ElfError)) throw err;
       return `cannot be read as ELF: ${err.message}`;
@@ -189,13 +213,21 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
   const interp = resolveInRoot(view, info.interpreter);
   const loader = describeLoader(info.interpreter, libc, machine);
   if (interp?.kind === "unseen") {
-    return { ok: null, libc, machine, skipped: [`${label} starts with ${info.interpreter} (${loader}), which leads to ${interp.real}, ${outside}`] };
+    return {
+      ok: null,
+      libc,
+      machine,
+      skipped: [`${label} starts with ${info.interpreter} (${loader}), which leads to ${interp.real}, ${outside}`],
+    };
   }
   if (!interp || interp.kind !== "file") {
-    return fail([`the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`]);
+    return fail([
+      `the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`,
+    ]);
   }
   const wrong = sameKind(interp.real);
-  if (wrong) return fail([`the host's ${info.interpreter} ${wrong}: ${label} needs ${loader} (looked through ${rootLabel})`]);
+  if (wrong)
+    return fail([`the host's ${info.interpreter} ${wrong}: ${label} needs ${loader} (looked through ${rootLabel})`]);
   files.push({ path: info.interpreter, real: interp.real });
   const interpName = info.interpreter.slice(info.interpreter.lastIndexOf("/") + 1);
 
@@ -208,12 +240,19 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
   // does not mount: the check then takes the defaults, which is what a host without that file
   // (Alpine's default) has, and says so when a library is missing.
   const pathFile = libc === "musl" ? muslPathFile(info.machine) : undefined;
-  const pathFileNote = pathFile && unseen(pathFile) ? `; ${pathFile}, which can name other folders, is ${outside}: these are musl's defaults` : "";
+  const pathFileNote =
+    pathFile && unseen(pathFile)
+      ? `; ${pathFile}, which can name other folders, is ${outside}: these are musl's defaults`
+      : "";
   const cache = libc === "glibc" ? parseLdCache(view.readFile(cachePath) ?? new Uint8Array()) : [];
   const dirs = defaultLibraryDirs(view, info, libc);
   const skipped: string[] = [];
   const seen = new Set<string>([interpName]);
-  const queue: { name: string; by: string; runpath: string[] }[] = info.needed.map((name) => ({ name, by: label, runpath: info.runpath }));
+  const queue: { name: string; by: string; runpath: string[] }[] = info.needed.map((name) => ({
+    name,
+    by: label,
+    runpath: info.runpath,
+  }));
   while (queue.length > 0) {
     const { name, by, runpath } = queue.shift()!;
     if (seen.has(name)) continue;
@@ -221,7 +260,11 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
     if (libc === "musl" && MUSL_BUILTIN.test(name)) continue;
     const candidates = name.includes("/")
       ? [name]
-      : [...runpath.map((d) => `${d}/${name}`), ...cache.filter((c) => c.name === name).map((c) => c.path), ...dirs.map((d) => `${d}/${name}`)];
+      : [
+          ...runpath.map((d) => `${d}/${name}`),
+          ...cache.filter((c) => c.name === name).map((c) => c.path),
+          ...dirs.map((d) => `${d}/${name}`),
+        ];
     let found: { path: string; real: string } | undefined;
     const rejected: string[] = [];
     const out: string[] = [];
@@ -245,9 +288,13 @@ export function checkHostCanRun(view: RootView, read: ReadAt, size: number, labe
       const where = libc === "musl" ? dirs.join(", ") : `ld.so.cache, ${dirs.join(", ")}`;
       const passed = rejected.length ? `; passed over ${rejected.join("; ")}` : "";
       if (out.length > 0 || unseenSources.length > 0) {
-        skipped.push(`${name}, which ${who} loads, is not in ${where} as the agent sees them${passed}; the loader may also find it through ${[...out, ...unseenSources].join(", ")}, ${outside}`);
+        skipped.push(
+          `${name}, which ${who} loads, is not in ${where} as the agent sees them${passed}; the loader may also find it through ${[...out, ...unseenSources].join(", ")}, ${outside}`,
+        );
       } else {
-        problems.push(`the host has no ${name} for ${machine}, which ${who} loads (looked in ${where} through ${rootLabel}${passed}${pathFileNote})`);
+        problems.push(
+          `the host has no ${name} for ${machine}, which ${who} loads (looked in ${where} through ${rootLabel}${passed}${pathFileNote})`,
+        );
       }
       continue;
     }

@@ -34,8 +34,13 @@ function programHeaders(b: Uint8Array): { phoff: number; list: Ph[] } {
   const list = Array.from({ length: v.getUint16(56, true) }, (_, i) => {
     const at = phoff + i * 56;
     return {
-      type: v.getUint32(at, true), flags: v.getUint32(at + 4, true), offset: n(at + 8), vaddr: n(at + 16),
-      filesz: n(at + 32), memsz: n(at + 40), align: n(at + 48),
+      type: v.getUint32(at, true),
+      flags: v.getUint32(at + 4, true),
+      offset: n(at + 8),
+      vaddr: n(at + 16),
+      filesz: n(at + 32),
+      memsz: n(at + 40),
+      align: n(at + 48),
     };
   });
   return { phoff, list };
@@ -63,8 +68,12 @@ describe("a rewritten executable", () => {
     for (const spec of [{}, { runpath: "/usr/local/lib" }, { runpath: "/usr/local/lib", rpathTag: 15 as const }]) {
       const out = buildElfRewrite(exe(spec), opts).bytes;
       expect(info(out)).toEqual({
-        bits: 64, littleEndian: true, machine: X86, interpreter: opts.interpreter,
-        needed: ["libc.so.6", "libm.so.6"], runpath: [PRIVATE],
+        bits: 64,
+        littleEndian: true,
+        machine: X86,
+        interpreter: opts.interpreter,
+        needed: ["libc.so.6", "libm.so.6"],
+        runpath: [PRIVATE],
       });
       const tags = dynamicEntries(out).map(([t]) => t);
       expect(tags.filter((t) => t === 15)).toHaveLength(1); // one DT_RPATH
@@ -90,7 +99,10 @@ describe("a rewritten executable", () => {
   });
 
   test("adds one read-write PT_LOAD past the file and past all memory, mapped where the kernel puts AT_PHDR", () => {
-    for (const [machine, page] of [[X86, 0x1000], [ARM, 0x10000]] as const) {
+    for (const [machine, page] of [
+      [X86, 0x1000],
+      [ARM, 0x10000],
+    ] as const) {
       for (const type of [2, 3] as const) {
         const input = exe({ machine, type, bss: 0x23456 });
         const before = programHeaders(input).list;
@@ -100,8 +112,15 @@ describe("a rewritten executable", () => {
         const loads = list.filter((p) => p.type === 1);
         const added = loads.at(-1)!;
         expect(loads.slice(0, -1)).toEqual(before.filter((p) => p.type === 1));
-        expect(added).toEqual({ type: 1, flags: 6, offset: segment.offset, vaddr: segment.vaddr, filesz: segment.size,
-          memsz: segment.size, align: page });
+        expect(added).toEqual({
+          type: 1,
+          flags: 6,
+          offset: segment.offset,
+          vaddr: segment.vaddr,
+          filesz: segment.size,
+          memsz: segment.size,
+          align: page,
+        });
         expect(segment.offset % page).toBe(0);
         expect(segment.offset).toBeGreaterThanOrEqual(input.length);
         expect(segment.offset + segment.size).toBe(out.length);
@@ -125,8 +144,11 @@ describe("a rewritten executable", () => {
         const dyn = list.find((p) => p.type === 2)!;
         const strtab = dynamicEntries(out).find(([t]) => t === 5)![1];
         const strsz = dynamicEntries(out).find(([t]) => t === 10)![1];
-        expect([inside(interp.vaddr, interp.filesz), inside(dyn.vaddr, dyn.filesz), inside(strtab, strsz)])
-          .toEqual([true, true, true]);
+        expect([inside(interp.vaddr, interp.filesz), inside(dyn.vaddr, dyn.filesz), inside(strtab, strsz)]).toEqual([
+          true,
+          true,
+          true,
+        ]);
         expect(info(out).interpreter).toBe(opts.interpreter);
       }
     }
@@ -141,7 +163,8 @@ describe("a rewritten executable", () => {
       expect(interp.filesz).toBe(len + 1); // the kernel wants the NUL at p_filesz - 1
     }
     expect(() => buildElfRewrite(exe(), { interpreter: `/${"x".repeat(4095)}`, runPath: "/r" })).toThrow(
-      "interpreter of 4096 bytes: at most 4095");
+      "interpreter of 4096 bytes: at most 4095",
+    );
   });
 
   test("readelf reads it without a warning", () => {
@@ -169,10 +192,14 @@ describe("the plan", () => {
   test("reads a few ranges and writes a few, in order, the input's bytes kept before them", () => {
     const input = exe({ runpath: "/usr/local/lib", bss: 0x3000 });
     const reads: [number, number][] = [];
-    const plan = planElfRewrite((o, n) => {
-      reads.push([o, n]);
-      return input.subarray(o, o + n);
-    }, input.length, opts);
+    const plan = planElfRewrite(
+      (o, n) => {
+        reads.push([o, n]);
+        return input.subarray(o, o + n);
+      },
+      input.length,
+      opts,
+    );
     expect(reads.length).toBeLessThan(12);
     expect(plan.keep).toBe(input.length);
     const ends = plan.writes.map((w) => [w.offset, w.offset + w.bytes.length]);

@@ -243,8 +243,11 @@ function parseForRewrite(read: ReadAt, size: number): Parsed {
     if (found.length > 1) throw new ElfError(`${found.length} ${name} entries`);
     return found[0]!;
   };
-  const interp = one(PT_INTERP, "PT_INTERP",
-    "a statically linked executable or a shared library has no loader to replace");
+  const interp = one(
+    PT_INTERP,
+    "PT_INTERP",
+    "a statically linked executable or a shared library has no loader to replace",
+  );
   const dynamic = one(PT_DYNAMIC, "PT_DYNAMIC", "a statically linked executable has no libraries to look for");
   one(PT_PHDR, "PT_PHDR", "the loader could not find the program headers once they move");
   const loads = phdrs.filter((p) => p.type === PT_LOAD);
@@ -317,7 +320,17 @@ function parseForRewrite(read: ReadAt, size: number): Parsed {
     }
   }
   return {
-    machine, keep: size, size, phdrs, dyn, dynstr, shoff, shnum, sections, interpreter, phoff,
+    machine,
+    keep: size,
+    size,
+    phdrs,
+    dyn,
+    dynstr,
+    shoff,
+    shnum,
+    sections,
+    interpreter,
+    phoff,
     ...(rpath ? { rpath } : {}),
   };
 }
@@ -371,7 +384,8 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
   const delta = first.vaddr - first.offset;
   if (delta < 0 || delta % page !== 0) {
     throw new ElfError(
-      `the first PT_LOAD maps offset ${first.offset} at ${first.vaddr}: not a whole number of pages apart`);
+      `the first PT_LOAD maps offset ${first.offset} at ${first.vaddr}: not a whole number of pages apart`,
+    );
   }
   const memEnd = Math.max(...loads.map((l) => l.vaddr + l.memsz));
   const offset = alignUp(Math.max(base.keep, memEnd - delta), page);
@@ -412,10 +426,14 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
   };
   let pos = 0;
   for (const [i, ph] of base.phdrs.entries()) {
-    const within = ph.type === PT_PHDR ? { at: 0, size: phnum * PHENT }
-      : ph.type === PT_INTERP ? { at: interpAt, size: interpBytes.length }
-      : ph.type === PT_DYNAMIC ? { at: dynAt, size: dynSize }
-      : undefined;
+    const within =
+      ph.type === PT_PHDR
+        ? { at: 0, size: phnum * PHENT }
+        : ph.type === PT_INTERP
+          ? { at: interpAt, size: interpBytes.length }
+          : ph.type === PT_DYNAMIC
+            ? { at: dynAt, size: dynSize }
+            : undefined;
     place(pos, ph.raw, within);
     pos += PHENT;
     if (i !== lastLoad) continue;
@@ -456,7 +474,8 @@ function layout(base: Base, interpreter: string, runPath: string): Omit<ElfRewri
     [base.sections.dynamic, dynAt, dynSize],
   ];
   for (const [index, at, length] of moved.filter(([i]) => i !== undefined).sort((a, b) => a[0]! - b[0]!)) {
-    field(base.shoff + index! * SHENT + 16, 24, (v) => { // sh_addr, sh_offset, sh_size
+    field(base.shoff + index! * SHENT + 16, 24, (v) => {
+      // sh_addr, sh_offset, sh_size
       put64(v, 0, vaddr + at);
       put64(v, 8, offset + at);
       put64(v, 16, length);

@@ -18,7 +18,15 @@ export interface ElfInfo {
 
 export class ElfError extends Error {}
 
-export const MACHINES: Record<number, string> = { 3: "i386", 40: "arm", 62: "x86-64", 183: "aarch64", 243: "riscv", 21: "ppc64", 22: "s390" };
+export const MACHINES: Record<number, string> = {
+  3: "i386",
+  40: "arm",
+  62: "x86-64",
+  183: "aarch64",
+  243: "riscv",
+  21: "ppc64",
+  22: "s390",
+};
 export const machineName = (m: number) => MACHINES[m] ?? `machine ${m}`;
 
 const PT_LOAD = 1;
@@ -46,7 +54,8 @@ export function parseElf(read: ReadAt, size: number): ElfInfo {
   const bits = cls === 2 ? 64 : 32;
   const le = data === 1;
   const view = (offset: number, length: number): DataView => {
-    if (offset < 0 || length < 0 || offset + length > size) throw new ElfError(`truncated: ${length} bytes at ${offset} are past the end (${size} bytes)`);
+    if (offset < 0 || length < 0 || offset + length > size)
+      throw new ElfError(`truncated: ${length} bytes at ${offset} are past the end (${size} bytes)`);
     const b = read(offset, length);
     if (b.length < length) throw new ElfError(`truncated: short read at ${offset}`);
     return new DataView(b.buffer, b.byteOffset, b.byteLength);
@@ -115,7 +124,12 @@ export function parseElf(read: ReadAt, size: number): ElfInfo {
   };
   for (const [tag, value] of named) {
     if (tag === DT_NEEDED) info.needed.push(str(value));
-    else info.runpath.push(...str(value).split(":").filter((p) => p !== ""));
+    else
+      info.runpath.push(
+        ...str(value)
+          .split(":")
+          .filter((p) => p !== ""),
+      );
   }
   return info;
 }

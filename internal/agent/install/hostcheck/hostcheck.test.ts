@@ -18,12 +18,24 @@ const plugin = (spec: Parameters<typeof makeElf>[0]) => makeElf(spec);
 const lib = (machine = X86, needed: string[] = []) => makeElf({ machine, needed });
 
 function check(tree: Parameters<typeof memoryRoot>[0], bin: Uint8Array): HostVerdict {
-  return checkHostCanRun(memoryRoot(tree), (o, n) => bin.subarray(o, o + n), bin.length, "/opt/meshcni/meshcni", "/host/root");
+  return checkHostCanRun(
+    memoryRoot(tree),
+    (o, n) => bin.subarray(o, o + n),
+    bin.length,
+    "/opt/meshcni/meshcni",
+    "/host/root",
+  );
 }
 
 /** As a node's agent checks: only the host paths the DaemonSet mounts. */
 function checkMounted(tree: Parameters<typeof memoryRoot>[0], bin: Uint8Array): HostVerdict {
-  return checkHostCanRun(limitView(memoryRoot(tree)), (o, n) => bin.subarray(o, o + n), bin.length, "/opt/meshcni/meshcni", "/host/root");
+  return checkHostCanRun(
+    limitView(memoryRoot(tree)),
+    (o, n) => bin.subarray(o, o + n),
+    bin.length,
+    "/opt/meshcni/meshcni",
+    "/host/root",
+  );
 }
 const SEES = "outside what the agent sees of the host (/usr, /lib, /lib64, /etc/ld.so.cache through /host/root)";
 
@@ -42,9 +54,20 @@ const debian = (machine = X86) => ({
 describe("ELF reading", () => {
   test("interpreter, needed libraries and run path, 64- and 32-bit", () => {
     for (const bits of [64, 32] as const) {
-      const bin = makeElf({ bits, machine: ARM, interpreter: GLIBC_ARM, needed: ["libc.so.6", "libm.so.6"], runpath: "/opt/x:/opt/y" });
+      const bin = makeElf({
+        bits,
+        machine: ARM,
+        interpreter: GLIBC_ARM,
+        needed: ["libc.so.6", "libm.so.6"],
+        runpath: "/opt/x:/opt/y",
+      });
       expect(parseElf((o, n) => bin.subarray(o, o + n), bin.length)).toEqual({
-        bits, littleEndian: true, machine: ARM, interpreter: GLIBC_ARM, needed: ["libc.so.6", "libm.so.6"], runpath: ["/opt/x", "/opt/y"],
+        bits,
+        littleEndian: true,
+        machine: ARM,
+        interpreter: GLIBC_ARM,
+        needed: ["libc.so.6", "libm.so.6"],
+        runpath: ["/opt/x", "/opt/y"],
       });
     }
   });
@@ -67,15 +90,27 @@ describe("ELF reading", () => {
   });
 
   test("ld.so.cache entries, also after an old-format part", () => {
-    const cache = makeLdCache([{ name: "libc.so.6", path: "/opt/glibc/lib/libc.so.6" }, { name: "libm.so.6", path: "/opt/glibc/lib/libm.so.6" }]);
-    expect(parseLdCache(cache)).toEqual([{ name: "libc.so.6", path: "/opt/glibc/lib/libc.so.6" }, { name: "libm.so.6", path: "/opt/glibc/lib/libm.so.6" }]);
+    const cache = makeLdCache([
+      { name: "libc.so.6", path: "/opt/glibc/lib/libc.so.6" },
+      { name: "libm.so.6", path: "/opt/glibc/lib/libm.so.6" },
+    ]);
+    expect(parseLdCache(cache)).toEqual([
+      { name: "libc.so.6", path: "/opt/glibc/lib/libc.so.6" },
+      { name: "libm.so.6", path: "/opt/glibc/lib/libm.so.6" },
+    ]);
     expect(parseLdCache(new TextEncoder().encode("garbage"))).toEqual([]);
     expect(parseLdCache(readFileSync("/etc/ld.so.cache")).some((e) => e.name === "libc.so.6")).toBe(true);
   });
 });
 
 describe("resolving paths inside the host root", () => {
-  const root = memoryRoot({ "/lib": { link: "usr/lib" }, "/usr/lib/a": { link: "../../usr/./lib/b" }, "/usr/lib/b": "x", "/loop": { link: "/loop" }, "/esc": { link: "../../../usr/lib/b" } });
+  const root = memoryRoot({
+    "/lib": { link: "usr/lib" },
+    "/usr/lib/a": { link: "../../usr/./lib/b" },
+    "/usr/lib/b": "x",
+    "/loop": { link: "/loop" },
+    "/esc": { link: "../../../usr/lib/b" },
+  });
   test("relative, absolute and upward links stay inside the root", () => {
     expect(resolveInRoot(root, "/lib/a")?.real).toBe("/usr/lib/b");
     expect(resolveInRoot(root, "/esc")?.real).toBe("/usr/lib/b");
@@ -90,7 +125,9 @@ describe("can the host run the plugin", () => {
   test("Debian 12 (merged /usr, an absolute loader link): yes, and every file it loads", () => {
     const v = check(debian(), bun);
     expect(v).toEqual({
-      ok: true, libc: "glibc", machine: "x86-64",
+      ok: true,
+      libc: "glibc",
+      machine: "x86-64",
       files: [
         { path: GLIBC_X86, real: "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2" },
         { path: "/lib/x86_64-linux-gnu/libc.so.6", real: "/usr/lib/x86_64-linux-gnu/libc.so.6" },
@@ -117,8 +154,12 @@ describe("can the host run the plugin", () => {
   test("no glibc loader (Alpine, NixOS, Talos): not ready, naming the loader", () => {
     const v = check({ [MUSL_X86]: lib(), "/usr/lib/libstdc++.so.6": lib() }, bun);
     expect(v).toEqual({
-      ok: false, libc: "glibc", machine: "x86-64",
-      problems: [`the host has no ${GLIBC_X86} (glibc's loader for x86-64), which /opt/meshcni/meshcni needs to start: every ADD would fail with "no such file or directory" (looked through /host/root)`],
+      ok: false,
+      libc: "glibc",
+      machine: "x86-64",
+      problems: [
+        `the host has no ${GLIBC_X86} (glibc's loader for x86-64), which /opt/meshcni/meshcni needs to start: every ADD would fail with "no such file or directory" (looked through /host/root)`,
+      ],
     });
   });
 
@@ -131,7 +172,9 @@ describe("can the host run the plugin", () => {
   test("a loader of the wrong machine, or not ELF at all, is named", () => {
     const tree = { ...debian(), "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": lib(ARM) };
     const v = check(tree, bun);
-    expect(v.ok === false && v.problems).toEqual([`the host's ${GLIBC_X86} is for aarch64 (64-bit), not x86-64 (64-bit): /opt/meshcni/meshcni needs glibc's loader for x86-64 (looked through /host/root)`]);
+    expect(v.ok === false && v.problems).toEqual([
+      `the host's ${GLIBC_X86} is for aarch64 (64-bit), not x86-64 (64-bit): /opt/meshcni/meshcni needs glibc's loader for x86-64 (looked through /host/root)`,
+    ]);
     const text = check({ ...debian(), "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": "#!/bin/sh\n" }, bun);
     expect(text.ok === false && text.problems[0]).toContain("is not an ELF file");
   });
@@ -150,9 +193,14 @@ describe("can the host run the plugin", () => {
   test("a library of another machine is passed over, as the loader does", () => {
     const tree = { ...debian(), "/usr/lib/x86_64-linux-gnu/libm.so.6": lib(ARM), "/usr/lib64/libm.so.6": lib() };
     const v = check(tree, bun);
-    expect(v.ok && v.files.find((f) => f.path.endsWith("libm.so.6"))).toEqual({ path: "/lib64/libm.so.6", real: "/usr/lib64/libm.so.6" });
+    expect(v.ok && v.files.find((f) => f.path.endsWith("libm.so.6"))).toEqual({
+      path: "/lib64/libm.so.6",
+      real: "/usr/lib64/libm.so.6",
+    });
     const only = check({ ...debian(), "/usr/lib/x86_64-linux-gnu/libm.so.6": lib(ARM) }, bun);
-    expect(only.ok === false && only.problems[0]).toContain("passed over /lib/x86_64-linux-gnu/libm.so.6 is for aarch64 (64-bit), not x86-64 (64-bit)");
+    expect(only.ok === false && only.problems[0]).toContain(
+      "passed over /lib/x86_64-linux-gnu/libm.so.6 is for aarch64 (64-bit), not x86-64 (64-bit)",
+    );
   });
 
   describe("the musl build", () => {
@@ -166,18 +214,34 @@ describe("can the host run the plugin", () => {
 
     test("runs on Alpine with libstdc++ (musl answers for its own libc)", () => {
       const v = check(alpine, muslBin);
-      expect(v.ok && v.files.map((f) => f.path)).toEqual([MUSL_X86, "/usr/lib/libstdc++.so.6", "/usr/lib/libgcc_s.so.1"]);
+      expect(v.ok && v.files.map((f) => f.path)).toEqual([
+        MUSL_X86,
+        "/usr/lib/libstdc++.so.6",
+        "/usr/lib/libgcc_s.so.1",
+      ]);
     });
 
     test("not without libstdc++, and glibc's libstdc++ in Debian's folders does not count", () => {
-      const debianMusl = { ...debian(), "/usr/lib/x86_64-linux-musl/libc.so": lib(), "/usr/lib/ld-musl-x86_64.so.1": { link: "x86_64-linux-musl/libc.so" }, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6": lib(), "/etc/ld-musl-x86_64.path": "/lib/x86_64-linux-musl\n/usr/lib/x86_64-linux-musl\n" };
+      const debianMusl = {
+        ...debian(),
+        "/usr/lib/x86_64-linux-musl/libc.so": lib(),
+        "/usr/lib/ld-musl-x86_64.so.1": { link: "x86_64-linux-musl/libc.so" },
+        "/usr/lib/x86_64-linux-gnu/libstdc++.so.6": lib(),
+        "/etc/ld-musl-x86_64.path": "/lib/x86_64-linux-musl\n/usr/lib/x86_64-linux-musl\n",
+      };
       const v = check(debianMusl, muslBin);
-      expect(v.ok === false && v.problems).toEqual(["the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in /lib/x86_64-linux-musl, /usr/lib/x86_64-linux-musl through /host/root)"]);
+      expect(v.ok === false && v.problems).toEqual([
+        "the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in /lib/x86_64-linux-musl, /usr/lib/x86_64-linux-musl through /host/root)",
+      ]);
     });
 
     test("the glibc build does not run on Alpine, the musl build does not run on Debian", () => {
       expect(check(alpine, bun).ok).toBe(false);
-      expect(check(debian(), muslBin)).toMatchObject({ ok: false, libc: "musl", problems: [expect.stringContaining(`no ${MUSL_X86} (musl's loader for x86-64)`)] });
+      expect(check(debian(), muslBin)).toMatchObject({
+        ok: false,
+        libc: "musl",
+        problems: [expect.stringContaining(`no ${MUSL_X86} (musl's loader for x86-64)`)],
+      });
     });
   });
 
@@ -194,7 +258,8 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
     const view = limitView(memoryRoot({ ...debian(), "/etc/shadow": "root:x", "/etc/ld.so.cache": "", "/var/x": "y" }));
     expect(view.entry("/etc")).toEqual({ kind: "dir", size: 0 });
     expect(view.entry("/etc/ld.so.cache")?.kind).toBe("file");
-    for (const p of ["/etc/shadow", "/var", "/var/x", "/proc", "/dev/shm", "/usrx"]) expect(view.entry(p)).toEqual({ kind: "unseen", size: 0 });
+    for (const p of ["/etc/shadow", "/var", "/var/x", "/proc", "/dev/shm", "/usrx"])
+      expect(view.entry(p)).toEqual({ kind: "unseen", size: 0 });
     expect(view.readFile("/etc/shadow")).toBeUndefined();
     expect(() => view.reader("/etc/shadow")).toThrow("outside the host paths");
     // A link that leads out is followed no further.
@@ -215,13 +280,21 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
   test("a loader link that leads outside them (NixOS' nix-ld): skipped, saying where it leads", () => {
     const nix = { "/lib64/ld-linux-x86-64.so.2": { link: "/nix/store/abc-nix-ld/lib/ld.so" } };
     expect(checkMounted(nix, bun)).toEqual({
-      ok: null, libc: "glibc", machine: "x86-64",
-      skipped: [`/opt/meshcni/meshcni starts with ${GLIBC_X86} (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, ${SEES}`],
+      ok: null,
+      libc: "glibc",
+      machine: "x86-64",
+      skipped: [
+        `/opt/meshcni/meshcni starts with ${GLIBC_X86} (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, ${SEES}`,
+      ],
     });
   });
 
   test("a library the cache places outside them, and in none of the loader's folders: skipped", () => {
-    const tree = { ...debian(), "/etc/ld.so.cache": makeLdCache([{ name: "libm.so.6", path: "/opt/glibc/libm.so.6" }]), "/opt/glibc/libm.so.6": lib() };
+    const tree = {
+      ...debian(),
+      "/etc/ld.so.cache": makeLdCache([{ name: "libm.so.6", path: "/opt/glibc/libm.so.6" }]),
+      "/opt/glibc/libm.so.6": lib(),
+    };
     delete (tree as Record<string, unknown>)["/usr/lib/x86_64-linux-gnu/libm.so.6"];
     const v = checkMounted(tree, bun);
     expect(v.ok).toBeNull();
@@ -244,7 +317,10 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
   });
 
   test("a missing library outweighs one that cannot be seen: cannot run", () => {
-    const tree = { ...debian(), "/etc/ld.so.cache": makeLdCache([{ name: "libm.so.6", path: "/opt/glibc/libm.so.6" }]) };
+    const tree = {
+      ...debian(),
+      "/etc/ld.so.cache": makeLdCache([{ name: "libm.so.6", path: "/opt/glibc/libm.so.6" }]),
+    };
     delete (tree as Record<string, unknown>)["/usr/lib/x86_64-linux-gnu/libm.so.6"];
     delete (tree as Record<string, unknown>)["/usr/lib/x86_64-linux-gnu/libdl.so.2"];
     expect(checkMounted(tree, bun).ok).toBe(false);
@@ -263,7 +339,10 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
     });
     test("without libstdc++ there: cannot run, saying that musl's defaults were taken", () => {
       const { "/usr/lib/libstdc++.so.6": _, ...bare } = alpine;
-      const v = checkMounted({ ...bare, "/etc/ld-musl-x86_64.path": "/opt/lib\n", "/opt/lib/libstdc++.so.6": lib() }, muslBin);
+      const v = checkMounted(
+        { ...bare, "/etc/ld-musl-x86_64.path": "/opt/lib\n", "/opt/lib/libstdc++.so.6": lib() },
+        muslBin,
+      );
       expect(v.ok === false && v.problems).toEqual([
         `the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in /lib, /usr/local/lib, /usr/lib through /host/root; /etc/ld-musl-x86_64.path, which can name other folders, is ${SEES}: these are musl's defaults)`,
       ]);

@@ -3,8 +3,22 @@
 import { dlopen, FFIType } from "bun:ffi";
 import { randomBytes } from "node:crypto";
 import {
-  closeSync, existsSync, fchmodSync, fsyncSync, linkSync, lstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync,
-  readlinkSync, renameSync, statSync, unlinkSync, writeSync,
+  closeSync,
+  existsSync,
+  fchmodSync,
+  fsyncSync,
+  linkSync,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  readlinkSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writeSync,
 } from "node:fs";
 import { basename, dirname, join, normalize } from "node:path";
 import type { FileStat, HostFs } from "../deps.ts";
@@ -15,7 +29,8 @@ const TEMP_SUFFIX = ".meshcni-tmp";
 const isTemp = (name: string) => name.startsWith(".") && name.endsWith(TEMP_SUFFIX);
 /** A host file taken aside by removeIfUnchanged; put back at start-up if a kill -9 left it there. */
 const HELD_SUFFIX = ".meshcni-held";
-const heldName = (path: string) => `${dirname(path)}/.${basename(path)}.${randomBytes(4).toString("hex")}${HELD_SUFFIX}`;
+const heldName = (path: string) =>
+  `${dirname(path)}/.${basename(path)}.${randomBytes(4).toString("hex")}${HELD_SUFFIX}`;
 const heldOriginal = (name: string) => /^\.(.+)\.[0-9a-f]{8}\.meshcni-held$/.exec(name)?.[1];
 
 const RENAME_EXCHANGE = 2;
@@ -25,9 +40,15 @@ let exchange: ((a: string, b: string) => boolean) | null | undefined;
 function loadExchange(): ((a: string, b: string) => boolean) | null {
   if (exchange !== undefined) return exchange;
   try {
-    const libc = dlopen("libc.so.6", { renameat2: { args: [FFIType.i32, FFIType.cstring, FFIType.i32, FFIType.cstring, FFIType.u32], returns: FFIType.i32 } });
+    const libc = dlopen("libc.so.6", {
+      renameat2: {
+        args: [FFIType.i32, FFIType.cstring, FFIType.i32, FFIType.cstring, FFIType.u32],
+        returns: FFIType.i32,
+      },
+    });
     const AT_FDCWD = -100;
-    exchange = (a, b) => libc.symbols.renameat2(AT_FDCWD, Buffer.from(`${a}\0`), AT_FDCWD, Buffer.from(`${b}\0`), RENAME_EXCHANGE) === 0;
+    exchange = (a, b) =>
+      libc.symbols.renameat2(AT_FDCWD, Buffer.from(`${a}\0`), AT_FDCWD, Buffer.from(`${b}\0`), RENAME_EXCHANGE) === 0;
   } catch {
     exchange = null;
   }
@@ -41,10 +62,15 @@ const code = (e: unknown) => (e as NodeJS.ErrnoException).code;
 
 function hint(e: unknown): string {
   switch (code(e)) {
-    case "EROFS": return " (a read-only file system: mount the host folder writable)";
-    case "EACCES": case "EPERM": return " (permission denied: the agent runs as root with the host folders mounted)";
-    case "ENOSPC": return " (the disk is full)";
-    default: return "";
+    case "EROFS":
+      return " (a read-only file system: mount the host folder writable)";
+    case "EACCES":
+    case "EPERM":
+      return " (permission denied: the agent runs as root with the host folders mounted)";
+    case "ENOSPC":
+      return " (the disk is full)";
+    default:
+      return "";
   }
 }
 
@@ -94,9 +120,11 @@ function resolveTarget(path: string, folders: readonly HostFolder[]): string {
     }
     const next = hostLinkTarget(cur, target, folders);
     if (next === undefined) {
-      throw new Error(`${path} is a symbolic link to ${target}, outside the host folders meshcni has mounted `
-        + `(${folders.map((f) => f.host).join(", ")}); meshcni cannot read or write it from its container: `
-        + "put the file itself in the folder, or link it within the folder");
+      throw new Error(
+        `${path} is a symbolic link to ${target}, outside the host folders meshcni has mounted ` +
+          `(${folders.map((f) => f.host).join(", ")}); meshcni cannot read or write it from its container: ` +
+          "put the file itself in the folder, or link it within the folder",
+      );
     }
     cur = next;
   }
@@ -129,7 +157,11 @@ export function syncDir(dir: string): void {
  * syncs the folder.
  */
 function commit(
-  tmp: string, target: string, fill: (fd: number) => void, mode: number, sync: (dir: string) => void,
+  tmp: string,
+  target: string,
+  fill: (fd: number) => void,
+  mode: number,
+  sync: (dir: string) => void,
   place = (t: string) => (renameSync(t, target), true),
 ): boolean {
   let fd: number | undefined;
@@ -207,7 +239,7 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
       const buf = new Uint8Array(1 << 20);
       const fd = openSync(path, "r");
       try {
-        for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0;) hasher.update(buf.subarray(0, n));
+        for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hasher.update(buf.subarray(0, n));
       } finally {
         closeSync(fd);
       }
@@ -216,49 +248,62 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
     writeAtomic(path, data, mode) {
       const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-      commit(tempName(target), target, (fd) => {
-        for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode, sync);
+      commit(
+        tempName(target),
+        target,
+        (fd) => {
+          for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+        },
+        mode,
+        sync,
+      );
     },
     replaceIfUnchanged(path, data, mode, expected) {
       const target = resolve(path);
       const bytes = typeof data === "string" ? new TextEncoder().encode(data) : data;
-      return commit(tempName(target), target, (fd) => {
-        for (let off = 0; off < bytes.length;) off += writeSync(fd, bytes, off, bytes.length - off);
-      }, mode, sync, (tmp) => {
-        if (expected === null) {
-          // Only while there is still no file: a link fails when the name exists.
-          try {
-            linkSync(tmp, target);
-          } catch (e) {
-            if (code(e) !== "EEXIST") throw e;
-            unlinkSync(tmp);
-            return false;
-          }
-          unlinkSync(tmp);
-          return true;
-        }
-        const swap = loadExchange();
-        if (swap?.(tmp, target)) {
-          // The temp name now holds what was the file: is it what the plan was made from?
-          if (textOf(tmp) === expected) {
+      return commit(
+        tempName(target),
+        target,
+        (fd) => {
+          for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+        },
+        mode,
+        sync,
+        (tmp) => {
+          if (expected === null) {
+            // Only while there is still no file: a link fails when the name exists.
+            try {
+              linkSync(tmp, target);
+            } catch (e) {
+              if (code(e) !== "EEXIST") throw e;
+              unlinkSync(tmp);
+              return false;
+            }
             unlinkSync(tmp);
             return true;
           }
-          // The host wrote the file meanwhile: give its write back. If the host wrote yet again
-          // in these microseconds, that newest write is the one that stays.
-          if (swap(tmp, target) && !sameBytes(tmp, bytes)) renameSync(tmp, target);
-          else unlinkSync(tmp);
-          return false;
-        }
-        // No RENAME_EXCHANGE (or the file went away): compare right before renaming.
-        if (!existsSync(target) || textOf(target) !== expected) {
-          unlinkSync(tmp);
-          return false;
-        }
-        renameSync(tmp, target);
-        return true;
-      });
+          const swap = loadExchange();
+          if (swap?.(tmp, target)) {
+            // The temp name now holds what was the file: is it what the plan was made from?
+            if (textOf(tmp) === expected) {
+              unlinkSync(tmp);
+              return true;
+            }
+            // The host wrote the file meanwhile: give its write back. If the host wrote yet again
+            // in these microseconds, that newest write is the one that stays.
+            if (swap(tmp, target) && !sameBytes(tmp, bytes)) renameSync(tmp, target);
+            else unlinkSync(tmp);
+            return false;
+          }
+          // No RENAME_EXCHANGE (or the file went away): compare right before renaming.
+          if (!existsSync(target) || textOf(target) !== expected) {
+            unlinkSync(tmp);
+            return false;
+          }
+          renameSync(tmp, target);
+          return true;
+        },
+      );
     },
     removeIfUnchanged(path, expected) {
       const held = heldName(path);
@@ -292,11 +337,17 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
       }
       try {
         const buf = new Uint8Array(1 << 20);
-        commit(tempName(dest), dest, (fd) => {
-          for (let n; (n = readSync(from, buf, 0, buf.length, null)) > 0;) {
-            for (let off = 0; off < n;) off += writeSync(fd, buf, off, n - off);
-          }
-        }, mode, sync);
+        commit(
+          tempName(dest),
+          dest,
+          (fd) => {
+            for (let n; (n = readSync(from, buf, 0, buf.length, null)) > 0; ) {
+              for (let off = 0; off < n; ) off += writeSync(fd, buf, off, n - off);
+            }
+          },
+          mode,
+          sync,
+        );
       } finally {
         closeSync(from);
       }

@@ -64,7 +64,12 @@ export function fileReader(file: string): ReadAt {
  * Whether the host whose paths are mounted under `root` can run `binary` (a file in this
  * container), looking only at `sees` (HOST_CHECK_PATHS: what the DaemonSet mounts).
  */
-export function checkBinaryOnHost(root: string, binary: string, label = binary, sees: readonly string[] = HOST_CHECK_PATHS): HostVerdict {
+export function checkBinaryOnHost(
+  root: string,
+  binary: string,
+  label = binary,
+  sees: readonly string[] = HOST_CHECK_PATHS,
+): HostVerdict {
   const fd = openSync(binary, "r");
   let size: number;
   try {

@@ -6,8 +6,15 @@
 import type { PluginTokens } from "../deps.ts";
 import type { Logger } from "../../../log/logger.ts";
 import {
-  accountName, buildTokenRequest, judgeTokenAnswer, type PluginAccount, type PluginToken, renewalDelayMs,
-  retryDelayMs, tokenRequestPath, validUntil,
+  accountName,
+  buildTokenRequest,
+  judgeTokenAnswer,
+  type PluginAccount,
+  type PluginToken,
+  renewalDelayMs,
+  retryDelayMs,
+  tokenRequestPath,
+  validUntil,
 } from "../token.ts";
 import { renderTime } from "../kubeconfig.ts";
 import type { KubeClient } from "../../../kube/client.ts";
@@ -91,7 +98,8 @@ export class PluginTokenSource implements PluginTokens {
     const who = accountName(account);
     const sentAt = this.now();
     const answer = await api.request("POST", tokenRequestPath(account), REQUEST_TIMEOUT_MS, {
-      body: buildTokenRequest(seconds), ...(signal ? { signal } : {}),
+      body: buildTokenRequest(seconds),
+      ...(signal ? { signal } : {}),
     });
     if (signal?.aborted) return false;
     const outcome = judgeTokenAnswer(answer, account, sentAt, seconds);
@@ -108,8 +116,10 @@ export class PluginTokenSource implements PluginTokens {
     const granted = grantedSeconds(outcome.token);
     const shortened = granted < seconds ? ` (asked for ${seconds} s; the API server granted ${granted} s)` : "";
     const renewIn = Math.round(renewalDelayMs(outcome.token) / 1000);
-    log.info(`${first ? "got" : "renewed"} the plugin's token: service account ${who}, ` +
-      `valid until ${renderTime(outcome.token.expiresAt)}${shortened}; renewing it after ${renewIn} s`);
+    log.info(
+      `${first ? "got" : "renewed"} the plugin's token: service account ${who}, ` +
+        `valid until ${renderTime(outcome.token.expiresAt)}${shortened}; renewing it after ${renewIn} s`,
+    );
     this.onToken?.(outcome.token);
     return true;
   }
@@ -131,12 +141,13 @@ export class PluginTokenSource implements PluginTokens {
       } else {
         wait = retryDelayMs(this.failures, this.random());
         const t = this.token;
-        const standing = t === undefined
-          ? "the plugin's kubeconfig has no token until then, so its fallback fails closed"
-          : validUntil(t) > now
-            ? `the current token stays valid until ${renderTime(t.expiresAt)}`
-            : `the current token expired at ${renderTime(t.expiresAt)}: ` +
-              "the plugin's fallback fails closed (401) until a new one arrives";
+        const standing =
+          t === undefined
+            ? "the plugin's kubeconfig has no token until then, so its fallback fails closed"
+            : validUntil(t) > now
+              ? `the current token stays valid until ${renderTime(t.expiresAt)}`
+              : `the current token expired at ${renderTime(t.expiresAt)}: ` +
+                "the plugin's fallback fails closed (401) until a new one arrives";
         log.warn(`${this.lastError}; trying again in ${(wait / 1000).toFixed(1)} s (${standing})`);
       }
       this.nextAt = now + wait;
