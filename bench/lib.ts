@@ -207,8 +207,8 @@ export const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
 
 /** A markdown table of stats with a ratio column against `floor`. */
 export function table(stats: Stats[], floor?: Stats): string {
-  const head = "| command | median | p10 | p90 |" + (floor ? ` vs ${floor.name} |` : "");
-  const sep = "|---|---|---|---|" + (floor ? "---|" : "");
+  const head = `| command | median | p10 | p90 |${floor ? ` vs ${floor.name} |` : ""}`;
+  const sep = `|---|---|---|---|${floor ? "---|" : ""}`;
   const rows = stats.map(
     (s) =>
       `| ${s.name} | ${ms(s.median)} | ${ms(s.p10)} | ${ms(s.p90)} |` +

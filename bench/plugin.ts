@@ -13,7 +13,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildBinary } from "../scripts/build.ts";
 import { repoPath } from "../test/support/golden.ts";
 import { linkerdProfile } from "../internal/mesh/linkerd/profile.ts";
 import { parsePluginConf } from "../internal/config/plugin-config.ts";

@@ -63,5 +63,5 @@ const report = [
   "",
   ...sections,
 ].join("\n");
-writeFileSync(join(import.meta.dir, "RESULTS.md"), report + "\n");
+writeFileSync(join(import.meta.dir, "RESULTS.md"), `${report}\n`);
 console.log(report);

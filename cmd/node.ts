@@ -23,7 +23,7 @@ if (self === AGENT_NAME || args[0] === AGENT_ARG) {
   process.exit(await main(self === AGENT_NAME ? args : args.slice(1)));
 }
 if (Bun.env.CNI_COMMAND === "VERSION") {
-  await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
+  await Bun.write(Bun.stdout, `${renderVersionInfo()}\n`);
   process.exit(0);
 }
 const { main } = await import("./plugin.ts");

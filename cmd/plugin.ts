@@ -12,7 +12,7 @@ import { VERSION } from "../internal/version.ts";
 
 export async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
-    await Bun.write(Bun.stdout, renderVersionInfo() + "\n");
+    await Bun.write(Bun.stdout, `${renderVersionInfo()}\n`);
     return 0;
   }
   const started = new Date();

@@ -43,7 +43,7 @@ function expectArrival(what: string, got: string, want: string): void {
 }
 
 try {
-  consola.start("Stand-in Kubernetes API server (TLS, bearer token) at " + lab.api.url);
+  consola.start(`Stand-in Kubernetes API server (TLS, bearer token) at ${lab.api.url}`);
   lab.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
   const pod = withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-demo", {
     "config.linkerd.io/skip-outbound-ports": "9443",
@@ -183,8 +183,11 @@ try {
   await until(() => isChainedIn(d, "10-bridge.conflist"), 15_000, "meshcni chained");
   await until(
     async () =>
-      ((await (await fetch(`http://127.0.0.1:${port}/status`).catch(() => undefined))?.json()) as any)?.cache?.pods
-        ?.synced === true,
+      (
+        (await (await fetch(`http://127.0.0.1:${port}/status`).catch(() => undefined))?.json()) as {
+          cache?: { pods?: { synced?: boolean } };
+        }
+      )?.cache?.pods?.synced === true,
     15_000,
     "the watch cache",
   );

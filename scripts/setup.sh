@@ -8,7 +8,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-if [ ! -x node_modules/.bin/bun ] || [ ! -d node_modules/valibot ]; then
+if [ ! -x node_modules/.bin/bun ] || [ ! -d node_modules/valibot ] || [ ! -x node_modules/.bin/biome ] || [ ! -x node_modules/.bin/depcruise ]; then
   echo "setup: installing node modules (bun from npm)"
   npm install --no-audit --no-fund --loglevel=error
 fi

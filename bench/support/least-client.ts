@@ -86,7 +86,7 @@ if (env.CNI_COMMAND === "DEL") {
       },
     }).catch(() => done());
   });
-  await Bun.write(Bun.stdout, JSON.stringify(conf) + "\n");
+  await Bun.write(Bun.stdout, `${JSON.stringify(conf)}\n`);
 }
 process.exit(0);
 export {};

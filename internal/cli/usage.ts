@@ -32,7 +32,7 @@ export function renderCommandHelp(spec: CommandSpec): string {
   const options = { ...spec.options, help: HELP_OPTION };
   const labels = Object.entries(options).map(([n, o]) => flagLabel(n, o));
   const width = Math.min(38, Math.max(...labels.map((l) => l.length)) + 2);
-  const rows = Object.entries(options).map(([n, o], i) => {
+  const rows = Object.entries(options).map(([_n, o], i) => {
     const label = labels[i]!;
     const desc = wrap(describeOption(o), 100 - width - 2).join(`\n  ${" ".repeat(width)}`);
     return label.length + 2 > width ? `  ${label}\n  ${" ".repeat(width)}${desc}` : `  ${label.padEnd(width)}${desc}`;
@@ -45,7 +45,7 @@ export function renderCommandHelp(spec: CommandSpec): string {
   if (spec.description) out.push("", spec.description);
   out.push("", "Flags:", ...rows);
   if (spec.examples?.length) out.push("", "Examples:", ...spec.examples.map((e) => `  ${e}`));
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 export function renderMainHelp(specs: readonly CommandSpec[], version: string): string {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { parseCmdArgs } from "./env.ts";
-import { CniError } from "./errors.ts";
+import type { CniError } from "./errors.ts";
 import { parseK8sArgs } from "./k8s-args.ts";
 import { convertResult } from "./result.ts";
 

@@ -23,7 +23,7 @@ export function renderError(err: CniError, requestVersion: unknown): string {
   const cniVersion = isSupportedVersion(requestVersion) ? requestVersion : LATEST_VERSION;
   const body: Record<string, unknown> = { cniVersion, code: err.code, msg: err.msg };
   if (err.details) body.details = err.details;
-  return JSON.stringify(body, null, 2) + "\n";
+  return `${JSON.stringify(body, null, 2)}\n`;
 }
 
 /** Maps anything thrown to a CniError without wrapping a CniError twice. */

@@ -47,7 +47,7 @@ export function convertResult(prev: Json, to: CniVersion): Json {
 
 /** ADD's stdout: `prev` converted to the request's version, or the empty result without one. */
 export function renderAddResult(prev: Json | undefined, to: CniVersion): string {
-  return JSON.stringify(prev ? convertResult(prev, to) : emptyResult(to), null, 2) + "\n";
+  return `${JSON.stringify(prev ? convertResult(prev, to) : emptyResult(to), null, 2)}\n`;
 }
 
 /**

@@ -63,7 +63,7 @@ export function parseIPv6(s: string): number[] | undefined {
     const v4 = parseIPv4(s.slice(lastColon + 1));
     if (!v4) return undefined;
     tail4 = v4;
-    head = s.slice(0, lastColon + 1) + "0:0";
+    head = `${s.slice(0, lastColon + 1)}0:0`;
   }
   const dbl = head.indexOf("::");
   if (dbl !== -1 && head.indexOf("::", dbl + 1) !== -1) return undefined;
@@ -84,7 +84,7 @@ export function parseIPv6(s: string): number[] | undefined {
     groups = [...left, ...new Array<number>(8 - left.length - right.length).fill(0), ...right];
   } else {
     const all = parseGroups(head);
-    if (!all || all.length !== 8) return undefined;
+    if (all?.length !== 8) return undefined;
     groups = all;
   }
   const bytes: number[] = [];

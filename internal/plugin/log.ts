@@ -59,7 +59,7 @@ export function createLogger(level: Level, sink: (line: string) => void, context
     let text = "";
     // split("\n"), not split(/\r?\n/): a RegExp split is another builtin to compile on first use.
     for (const raw of trimNewlines(msg).split("\n"))
-      text += head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw) + "\n";
+      text += `${head + escapeText(raw.endsWith("\r") ? raw.slice(0, -1) : raw)}\n`;
     sink(text);
   };
   return {

@@ -390,7 +390,7 @@ export async function runPlugin(inv: Invocation): Promise<Outcome> {
     requestVersion = peekVersion(stdin);
     const args = parseCmdArgs(inv.getenv);
     // The same answer as cmd/plugin.ts's fast path.
-    if (args.command === "VERSION") return { stdout: renderVersionInfo() + "\n", exitCode: 0, summary };
+    if (args.command === "VERSION") return { stdout: `${renderVersionInfo()}\n`, exitCode: 0, summary };
     const conf = parsePluginConf(stdin);
     log = createLogger(parseLevel(conf.log_level), inv.deps.logSink, logContext(args.command, args.containerId));
     const profile = await loadProfile(conf.mesh);

@@ -82,5 +82,5 @@ export function fallbackText(r: Report): string {
   if (r.containerId !== undefined) f.push(`container=${field(r.containerId)}`);
   f.push(`reason=${field(r.reason)}`);
   const lines = r.lines.map((l) => (l.startsWith("meshcni:") ? l : `meshcni: ${l}`));
-  return [...lines, `meshcni: ${f.join(" ")}`].join("\n") + "\n";
+  return `${[...lines, `meshcni: ${f.join(" ")}`].join("\n")}\n`;
 }

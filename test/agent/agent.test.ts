@@ -403,9 +403,9 @@ describe("every plugin decision on the agent's stdout", () => {
       expect((await ask("/v1/reports", { method: "POST", body: JSON.stringify(r) })).status).toBe(204);
     await p.waitForLog(/plugin ADD pod="evil\/x/);
     const out = p.log();
-    expect(out).toMatch(/info  meshcni: info container=3f0c9b6a1e2d pod=emojivoto\/web-1: applied 12 rules\n/);
+    expect(out).toMatch(/info {2}meshcni: info container=3f0c9b6a1e2d pod=emojivoto\/web-1: applied 12 rules\n/);
     expect(out).toMatch(
-      /info  plugin ADD pod=emojivoto\/web-1 outcome=meshed rules=12 backend=iptables-nft lookup=agent-cache duration=21ms uid=0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f container=3f0c9b6a1e2d.* reason="pod emojivoto\/web-1: has a linkerd-proxy container"\n/,
+      /info {2}plugin ADD pod=emojivoto\/web-1 outcome=meshed rules=12 backend=iptables-nft lookup=agent-cache duration=21ms uid=0b7f7a0e-2c1d-4d8e-9a55-4f3b2c1d0e9f container=3f0c9b6a1e2d.* reason="pod emojivoto\/web-1: has a linkerd-proxy container"\n/,
     );
     expect(out).toMatch(
       /error plugin ADD pod=emojivoto\/voting-2 outcome=failed code=11 lookup=kubeconfig duration=5003ms container=9a8b7c6d5e4f.* reason="try again later: cannot reach the API server https:\/\/10.96.0.1:443 for pod emojivoto\/voting-2"\n/,

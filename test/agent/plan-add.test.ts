@@ -297,7 +297,12 @@ describe("what the agent leaves to the plugin, and what it answers itself", () =
     const seen: (string | undefined)[] = [];
     const gone = planner(
       { ...base, pod: plain },
-      { netnsProblem: (p) => (seen.push(p), `CNI_NETNS ${p} does not exist`) },
+      {
+        netnsProblem: (p) => {
+          seen.push(p);
+          return `CNI_NETNS ${p} does not exist`;
+        },
+      },
     );
     expect(await ask(gone.plan, base.entry, envOf(plain, "c7"))).toEqual({
       ok: false,

@@ -51,7 +51,7 @@ function setup() {
 /** The plugin's own write: a temp file, then rename(2) over the name (internal/plugin/io/state.ts). */
 function pluginWrite(dir: string, r: PodRecord) {
   const tmp = join(dir, `.${r.containerId}.123.abcdef.tmp`);
-  writeFileSync(tmp, JSON.stringify(r) + "\n");
+  writeFileSync(tmp, `${JSON.stringify(r)}\n`);
   renameSync(tmp, join(dir, `${r.containerId}.json`));
 }
 

@@ -57,7 +57,7 @@ const CFG: RepairConfig = {
 let uidN = 0;
 let first0: Record<string, unknown> | undefined;
 /** One fixed pod (same UID on every call). */
-const pod0 = () => (first0 ??= meshedPod("web-0"));
+const _pod0 = () => (first0 ??= meshedPod("web-0"));
 /** A Linkerd-injected pod in CNI mode (linkerd-network-validator, then linkerd-proxy as a native sidecar), running on node-a. */
 function meshedPod(
   name: string,

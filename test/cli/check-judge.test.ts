@@ -17,7 +17,7 @@ import { judgeAgent } from "../../internal/cli/check/agents.ts";
 import { judgeInitContainers, judgeMeshConfig } from "../../internal/cli/check/mesh.ts";
 import { judgeMeshedPods, podStarted } from "../../internal/cli/check/pods.ts";
 import { confFromConfigMap, passed, renderCheckJson, renderCheckReport } from "../../internal/cli/check/check.ts";
-import { type CheckResult } from "../../internal/cli/check/result.ts";
+import type { CheckResult } from "../../internal/cli/check/result.ts";
 import { repoPath } from "../support/golden.ts";
 
 type Obj = Record<string, any>;

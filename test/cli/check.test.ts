@@ -586,7 +586,7 @@ describe("check reads the kubeconfig as kubectl does", () => {
     const second = join(tmp, "second");
     // The first file only says which context; the second defines it, plus a broken one.
     writeFileSync(first, "apiVersion: v1\nkind: Config\ncurrent-context: meshcni-context\n");
-    writeFileSync(second, api.kubeconfig() + "");
+    writeFileSync(second, `${api.kubeconfig()}`);
     const broken = join(tmp, "broken-context");
     writeFileSync(
       broken,

@@ -188,7 +188,7 @@ describe("install.sh", () => {
   const refusals: [string, () => [string, string | number], string[]][] = [
     [
       "a checksum mismatch",
-      () => ["SHA256SUMS", sums().replace(/^[0-9a-f]{64}(?=  meshcnictl-linux-amd64$)/m, "0".repeat(64))],
+      () => ["SHA256SUMS", sums().replace(/^[0-9a-f]{64}(?= {2}meshcnictl-linux-amd64$)/m, "0".repeat(64))],
       [`checksum mismatch for meshcnictl-linux-amd64: SHA256SUMS says ${"0".repeat(64)}`, "nothing was installed"],
     ],
     [

@@ -113,7 +113,11 @@ const TRANSPORT: [string, () => Promise<string>][] = [
     () => {
       const sockets: net.Socket[] = [];
       const s = net.createServer((sock) => void sockets.push(sock));
-      servers.push({ close: () => sockets.forEach((x) => x.destroy()) });
+      servers.push({
+        close: () => {
+          for (const x of sockets) x.destroy();
+        },
+      });
       return listen(s);
     },
   ],
@@ -143,7 +147,11 @@ const TRANSPORT: [string, () => Promise<string>][] = [
         res.write('{"kind":"Pod","metadata":{"name":"web"');
         held.push(res);
       });
-      servers.push({ close: () => held.forEach((r) => r.destroy()) });
+      servers.push({
+        close: () => {
+          for (const r of held) r.destroy();
+        },
+      });
       return listen(s);
     },
   ],

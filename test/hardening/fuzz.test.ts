@@ -21,8 +21,7 @@ beforeAll(async () => {
 });
 afterAll(() => h?.close());
 
-const RUN =
-  `${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, ` + "every other ADD also agent-planned";
+const RUN = `${CASES} seeded cases (seed ${SEED}), every 80th also through dist/meshcni, every other ADD also agent-planned`;
 test(`${RUN}: no finding`, async () => {
   const report = await runFuzz({ seed: SEED, cases: CASES, binaryEvery: 80, maxFailures: 20, agentEvery: 2 }, h);
   console.log(renderSummary(report));

@@ -126,6 +126,6 @@ describe("istio decisions", () => {
       const d = decideIstio(pod);
       return `${c.pod} (${c.about}): ${d.redirect ? "redirect" : "skip"}: ${d.reason}`;
     });
-    expectGolden("testdata/istio/decisions.golden", lines.join("\n") + "\n");
+    expectGolden("testdata/istio/decisions.golden", `${lines.join("\n")}\n`);
   });
 });

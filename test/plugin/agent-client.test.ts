@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { agentRequest, askAgent, sendReport, statusOf } from "../../internal/plugin/agent/client.ts";
 import { parsePluginConf } from "../../internal/config/plugin-config.ts";
-import { CniError } from "../../internal/cni/errors.ts";
+import type { CniError } from "../../internal/cni/errors.ts";
 
 let dir: string;
 const servers: { stop(): void }[] = [];

@@ -84,7 +84,7 @@ describe("credentials", () => {
 
   test("a client certificate instead of a token", async () => {
     const kc = join(dir, "cert.kubeconfig");
-    const text = api.kubeconfig({ clientCert: true }).replace(/\n    token: t0ken/, "");
+    const text = api.kubeconfig({ clientCert: true }).replace(/\n {4}token: t0ken/, "");
     writeFileSync(kc, text);
     const r = await add(kc);
     expect(r.code).toBe(0);

@@ -640,31 +640,29 @@ export async function startApiServer(opts: ApiServerOptions = {}): Promise<ApiSe
       ]
         .filter(Boolean)
         .join("\n");
-      return (
-        [
-          "# kubeconfig for the stand-in API server",
-          "apiVersion: v1",
-          "kind: Config",
-          "clusters:",
-          "- name: local",
-          "  cluster:",
-          `    server: ${url}`,
-          caLine.trimEnd(),
-          "users:",
-          "- name: meshcni",
-          "  user:",
-          userLines || "    username: anonymous",
-          "contexts:",
-          "- name: meshcni-context",
-          "  context:",
-          "    cluster: local",
-          "    user: meshcni",
-          "current-context: meshcni-context",
-          "",
-        ]
-          .filter((l) => l !== "")
-          .join("\n") + "\n"
-      );
+      return `${[
+        "# kubeconfig for the stand-in API server",
+        "apiVersion: v1",
+        "kind: Config",
+        "clusters:",
+        "- name: local",
+        "  cluster:",
+        `    server: ${url}`,
+        caLine.trimEnd(),
+        "users:",
+        "- name: meshcni",
+        "  user:",
+        userLines || "    username: anonymous",
+        "contexts:",
+        "- name: meshcni-context",
+        "  context:",
+        "    cluster: local",
+        "    user: meshcni",
+        "current-context: meshcni-context",
+        "",
+      ]
+        .filter((l) => l !== "")
+        .join("\n")}\n`;
     },
     close: () =>
       new Promise<void>((resolve) => {

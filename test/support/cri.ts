@@ -394,7 +394,7 @@ export class Cri {
   async writeConflist(file: string, conflist: unknown, opts: { netDir?: string } = {}): Promise<string> {
     const dir = opts.netDir ?? this.netDir;
     const handler = this.runtimeHandler(dir);
-    const text = JSON.stringify(conflist, null, 2) + "\n";
+    const text = `${JSON.stringify(conflist, null, 2)}\n`;
     const tmp = join(dir, `.${file}.tmp`);
     writeFileSync(tmp, text);
     renameSync(tmp, join(dir, file));

@@ -277,7 +277,7 @@ export interface MountInfo {
 
 /** Parses mountinfo (octal escapes such as \040 decoded). */
 export function parseMountInfo(text: string): MountInfo[] {
-  const unescape = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
+  const decode = (s: string) => s.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)));
   return text
     .split("\n")
     .filter((l) => l.trim() !== "")
@@ -287,11 +287,11 @@ export function parseMountInfo(text: string): MountInfo[] {
       const r = right!.split(" ");
       return {
         dev: f[2]!,
-        root: unescape(f[3]!),
-        mountPoint: unescape(f[4]!),
+        root: decode(f[3]!),
+        mountPoint: decode(f[4]!),
         options: f[5]!.split(","),
         fsType: r[0]!,
-        source: unescape(r[1]!),
+        source: decode(r[1]!),
         superOptions: (r[2] ?? "").split(","),
       };
     });

@@ -182,7 +182,7 @@ export function makeExecutable(spec: ExecutableSpec): Uint8Array {
     6: [4, phoff, base + phoff, types.length * 56, types.length * 56, 8],
     3: [4, interpOff, base + interpOff, interp.length, interp.length, 1],
     2: [6, dynOff, dynVaddr, dynSize, dynSize, 8],
-    0x6474e551: [6, 0, 0, 0, 0, 16],
+    1685382481: [6, 0, 0, 0, 0, 16],
   };
   let loads = 0;
   types.forEach((t, i) => {

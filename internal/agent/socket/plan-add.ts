@@ -19,7 +19,7 @@ import { runPlugin } from "../../plugin/run.ts";
 import { buildReport, completeSummary, type Summary } from "../../wire/summary.ts";
 import { cachedNamespace, cachedPod } from "../cache/parsed.ts";
 import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type Report } from "../../wire/protocol.ts";
-import { type PodRecord } from "../../wire/state.ts";
+import type { PodRecord } from "../../wire/state.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
 
 export interface PlannerDeps {

@@ -30,7 +30,7 @@ export function writeRecordFor(stateDir: string, record: PodRecord): void {
   if (!safeContainerId(record.containerId))
     throw new Error(`container ID ${JSON.stringify(record.containerId)} cannot name a record`);
   const path = recordPath(stateDir, record.containerId);
-  const text = JSON.stringify(record) + "\n";
+  const text = `${JSON.stringify(record)}\n`;
   try {
     writeFileNoFollow(dirname(path), basename(path), text);
   } catch (e) {

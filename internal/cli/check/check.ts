@@ -531,7 +531,7 @@ export function renderCheckReport(results: readonly CheckResult[]): string {
       ? `Status check results are ✓ (${results.length} checks${warnings})`
       : `Status check results are × (${failed} of ${results.length} checks failed${warnings})`,
   );
-  return lines.join("\n") + "\n";
+  return `${lines.join("\n")}\n`;
 }
 
 /** The same results as one JSON document (`-o json`). */

@@ -10,7 +10,7 @@ import {
   renderCheckJson,
   renderCheckReport,
 } from "../check/check.ts";
-import { type CheckResult } from "../check/result.ts";
+import type { CheckResult } from "../check/result.ts";
 import type { CliContext } from "../context.ts";
 import { CliError } from "../errors.ts";
 import { CONFIG_OPTIONS } from "../install-flags.ts";

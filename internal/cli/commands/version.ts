@@ -25,7 +25,7 @@ export async function run(ctx: CliContext, flags: Flags, args: string[]): Promis
   const output = str(flags, "output") ?? "text";
   if (output !== "text" && output !== "json")
     throw new CliError(`--output ${JSON.stringify(output)}: must be text or json`);
-  if (output === "json") ctx.out(JSON.stringify({ client: { version: ctx.version } }) + "\n");
+  if (output === "json") ctx.out(`${JSON.stringify({ client: { version: ctx.version } })}\n`);
   else ctx.out(flags.short ? `${ctx.version}\n` : `meshcnictl ${ctx.version}\n`);
   return 0;
 }

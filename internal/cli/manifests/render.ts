@@ -7,7 +7,7 @@ export type OutputFormat = "yaml" | "json";
 
 export function renderObjects(objects: readonly K8sObject[], format: OutputFormat): string {
   if (format === "json") {
-    return JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }, null, 2) + "\n";
+    return `${JSON.stringify({ apiVersion: "v1", kind: "List", items: objects }, null, 2)}\n`;
   }
   return objects
     .map(

@@ -52,7 +52,7 @@ function renderBuiltinDeletes(state: SavedState, owns: OwnsBuiltinRule): string 
     const mine = t.rules.filter((r) => BUILTIN_CHAINS.has(r.chain) && owns(table, r.chain, r.args));
     if (mine.length > 0) out.push(`*${table}`, ...mine.map((r) => `-D ${r.chain} ${r.args}`), "COMMIT");
   }
-  return out.length === 0 ? "" : out.join("\n") + "\n";
+  return out.length === 0 ? "" : `${out.join("\n")}\n`;
 }
 
 /** Removes every chain of ours (and the jumps into them, and the rules `owns` claims) from the namespace. */

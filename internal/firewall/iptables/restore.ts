@@ -75,7 +75,7 @@ export function renderFresh(rs: RuleSet): string {
     for (const r of rs.rules) if (r.table === table) out.push(renderRule(r));
     out.push("COMMIT");
   }
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 /** Rules in chains we do not own that are ours: they jump to our chains or equal one we add. */
@@ -116,7 +116,7 @@ export function renderReconcile(rs: RuleSet, saved: SavedState): string {
     for (const r of rs.rules) if (r.table === table) out.push(renderRule(r));
     out.push("COMMIT");
   }
-  return out.join("\n") + "\n";
+  return `${out.join("\n")}\n`;
 }
 
 /**
@@ -142,5 +142,5 @@ export function renderCleanup(owned: readonly { table: Table; name: string }[], 
     for (const c of present) out.push(`-X ${c}`);
     out.push("COMMIT");
   }
-  return out.length === 0 ? "" : out.join("\n") + "\n";
+  return out.length === 0 ? "" : `${out.join("\n")}\n`;
 }

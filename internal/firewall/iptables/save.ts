@@ -42,7 +42,7 @@ export function diffRuleSet(rs: RuleSet, saved: SavedState): string[] {
   const fam = rs.family === 6 ? "ip6tables" : "iptables";
   for (const c of rs.chains) {
     const t = saved.tables.get(c.table);
-    if (!t || !t.chains.has(c.name)) {
+    if (!t?.chains.has(c.name)) {
       problems.push(`${fam} chain ${c.name} is missing from table ${c.table}`);
       continue;
     }

@@ -78,7 +78,7 @@ export async function writeRecord(stateDir: string, record: PodRecord): Promise<
   const dir = await openRecords(stateDir, true);
   try {
     const name = recordName(record.containerId);
-    const text = JSON.stringify(record) + "\n";
+    const text = `${JSON.stringify(record)}\n`;
     let tmp = tempName(name);
     for (let tries = 0; ; tries++) {
       try {

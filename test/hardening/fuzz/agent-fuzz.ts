@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createSocketHandler } from "../../../internal/agent/socket/handler.ts";
 import { createAddPlanner, type PlannerDeps } from "../../../internal/agent/socket/plan-add.ts";
-import { type AddAnswer, type Report } from "../../../internal/wire/protocol.ts";
+import type { AddAnswer, Report } from "../../../internal/wire/protocol.ts";
 import { RECORDS_SUBDIR } from "../../../internal/wire/state.ts";
 import { MAX_REPORT_BYTES } from "../../../internal/agent/observe/report.ts";
 import { keyOf, trimNamespace, trimPod, uidOf } from "../../../internal/agent/cache/store.ts";

@@ -25,7 +25,6 @@ import {
   interfaceItem,
   listLength,
   portItem,
-  type Typed,
   typedList,
   type TypedList,
   type Validity,
@@ -83,7 +82,7 @@ interface EnvChoice {
 function genContainerId(b: Builder): EnvChoice {
   const r = b.rng.next();
   if (r < 0.98)
-    return { value: b.rng.pick(["3f2a9c1d7e5b", "a", "abc.DEF_1-2", "0" + "f".repeat(63), "c1"]), valid: true };
+    return { value: b.rng.pick(["3f2a9c1d7e5b", "a", "abc.DEF_1-2", `0${"f".repeat(63)}`, "c1"]), valid: true };
   if (r < 0.99) {
     b.tag("containerid-absent");
     return { value: b.rng.pick([undefined, ""]), valid: false };
@@ -262,7 +261,7 @@ function genPrev(b: Builder): PrevChoice {
   if (r < 0.2) return { value: undefined, present: false, v6: false };
   if (r < 0.94) {
     const version = rng.pick(["0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0", undefined]);
-    const legacy = version !== undefined && version.startsWith("0.");
+    const legacy = version?.startsWith("0.");
     const addrs = rng.pick([
       { ips: [v4], v6: false },
       { ips: [v4, { address: "fd00:10:244::c/64", gateway: "fd00:10:244::1", interface: 2 }], v6: true },

@@ -7,7 +7,7 @@
 import type { Payload, Rule, Section } from "./payload-check.ts";
 
 const STAGES = new Set(["nat", "mangle", "raw"]);
-const HOOKS: Record<string, string> = { prerouting: "PREROUTING", output: "OUTPUT" };
+const _HOOKS: Record<string, string> = { prerouting: "PREROUTING", output: "OUTPUT" };
 const SPECS: Record<string, string> = {
   "nat/PREROUTING": "type nat hook prerouting priority -100; policy accept;",
   "nat/OUTPUT": "type nat hook output priority -100; policy accept;",
@@ -82,7 +82,11 @@ function translate(text: string, stage: string, family: 4 | 6): string[] | strin
   const bad = (why: string) => `${why} in ${JSON.stringify(text)}`;
   let i = 0;
   const take = () => w[i++];
-  const neg = () => (w[i] === "!=" ? (i++, true) : false);
+  const neg = () => {
+    if (w[i] !== "!=") return false;
+    i++;
+    return true;
+  };
   while (i < w.length) {
     if (target !== undefined && w[i] !== "comment") return bad(`words after the statement (${w[i]})`);
     const a = take()!;

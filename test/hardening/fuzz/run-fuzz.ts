@@ -260,15 +260,14 @@ export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: strin
   const o = a.outcome;
   if (o.exitCode !== r.exitCode) {
     versus.push(
-      `exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ` + r.stdout.slice(0, 300),
+      `exit ${o.exitCode} agent-planned, ${r.exitCode} alone: ${o.stdout.slice(0, 300)} / ${r.stdout.slice(0, 300)}`,
     );
   } else if (o.exitCode === 0 ? !sameResult(o.stdout, r.stdout) : !sameError(o.stdout, r.stdout)) {
     const both = `agent-planned: ${o.stdout.slice(0, 400)}\n  alone:         ${r.stdout.slice(0, 400)}`;
     versus.push(`stdout differs:\n  ${both}`);
   }
   if (o.payload !== r.payload && !a.payloadUnseen) {
-    const both =
-      `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ` + String(r.payload).slice(0, 600);
+    const both = `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ${String(r.payload).slice(0, 600)}`;
     versus.push(`the rules differ:\n  ${both}`);
   }
   return { own, versus };

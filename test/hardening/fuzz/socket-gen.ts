@@ -89,7 +89,7 @@ interface Shape {
 
 function lookupShape(rng: Rng, tags: string[]): Shape {
   const pick = rng.next();
-  let ns = NS;
+  const ns = NS;
   let name = HERE;
   let pod: SocketCase["pod"] = "here";
   let valid = true;

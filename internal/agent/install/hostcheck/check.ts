@@ -220,7 +220,7 @@ export function checkHostCanRun(
       skipped: [`${label} starts with ${info.interpreter} (${loader}), which leads to ${interp.real}, ${outside}`],
     };
   }
-  if (!interp || interp.kind !== "file") {
+  if (interp?.kind !== "file") {
     return fail([
       `the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`,
     ]);
@@ -274,7 +274,7 @@ export function checkHostCanRun(
         out.push(r.real === path ? path : `${path} (-> ${r.real})`);
         continue;
       }
-      if (!r || r.kind !== "file") continue;
+      if (r?.kind !== "file") continue;
       const why = sameKind(r.real);
       if (why) {
         rejected.push(`${path} ${why}`);

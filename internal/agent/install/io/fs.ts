@@ -162,7 +162,10 @@ function commit(
   fill: (fd: number) => void,
   mode: number,
   sync: (dir: string) => void,
-  place = (t: string) => (renameSync(t, target), true),
+  place = (t: string) => {
+    renameSync(t, target);
+    return true;
+  },
 ): boolean {
   let fd: number | undefined;
   try {
