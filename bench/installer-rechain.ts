@@ -71,7 +71,8 @@ function rewrite(dirs: HostDirs, i: number): string {
 
 const holds = (dirs: HostDirs, marker: string) => () => {
   const t = dirs.file(FILE);
-  return t !== undefined && t.includes(marker) && t.includes('"meshcni"') && isChainedIn(dirs, FILE);
+  if (t === undefined) return false;
+  return t.includes(marker) && t.includes('"meshcni"') && isChainedIn(dirs, FILE);
 };
 
 export async function benchRechain(rewrites = 200): Promise<string> {

@@ -32,7 +32,7 @@ export function ensureBuilt(): void {
       .reduce((m, e) => Math.max(m, statSync(join(e.parentPath, e.name)).mtimeMs), 0);
   const sources = Math.max(
     newest("internal"),
-    statSync(repoPath("cmd/installer.ts")).mtimeMs,
+    statSync(repoPath("internal/agent/run.ts")).mtimeMs,
     statSync(repoPath("cmd/plugin.ts")).mtimeMs,
   );
   const stale = [INSTALLER, PLUGIN].some((f) => !existsSync(f) || statSync(f).mtimeMs < sources);
