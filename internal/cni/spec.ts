@@ -10,7 +10,7 @@ export const COMMANDS = ["ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"] as co
 export type CniCommand = (typeof COMMANDS)[number];
 
 /**
- * Error codes. 0-99 are the spec's; 100 and up are meshcni's own (listed in the README).
+ * Error codes. 0-99 are the spec's; 100 and up are meshcni's own (listed in docs/error-codes.md).
  */
 export const Code = {
   IncompatibleVersion: 1,

@@ -229,7 +229,7 @@ export class Installer {
     this.once(
       "host",
       "error",
-      `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (README: "Which hosts run the plugin")`,
+      `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (docs/operations.md, "Which hosts run the plugin")`,
     );
     return undefined;
   }

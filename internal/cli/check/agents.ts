@@ -381,7 +381,7 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
       r(hostName, false, {
         warning: true,
         detail: hostCheck,
-        hint: 'the plugin was installed unchecked; README "Which hosts run the plugin" says what the agent sees of the host',
+        hint: 'the plugin was installed unchecked; docs/operations.md, "Which hosts run the plugin", says what the agent sees of the host',
       }),
     );
   } else if (hostCheck?.startsWith("this host can run")) out.push(r(hostName, true, { detail: hostCheck }));

@@ -1,5 +1,5 @@
 // GET from the API server over fetch, with the kubeconfig's server and credentials. Every
-// failure becomes a CniError with the code the README documents. No schema library here: the
+// failure becomes a CniError with the code docs/error-codes.md documents. No schema library here: the
 // plugin starts its pod lookup with this module before the rest of it has loaded.
 import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
