@@ -35,7 +35,7 @@ export interface KubeClient {
   lookup?(): { source: LookupSource; fallback?: string } | undefined;
 }
 
-/** The plugin's records in its state folder (protocol.ts); absent in tests that keep none. */
+/** The plugin's records in its state folder (internal/wire/state.ts); absent in tests that keep none. */
 export interface Records {
   read(stateDir: string, containerId: string): Promise<PodRecord | "unreadable" | undefined>;
   write(stateDir: string, record: PodRecord): Promise<void>;

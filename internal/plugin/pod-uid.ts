@@ -17,7 +17,8 @@ export function checkUid(pod: unknown, uid: string | undefined, namespace: strin
     throw new CniError(
       Code.PodNotFound,
       "pod not found",
-      `pod ${namespace}/${name} ${from} has UID ${found}, not ${uid} (K8S_POD_UID): it was deleted and recreated; the runtime will tear this sandbox down`,
+      `pod ${namespace}/${name} ${from} has UID ${found}, not ${uid} (K8S_POD_UID): ` +
+        `it was deleted and recreated; the runtime will tear this sandbox down`,
     );
   }
 }

@@ -1,4 +1,4 @@
-// The plugin's records of the containers it handled (protocol.ts's PodRecord): written before an
+// The plugin's records of the containers it handled (wire/state.ts's PodRecord): written before an
 // ADD for a Kubernetes pod returns success, read and removed by DEL, pruned by GC. A DEL that finds
 // no record, or one saying the pod was skipped, runs no process at all.
 import type { PodRecord } from "../wire/state.ts";
@@ -43,10 +43,10 @@ export async function addRecord(
   }
 }
 
-/** Why a DEL whose record says "skipped" runs nothing (here and in report-io.ts's fast path). */
+/** Why a DEL whose record says "skipped" runs nothing (here and in io/report.ts's fast path). */
 export const skippedReason = (record: PodRecord) => `the pod got no rules at ADD (${record.reason})`;
 
-/** "done": DEL has nothing more to do (no process runs); "rules": remove rules as before. */
+/** "done": DEL has nothing more to do (no process runs); "rules": DEL removes the rules. */
 export async function delByRecord(ctx: RecordCtx): Promise<"done" | "rules"> {
   const { deps, args, conf, summary, log } = ctx;
   if (!deps.records || !args.containerId) return "rules";

@@ -168,7 +168,7 @@ async function payloadsOf(redirect: Redirect, mode: string): Promise<string> {
 
 async function add(ctx: Ctx): Promise<string> {
   const { conf, deps, log } = ctx;
-  // The same text the plugin prints for an ADD the agent decides (agent-add.ts).
+  // The same text the plugin prints for an ADD the agent decides (agent/add.ts).
   const stdout = renderAddResult(conf.prevResult, conf.cniVersion);
   const target = await resolveTarget(ctx);
   if (!target.redirect) {
@@ -223,7 +223,8 @@ async function add(ctx: Ctx): Promise<string> {
   if (fw.warning) log.warn(fw.warning);
   await (await applying).applyPlan(fw, redirect, log, ctx.signal);
   log.info(
-    `${target.reason}; applied ${countRules(redirect)} rules (${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`,
+    `${target.reason}; applied ${countRules(redirect)} rules ` +
+      `(${fw.backend}, IPv${redirect.families.map((r) => r.family).join("+IPv")})`,
   );
   // Rendered again only when debug lines are kept.
   if (log.enabled("debug")) log.debug(`applied:\n${fw.driver.render(redirect)}`);
@@ -361,7 +362,8 @@ function dryRunGate(conf: PluginConf, deps: PluginDeps, log: PluginLogger): Plug
       throw new CniError(
         Code.InvalidConfig,
         "dry_run needs MESHCNI_DRY_RUN_FILE",
-        `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; remove "dry_run" to apply rules`,
+        `the conflist entry says "dry_run": true but the plugin's environment has no MESHCNI_DRY_RUN_FILE; ` +
+          `remove "dry_run" to apply rules`,
       );
     }
     return rest;

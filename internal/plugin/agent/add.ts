@@ -24,7 +24,7 @@ import type { Summary } from "../../wire/summary.ts";
 import { agentRequest } from "./client.ts";
 import { agentLines, type PlannedAdd } from "./planned.ts";
 
-/** The answer in `body`, or why the plugin cannot use it (agent/answer.ts). */
+/** The answer in `body`, or why the plugin cannot use it (internal/wire/answer.ts). */
 function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | string {
   let a: unknown;
   try {
@@ -35,7 +35,10 @@ function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | str
   return checkAddAnswer(a, cniArgs);
 }
 
-/** The request as the agent reads it: the CNI variables and stdin, and when the command started (`t0`: its performance.now() then). */
+/**
+ * The request as the agent reads it: the CNI variables and stdin, and when the command started
+ * (`t0`: its performance.now() then).
+ */
 export function renderAddRequest(
   stdin: string,
   env: Record<string, string | undefined>,

@@ -99,8 +99,9 @@ function parseAnswer(buf: Uint8Array, ended: boolean): AgentResponse | undefined
 
 /**
  * A request as text and its length in UTF-8 bytes; `close` asks the agent to close the
- * connection after its answer. The body is measured natively (a character loop here cost the
- * plugin 0.3 ms per KB), and the text goes to the socket as it is: Bun encodes it while writing.
+ * connection after its answer. The body is measured natively (Buffer.byteLength, not a character
+ * loop; perf: see docs/benchmarks.md), and the text goes to the socket as it is: Bun encodes it
+ * while writing.
  */
 export function renderRequest(
   method: "GET" | "POST",
@@ -108,7 +109,9 @@ export function renderRequest(
   body: string | undefined,
   close: boolean,
 ): { text: string; bytes: number } {
-  const head = `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\n${close ? "Connection: close\r\n" : ""}`;
+  const head =
+    `${method} ${path} HTTP/1.1\r\nHost: meshcni-agent\r\nUser-Agent: meshcni\r\n` +
+    `${close ? "Connection: close\r\n" : ""}`;
   const text =
     body === undefined
       ? `${head}\r\n`
@@ -148,7 +151,7 @@ export function agentRequest(
   opts: { noAnswer?: boolean; keepOpen?: boolean } = {},
 ): Promise<AgentResponse & { followUp?: FollowUp; close?(): void }> {
   // withResolvers, not `new Promise(executor)`: the constructor is a JS builtin that a fresh
-  // process compiles on its first use (0.18 ms here; withResolvers 0.06 ms).
+  // process compiles on its first use, slower to start than withResolvers (perf: see docs/benchmarks.md).
   const { promise, resolve, reject } = Promise.withResolvers<AgentResponse & { followUp?: FollowUp; close?(): void }>();
   const request = renderRequest(method, path, body, !opts.keepOpen);
   /** The request's bytes the socket has not taken yet; undefined before the first write. */
@@ -291,7 +294,10 @@ export async function askAgent(
   return { kind: "unavailable", why: `the agent answered ${res.status} (${what})` };
 }
 
-/** The plugin's bound on sending a report: its result is already on stdout, but the runtime waits for the exit. */
+/**
+ * The plugin's bound on sending a report: its result is already on stdout, but the runtime waits
+ * for the exit.
+ */
 export const REPORT_TIMEOUT_MS = 250;
 
 /**

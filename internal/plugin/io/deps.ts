@@ -17,7 +17,10 @@ async function kubeconfigClient(path: string | undefined, allowHttp: boolean): P
   return kubeClient(readKubeconfig(path, allowHttp));
 }
 
-/** Serves the pod the early lookup found (from the agent or the fallback GET), anything else through the kubeconfig. */
+/**
+ * Serves the pod the early lookup found (from the agent or the fallback GET), anything else
+ * through the kubeconfig.
+ */
 function earlyClient(early: EarlyLookup): KubeClient {
   let found: { source: LookupSource; fallback?: string } | undefined;
   let namespaceObject: unknown;
@@ -38,7 +41,8 @@ function earlyClient(early: EarlyLookup): KubeClient {
         throw new CniError(
           Code.TryAgainLater,
           "try again later",
-          `${f.source === "kubeconfig" ? "the API server" : "the meshcni agent"} sent something that is not a Pod for ${namespace}/${name}`,
+          `${f.source === "kubeconfig" ? "the API server" : "the meshcni agent"} ` +
+            `sent something that is not a Pod for ${namespace}/${name}`,
         );
       }
       return pod;

@@ -3,7 +3,7 @@
 // excluded namespaces, meshcni's own pods and non-Kubernetes containers still never reach the
 // agent or the API), and the plugin checks everything again before it uses the answer.
 //
-// The node agent is asked first, over its Unix socket (agent-client.ts): a pod it holds costs no
+// The node agent is asked first, over its Unix socket (../agent/client.ts): a pod it holds costs no
 // API request and loads no fetch or TLS code. Its 404 is final (CNI error 106). Anything else (no
 // socket, refused, no answer within AGENT_TIMEOUT_MS, 503) falls back to the plugin's own GET
 // through its kubeconfig, loaded only then; failing closed is unchanged.
@@ -104,7 +104,7 @@ export function lookupTarget(stdin: string, env: Record<string, string | undefin
 
 /**
  * Starts the lookup for `t`. `agentDown`: the agent did not answer a moment ago (the planned
- * ADD, agent-add.ts), so the kubeconfig GET goes first, with that as the reason.
+ * ADD, ../agent/add.ts), so the kubeconfig GET goes first, with that as the reason.
  */
 export function startEarlyLookup(
   t: LookupTarget | undefined,

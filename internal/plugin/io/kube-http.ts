@@ -15,8 +15,8 @@ function badKubeconfig(path: string, why: string): CniError {
 
 /**
  * Reads a small file synchronously through a memory map: no event-loop round trip, so the
- * plugin's API request can start before the rest of the plugin has loaded (node:fs would cost
- * more than the read itself).
+ * plugin's API request can start before the rest of the plugin has loaded (node:fs costs more to
+ * load than the read itself; perf: see docs/benchmarks.md).
  */
 function readText(path: string): string {
   try {
@@ -68,7 +68,8 @@ export function readKubeconfig(path: string | undefined, allowHttp = false): Con
   if (!allowHttp && /^http:/i.test(target.server)) {
     throw badKubeconfig(
       path,
-      `its server ${target.server} is plain http, so the token would travel in clear; use https, or set "allow_insecure_http": true in the kubernetes section of meshcni's conflist entry`,
+      `its server ${target.server} is plain http, so the token would travel in clear; use https, ` +
+        `or set "allow_insecure_http": true in the kubernetes section of meshcni's conflist entry`,
     );
   }
   const conn: Connection = { target };
@@ -103,7 +104,8 @@ function statusError(status: number, what: string, server: string): CniError {
       return new CniError(
         Code.PodNotFound,
         "not found in the API (404)",
-        `${what} does not exist on ${server}; if the pod was just deleted this is expected, otherwise check that the kubeconfig points at this node's cluster`,
+        `${what} does not exist on ${server}; if the pod was just deleted this is expected, ` +
+          `otherwise check that the kubeconfig points at this node's cluster`,
       );
     default:
       return new CniError(
@@ -137,7 +139,8 @@ export async function getJson(conn: Connection, path: string, what: string, sign
       throw new CniError(
         Code.TryAgainLater,
         "try again later",
-        `the API server ${server} did not answer for ${what} within the plugin's time bound; the runtime will retry the pod`,
+        `the API server ${server} did not answer for ${what} within the plugin's time bound; ` +
+          `the runtime will retry the pod`,
       );
     }
     throw new CniError(

@@ -1,7 +1,8 @@
 // The few file system calls the plugin needs that Bun has no API of its own for (rename, append,
 // mkdir, and the *at() calls that never follow a symbolic link), straight from the C library
 // through bun:ffi. node:fs would cost the plugin more to load than the rest of a skipped ADD
-// (bench/plugin.ts); this module is imported only when a record or the fallback log is written.
+// (perf: see docs/benchmarks.md); this module is imported only when a record or the fallback log
+// is written.
 import { dlopen, FFIType, read } from "bun:ffi";
 
 // The *at() forms only (AT_FDCWD for a path): each symbol bound costs the plugin its wrapper's

@@ -15,7 +15,10 @@ import { peekConf } from "../peek.ts";
 import { skippedReason } from "../records.ts";
 import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "../../wire/summary.ts";
 
-/** Where the agent and the state folder are, read from stdin without the schema (the schema checks them when it runs). */
+/**
+ * Where the agent and the state folder are, read from stdin without the schema (the schema checks
+ * them when it runs).
+ */
 export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
   const conf = peekConf(stdin);
   const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
@@ -106,7 +109,7 @@ export async function untouchedDel(
 async function skippedDel(stateDir: string, id: string): Promise<Summary | undefined> {
   const r = await readRecord(stateDir, id);
   if (typeof r !== "object" || r.decision !== "skipped") return undefined;
-  // unlink(2) by path, without loading the C library (plugin-state.ts's removeRecord): it removes
+  // unlink(2) by path, without loading the C library (state.ts's removeRecord): it removes
   // a link at the name itself, and only what just read as this container's skipped record.
   await Bun.file(recordPath(stateDir, id))
     .delete()
