@@ -95,13 +95,17 @@ const FLAGS = {
     type: "string",
     arg: "FILE[,FILE...]",
     default: undefined,
-    help: "the meshcni binary to install; of several, the first the host can run (default: meshcni, then meshcni-musl, next to this program)",
+    help:
+      "the meshcni binary to install; of several, the first the host " +
+      "can run (default: meshcni, then meshcni-musl, next to this program)",
   },
   "host-root": {
     type: "string",
     arg: "DIR",
     default: "/host/root",
-    help: "the host's / mounted read-only, to check that the host can run the plugin (its ELF loader and libraries); without it, no check",
+    help:
+      "the host's / mounted read-only, to check that the host can " +
+      "run the plugin (its ELF loader and libraries); without it, no check",
   },
   "plugin-config": {
     type: "string",
@@ -154,7 +158,9 @@ const FLAGS = {
     type: "string",
     arg: "PATH",
     default: DEFAULT_AGENT_SOCKET,
-    help: "the Unix socket the plugin asks for pods and reports to (a host path, mounted at the same path; its folder is made 0700)",
+    help:
+      "the Unix socket the plugin asks for pods and reports to " +
+      "(a host path, mounted at the same path; its folder is made 0700)",
   },
   "state-dir": {
     type: "string",
@@ -182,7 +188,9 @@ const FLAGS = {
     type: "string",
     arg: "NAME",
     default: NAMES.daemonSet,
-    help: "this agent's DaemonSet in the namespace of env POD_NAMESPACE: SIGTERM undoes only when it is gone or being deleted",
+    help:
+      "this agent's DaemonSet in the namespace of env POD_NAMESPACE: " +
+      "SIGTERM undoes only when it is gone or being deleted",
   },
   "resync-seconds": {
     type: "string",
@@ -194,7 +202,10 @@ const FLAGS = {
     type: "string",
     arg: "evict|delete|off",
     default: "evict",
-    help: "meshed pods of this node whose mesh validator's latest run found no redirect: evict them (PodDisruptionBudgets respected) or delete them, each with an Event, or only report them; pods with no record of an ADD are only reported (unverified)",
+    help:
+      "meshed pods of this node whose mesh validator's latest run found no redirect: " +
+      "evict them (PodDisruptionBudgets respected) or delete them, each with an Event, " +
+      "or only report them; pods with no record of an ADD are only reported (unverified)",
   },
   "repair-grace-seconds": {
     type: "string",
@@ -212,20 +223,26 @@ const FLAGS = {
     type: "string",
     arg: "N",
     default: String(DEFAULT_RETRY_SECONDS),
-    help: "an eviction a PodDisruptionBudget refused is tried again after this long (doubled at each refusal in a row, up to 10 minutes)",
+    help:
+      "an eviction a PodDisruptionBudget refused is tried again " +
+      "after this long (doubled at each refusal in a row, up to 10 minutes)",
   },
   "startup-taint": {
     type: "string",
     arg: "KEY",
     default: undefined,
-    help: "remove this NoSchedule taint from this node once the chain, the binary and the agent's view of the node's pods are ready",
+    help:
+      "remove this NoSchedule taint from this node once the chain, " +
+      "the binary and the agent's view of the node's pods are ready",
   },
   once: { type: "boolean", arg: "", default: undefined, help: "install, then exit" },
   uninstall: {
     type: "boolean",
     arg: "",
     default: undefined,
-    help: "undo an installation (chain, binary, kubeconfig, the plugin's records and fallback log, the socket), then exit",
+    help:
+      "undo an installation (chain, binary, kubeconfig, " +
+      "the plugin's records and fallback log, the socket), then exit",
   },
   help: { type: "boolean", arg: "", default: undefined, help: "show this help" },
 } as const;

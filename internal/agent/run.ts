@@ -183,7 +183,8 @@ async function runAgent(
     },
     onRecordError: (record, e) =>
       log.warn(
-        `cannot write the record of container ${record.containerId} (${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`,
+        `cannot write the record of container ${record.containerId} ` +
+          `(${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`,
       ),
     netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
     recordsFull: () =>
@@ -253,12 +254,14 @@ async function runAgent(
         log.warn(`${ds} is not in the API server: on SIGTERM this agent will undo everything; check --daemonset-name`);
       else if (a.kind === "status" && (a.status === 401 || a.status === 403))
         log.warn(
-          `the agent may not read its ${ds} (${a.status}): on SIGTERM it will undo everything; check its Role (meshcnictl install-cni renders it)`,
+          `the agent may not read its ${ds} (${a.status}): on SIGTERM it will ` +
+            `undo everything; check its Role (meshcnictl install-cni renders it)`,
         );
     });
   } else {
     log.warn(
-      "POD_NAMESPACE is not set: on SIGTERM the agent cannot look at its DaemonSet and leaves everything in place (--uninstall undoes)",
+      "POD_NAMESPACE is not set: on SIGTERM the agent cannot look at " +
+        "its DaemonSet and leaves everything in place (--uninstall undoes)",
     );
   }
 
@@ -370,7 +373,8 @@ async function runAgent(
     if (undone) {
       removeAgentSocket(opts.agentSocket);
       log.info(
-        `the plugin's records stay in ${opts.stateDir} for a later install (--uninstall removes them; a reboot empties the folder)`,
+        `the plugin's records stay in ${opts.stateDir} for a later ` +
+          `install (--uninstall removes them; a reboot empties the folder)`,
       );
     }
   }
@@ -420,7 +424,8 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
     }
     if (!service)
       throw new Error(
-        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set (every pod has them); the plugin's kubeconfig points at them",
+        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set " +
+          "(every pod has them); the plugin's kubeconfig points at them",
       );
     const namespace = pluginAccountNamespace(opts);
     if (!namespace) {
@@ -455,7 +460,8 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
       }
     }
     log.info(
-      `meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin (net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`,
+      `meshcni-installer ${VERSION}: installing, keeping meshcni chained and answering the plugin ` +
+        `(net dir ${opts.hostNetDir}, bin dir ${opts.hostBinDir}, node ${opts.nodeName ?? "unknown"})`,
     );
     return await runAgent(opts, inst, api, tokens, entry, log, stop.signal);
   } catch (e) {

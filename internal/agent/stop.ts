@@ -63,7 +63,8 @@ export function decideOnStop(f: StopFacts): StopDecision {
     if (a.status === 404) return undo(`its ${ds} is gone (404)`);
     if (a.status === 401)
       return undo(
-        `the API server no longer accepts the agent's service account token (401): its ServiceAccount was deleted, which only a removal of meshcni does`,
+        `the API server no longer accepts the agent's service account token (401): ` +
+          `its ServiceAccount was deleted, which only a removal of meshcni does`,
       );
     if (a.status === 403)
       return undo(
@@ -85,7 +86,8 @@ export function decideOnStop(f: StopFacts): StopDecision {
   } else if (ns?.kind === "status" && (ns.status === 401 || ns.status === 403)) {
     // The ClusterRole (or the account) went before the Role: a removal under way.
     return undo(
-      `the agent may no longer read its namespace ${f.namespace} (${ns.status}): its ClusterRole or ServiceAccount was deleted, which only a removal of meshcni does`,
+      `the agent may no longer read its namespace ${f.namespace} (${ns.status}): ` +
+        `its ClusterRole or ServiceAccount was deleted, which only a removal of meshcni does`,
     );
   }
   if (f.nodeName !== undefined && f.node?.kind === "object") {
@@ -179,7 +181,9 @@ export function targetsNode(daemonSet: unknown, node: unknown): { runs: true } |
       if (typeof want === "string" && labels[k] !== want)
         return {
           runs: false,
-          why: `its nodeSelector wants ${k}=${want}, the node has ${k in labels ? `${k}=${labels[k]}` : `no label ${k}`}`,
+          why:
+            `its nodeSelector wants ${k}=${want}, the node has ` +
+            `${k in labels ? `${k}=${labels[k]}` : `no label ${k}`}`,
         };
     }
   }

@@ -136,7 +136,8 @@ export class CachePodLookup implements PodLookup {
         return failed(
           404,
           "not found in the API (404)",
-          `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, not ${uid}: it was deleted and created again`,
+          `${what} has UID ${uidOf(pod) ?? "(none)"} on ${this.d.api.server}, ` +
+            `not ${uid}: it was deleted and created again`,
         );
       }
     }

@@ -2,9 +2,9 @@
 // (store.ts) never changes an object it holds: each list and each ADDED or MODIFIED event stores
 // a new one, trimmed (and the objects the lookup GETs are new too). So the same object is the
 // same parse, and a WeakMap keyed on it forgets it once the cache lets the object go. The ADD
-// planner (plan-add.ts) and repair's rounds (repair.ts) share it: before, repair parsed every
-// pod of the node again at every round (110 trimmed pods: about 1 ms warm, 7 ms cold under bun),
-// though a watch change is one pod and each change kicks a round.
+// planner (../socket/plan-add.ts) and repair's rounds (../repair/plan.ts) share it, so a round
+// parses only the pods that changed: a watch change is one pod, and each change kicks a round
+// (perf: see docs/benchmarks.md).
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../../kube/objects.ts";
 
 const pods = new WeakMap<object, Pod | undefined>();

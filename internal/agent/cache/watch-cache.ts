@@ -201,7 +201,12 @@ export class Informer implements CachedResource {
         const rv = list?.metadata?.resourceVersion;
         if (!list || !Array.isArray(list.items) || typeof rv !== "string") {
           this.fail(
-            `listing ${this.o.path} failed: ${a.kind === "status" ? `${a.status}${a.message ? ` ${a.message}` : ""}` : a.kind === "unreachable" ? a.reason : "not a list"}`,
+            `listing ${this.o.path} failed: ` +
+              (a.kind === "status"
+                ? `${a.status}${a.message ? ` ${a.message}` : ""}`
+                : a.kind === "unreachable"
+                  ? a.reason
+                  : "not a list"),
           );
           await backoff();
           continue;
@@ -245,7 +250,8 @@ export class Informer implements CachedResource {
       if (expired || (end.kind === "status" && end.status === 410)) {
         this.expired++;
         this.o.log?.info(
-          `watch cache (${this.o.resource}): resourceVersion ${this.store.resourceVersion} expired (410 Gone): listing again, serving the cached objects meanwhile`,
+          `watch cache (${this.o.resource}): resourceVersion ${this.store.resourceVersion} ` +
+            `expired (410 Gone): listing again, serving the cached objects meanwhile`,
         );
         needList = true;
         continue;

@@ -199,7 +199,9 @@ export class Installer {
     if (!canRun || root === undefined) return present[0];
     if (fs.list(root) === undefined) {
       this.hostProblems = [];
-      this.hostCheck = `host check skipped: ${root} is not there (the DaemonSet mounts the host's ${HOST_CHECK_PATHS.join(", ")} under it, read-only; see --host-root)`;
+      this.hostCheck =
+        `host check skipped: ${root} is not there (the DaemonSet mounts ` +
+        `the host's ${HOST_CHECK_PATHS.join(", ")} under it, read-only; see --host-root)`;
       this.once("host", "warn", `${this.hostCheck}; installing ${present[0]} unchecked`);
       return present[0];
     }
@@ -210,7 +212,9 @@ export class Installer {
       if (v.ok === true) {
         this.hostProblems = [];
         const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
-        this.hostCheck = `this host can run ${c} (${v.machine}, ${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`;
+        this.hostCheck =
+          `this host can run ${c} (${v.machine}, ` +
+          `${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`;
         this.once("host", "info", this.hostCheck);
         return c;
       }
@@ -273,7 +277,8 @@ export class Installer {
     const service = this.config.service;
     if (!service) {
       throw new InstallError(
-        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; they come with every pod, or set them to the API server's address",
+        "KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are not set; " +
+          "they come with every pod, or set them to the API server's address",
       );
     }
     const sa = this.config.serviceAccountDir;
@@ -451,8 +456,10 @@ export class Installer {
       const verdict = this.backoff.note(sel.name, this.deps.now());
       if (verdict.startedBackoff) {
         log.warn(
-          `${join(dir, sel.name)} keeps losing meshcni's entry (re-chained more than ${this.backoffOptions.budget} times in ${this.backoffOptions.windowMs / 1000} s): ` +
-            "another component rewrites it; backing off. If it is a CNI agent that owns the folder, let it keep foreign plugins (Cilium: cni.exclusive=false)",
+          `${join(dir, sel.name)} keeps losing meshcni's entry (re-chained more than ` +
+            `${this.backoffOptions.budget} times in ${this.backoffOptions.windowMs / 1000} s): ` +
+            "another component rewrites it; backing off. If it is a CNI agent that " +
+            "owns the folder, let it keep foreign plugins (Cilium: cni.exclusive=false)",
         );
       }
     }
@@ -475,7 +482,8 @@ export class Installer {
       const parsed = parseHostConfig(source, text);
       if (parsed.ok) return { name: source, config: parsed.config, text, skipped: sel.skipped };
       this.deps.log.info(
-        `${join(this.config.hostNetDir, source)} was written again and cannot be used; ${record.file}, made from its earlier content, is out of date`,
+        `${join(this.config.hostNetDir, source)} was written again and cannot be used; ` +
+          `${record.file}, made from its earlier content, is out of date`,
       );
       this.undoRecord(record);
       sel = this.readSelection();
@@ -495,7 +503,8 @@ export class Installer {
   private undoStale(stale: UndoRecord[]): void {
     for (const record of stale) {
       this.deps.log.info(
-        `${join(this.config.hostNetDir, record.file)} is no longer the config the runtime reads first; undoing meshcni's change there`,
+        `${join(this.config.hostNetDir, record.file)} is no longer the ` +
+          `config the runtime reads first; undoing meshcni's change there`,
       );
       this.undoRecord(record);
     }

@@ -175,7 +175,8 @@ export async function runInstall(
       inst.uninstall();
     } else {
       log.info(
-        `stopping: ${decision.why}; leaving meshcni installed (pods that need the mesh fail closed until an agent runs again; --uninstall undoes)`,
+        `stopping: ${decision.why}; leaving meshcni installed (pods that need ` +
+          `the mesh fail closed until an agent runs again; --uninstall undoes)`,
       );
     }
     return true;

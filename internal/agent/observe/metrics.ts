@@ -278,13 +278,15 @@ export function renderMetrics(m: MetricsInput): string {
     ...family(
       "meshcni_repair_refusals_total",
       "counter",
-      "Evictions of bypassing pods that the API server refused (429: a PodDisruptionBudget); each is tried again later.",
+      "Evictions of bypassing pods that the API server refused (429: " +
+        "a PodDisruptionBudget); each is tried again later.",
       [[{}, m.refusals ?? 0]],
     ),
     ...family(
       "meshcni_agent_bypassing_pods",
       "gauge",
-      "Pods of this node whose mesh validator's latest run found no redirect and that are not evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.",
+      "Pods of this node whose mesh validator's latest run found no redirect and that are not " +
+        "evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.",
       [[{}, m.bypassing ?? 0]],
     ),
     ...family(

@@ -113,7 +113,9 @@ export function renderFallbackLog(file: string, content: string): OutputLine[] {
   return [
     {
       level: "info",
-      text: `the plugin wrote ${kept.length} line(s) to ${quoteValue(file)} while the agent was not answering; they follow`,
+      text:
+        `the plugin wrote ${kept.length} line(s) ` +
+        `to ${quoteValue(file)} while the agent was not answering; they follow`,
     },
     ...kept.map(pluginLine),
     { level: "info", text: `end of ${quoteValue(file)}` },

@@ -1,4 +1,4 @@
-// The agent's writes to the API server, through its Kubernetes client (kube-client.ts): a pod's
+// The agent's writes to the API server, through its Kubernetes client (kube/client.ts): a pod's
 // eviction (POST of an Eviction) or DELETE, each with the pod's UID as a precondition, POST of an
 // Event, PATCH of its node. Answers come back as data, never as exceptions.
 import type { KubeClient } from "../../kube/client.ts";

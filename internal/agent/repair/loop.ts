@@ -79,7 +79,10 @@ export function startRepair(d: RepairDeps): RepairLoop {
   let untainted = d.startupTaint === undefined;
   let taintTries = 0;
 
-  /** Says each kind of thing once until it changes: until `same` changes, when given (a countdown's seconds are no change). */
+  /**
+   * Says each kind of thing once until it changes: until `same` changes, when given (a countdown's
+   * seconds are no change).
+   */
   const say = (kind: "repair" | "taint" | "unverified", level: "info" | "warn", text: string, same = text) => {
     if (said.get(kind) !== same) log[level](text);
     said.set(kind, same);
@@ -160,7 +163,8 @@ export function startRepair(d: RepairDeps): RepairLoop {
       say(
         "taint",
         "warn",
-        `cannot read node ${cfg.node} to remove the startup taint ${key}: ${got.kind === "status" ? `answered ${got.status}` : got.reason}`,
+        `cannot read node ${cfg.node} to remove the startup taint ${key}: ` +
+          `${got.kind === "status" ? `answered ${got.status}` : got.reason}`,
       );
       return;
     }
@@ -174,7 +178,8 @@ export function startRepair(d: RepairDeps): RepairLoop {
     if (r.ok) {
       untainted = true;
       log.info(
-        `removed the startup taint ${key} from node ${cfg.node}: meshcni is chained and the agent knows the node's pods`,
+        `removed the startup taint ${key} from node ${cfg.node}: ` +
+          `meshcni is chained and the agent knows the node's pods`,
       );
     } else if (++taintTries % 10 === 1) {
       log.warn(`cannot remove the startup taint ${key} from node ${cfg.node} (trying again): ${r.reason}`);
@@ -260,8 +265,8 @@ export function startRepair(d: RepairDeps): RepairLoop {
   // While only the grace period is pending, nothing but the clock and the chain can change the
   // plan (the watch kicks a round on any change of the node's pods, and with no pod bypassing
   // the records change nothing): the timer looks at the chain every intervalMs, as a round
-  // would, and plans again when it broke or the grace period is over. Before, each of those
-  // ticks judged every pod and read every record (110 pods: about 4 ms of CPU a second).
+  // would, and plans again when it broke or the grace period is over, rather than judge every pod
+  // and read every record at each tick (perf: see docs/benchmarks.md).
   let timer: ReturnType<typeof setTimeout> | undefined;
   /** The timer is set at the settled pace. */
   let long = false;

@@ -3,7 +3,7 @@
 // decision (internal/plugin/pre-api.ts, then the mesh profile's decide), the clock and the
 // agent's memory of earlier rounds go in; the bypassing and unverified pods, the acts to make and
 // the next memory come out. The shell (internal/agent/repair/loop.ts) evicts or deletes, posts
-// Events and logs. A pod's parse is kept per cached object (parsed.ts).
+// Events and logs. A pod's parse is kept per cached object (../cache/parsed.ts).
 //
 // The agent acts only on positive evidence that a pod bypasses the mesh: its mesh's validator
 // init container's latest run failed with the code that means "no redirect" (validator.ts).
@@ -206,7 +206,7 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
   const meshInit = MESH_INIT_CONTAINERS.find((n) => init.includes(n));
   if (meshInit) return { kind: "ignore", why: `carries ${meshInit}, which sets up its own rules` };
   if (!uid) return { kind: "ignore", why: "no UID (an eviction or a delete could not be held to this pod)" };
-  // Parsed once per cached object (parsed.ts): a round parses only the pods that changed.
+  // Parsed once per cached object (../cache/parsed.ts): a round parses only the pods that changed.
   const pod: Pod | undefined = cachedPod(raw);
   if (!pod) return { kind: "ignore", why: "a pod object the plugin could not read" };
   const decision = cfg.profile.decide(pod, cfg.conf);

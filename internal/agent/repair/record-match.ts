@@ -1,4 +1,4 @@
-// Which of the plugin's records (protocol.ts's PodRecord: one per sandbox it ADDed, with the
+// Which of the plugin's records (wire/state.ts's PodRecord: one per sandbox it ADDed, with the
 // container ID and the time of the ADD) covers a pod's CURRENT sandbox. A record is the pod's when
 // its UID is the pod's (or, when either side has no UID, its namespace and name are); it is the
 // current sandbox's when the ADD came at most ADD_BEFORE_READY_MAX_MS before the sandbox became

@@ -6,7 +6,7 @@
 // `lastState.terminated` while the container waits to run again (CrashLoopBackOff), and nothing
 // while it runs (the run in progress decides). A failure that ended before the pod's current
 // sandbox was ready (PodReadyToStartContainers' lastTransitionTime) was in an earlier sandbox and
-// says nothing about this one. Pure; shared by repair (repair.ts) and `meshcnictl check --pods`.
+// says nothing about this one. Pure; shared by repair (plan.ts) and `meshcnictl check --pods`.
 
 /** Validator init container -> the exit code with which it reports a missing redirect. */
 export const VALIDATOR_EXIT_CODES: Readonly<Record<string, number>> = {

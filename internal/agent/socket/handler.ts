@@ -1,4 +1,4 @@
-// The agent's answers on its Unix socket (protocol.ts), as a fetch handler: Request in, Response
+// The agent's answers on its Unix socket (wire/protocol.ts), as a fetch handler: Request in, Response
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/agent/socket/serve.ts.
 import { buildAnsweredReport, epochNow, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";

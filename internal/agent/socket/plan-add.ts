@@ -1,4 +1,4 @@
-// The node agent plans the plugin's ADD (POST /v1/add, protocol.ts): the plugin's own run.ts,
+// The node agent plans the plugin's ADD (POST /v1/add, wire/protocol.ts): the plugin's own run.ts,
 // run in the agent with planOnly, on PluginDeps that answer from the watch cache and write the
 // container's record. The agent is a warm process; the plugin then has only to apply the plan
 // (internal/plugin/agent/add.ts), so a warm ADD loads no config schema, no mesh profile and no API

@@ -1,4 +1,4 @@
-// The state folder the plugin and the agent share (protocol.ts): the plugin's records of the
+// The state folder the plugin and the agent share (wire/state.ts): the plugin's records of the
 // containers it handled, read for /status and repair; the fallback log the plugin appends to
 // while the agent is down, printed and emptied by the agent. The undo that SIGTERM runs when
 // meshcni is being removed takes only the socket away: the records outlive a reinstall (they sit
@@ -22,8 +22,8 @@ import { readFileNoFollow, writeFileNoFollow } from "./safe-file.ts";
 export const MAX_RECORD_BYTES = 64 << 10;
 
 /**
- * Writes a record for the plugin (an ADD the agent planned, plan-add.ts): a temp file of a random
- * name in the records folder, then rename(2), as the plugin writes its own
+ * Writes a record for the plugin (an ADD the agent planned, ../socket/plan-add.ts): a temp file
+ * of a random name in the records folder, then rename(2), as the plugin writes its own
  * (internal/plugin/io/state.ts); no symbolic link is followed (safe-file.ts).
  */
 export function writeRecordFor(stateDir: string, record: PodRecord): void {

@@ -65,12 +65,18 @@ export function unchainableVersion(doc: JsonObject): string | undefined {
     (x): x is string => typeof x === "string",
   );
   if (versions.length === 0) {
-    return "it has no cniVersion, so runtimes call its plugins as CNI 0.1.0, which cannot chain; meshcni needs 0.3.0 or later";
+    return (
+      "it has no cniVersion, so runtimes call its plugins as " +
+      "CNI 0.1.0, which cannot chain; meshcni needs 0.3.0 or later"
+    );
   }
   const ours = SUPPORTED_VERSIONS as readonly string[];
   if (!versions.some((x) => ours.includes(x))) {
     const old = versions.every((x) => compareVersions(x, "0.3.0") < 0);
-    return `its cniVersion ${versions.join(", ")} is ${old ? "too old to chain plugins" : "not one meshcni speaks"}; meshcni speaks ${ours.join(", ")}`;
+    return (
+      `its cniVersion ${versions.join(", ")} is ` +
+      `${old ? "too old to chain plugins" : "not one meshcni speaks"}; meshcni speaks ${ours.join(", ")}`
+    );
   }
   return undefined;
 }

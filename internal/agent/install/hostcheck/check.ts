@@ -209,7 +209,9 @@ export function checkHostCanRun(
     return undefined;
   };
 
-  const outside = `outside what the agent sees of the host (${view.sees ? `${view.sees.join(", ")} through ${rootLabel}` : rootLabel})`;
+  const outside =
+    `outside what the agent sees of the host ` +
+    `(${view.sees ? `${view.sees.join(", ")} through ${rootLabel}` : rootLabel})`;
   const interp = resolveInRoot(view, info.interpreter);
   const loader = describeLoader(info.interpreter, libc, machine);
   if (interp?.kind === "unseen") {
@@ -222,7 +224,8 @@ export function checkHostCanRun(
   }
   if (interp?.kind !== "file") {
     return fail([
-      `the host has no ${info.interpreter} (${loader}), which ${label} needs to start: every ADD would fail with "no such file or directory" (looked through ${rootLabel})`,
+      `the host has no ${info.interpreter} (${loader}), which ${label} needs to start: ` +
+        `every ADD would fail with "no such file or directory" (looked through ${rootLabel})`,
     ]);
   }
   const wrong = sameKind(interp.real);
@@ -289,11 +292,13 @@ export function checkHostCanRun(
       const passed = rejected.length ? `; passed over ${rejected.join("; ")}` : "";
       if (out.length > 0 || unseenSources.length > 0) {
         skipped.push(
-          `${name}, which ${who} loads, is not in ${where} as the agent sees them${passed}; the loader may also find it through ${[...out, ...unseenSources].join(", ")}, ${outside}`,
+          `${name}, which ${who} loads, is not in ${where} as the agent sees them${passed}; ` +
+            `the loader may also find it through ${[...out, ...unseenSources].join(", ")}, ${outside}`,
         );
       } else {
         problems.push(
-          `the host has no ${name} for ${machine}, which ${who} loads (looked in ${where} through ${rootLabel}${passed}${pathFileNote})`,
+          `the host has no ${name} for ${machine}, which ${who} loads ` +
+            `(looked in ${where} through ${rootLabel}${passed}${pathFileNote})`,
         );
       }
       continue;

@@ -158,7 +158,8 @@ describe("can the host run the plugin", () => {
       libc: "glibc",
       machine: "x86-64",
       problems: [
-        `the host has no ${GLIBC_X86} (glibc's loader for x86-64), which /opt/meshcni/meshcni needs to start: every ADD would fail with "no such file or directory" (looked through /host/root)`,
+        `the host has no ${GLIBC_X86} (glibc's loader for x86-64), which /opt/meshcni/meshcni needs to start: ` +
+          `every ADD would fail with "no such file or directory" (looked through /host/root)`,
       ],
     });
   });
@@ -173,7 +174,8 @@ describe("can the host run the plugin", () => {
     const tree = { ...debian(), "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": lib(ARM) };
     const v = check(tree, bun);
     expect(v.ok === false && v.problems).toEqual([
-      `the host's ${GLIBC_X86} is for aarch64 (64-bit), not x86-64 (64-bit): /opt/meshcni/meshcni needs glibc's loader for x86-64 (looked through /host/root)`,
+      `the host's ${GLIBC_X86} is for aarch64 (64-bit), not x86-64 (64-bit): ` +
+        `/opt/meshcni/meshcni needs glibc's loader for x86-64 (looked through /host/root)`,
     ]);
     const text = check({ ...debian(), "/usr/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2": "#!/bin/sh\n" }, bun);
     expect(text.ok === false && text.problems[0]).toContain("is not an ELF file");
@@ -185,8 +187,11 @@ describe("can the host run the plugin", () => {
     tree["/usr/lib/x86_64-linux-gnu/libdl.so.2"] = lib(X86, ["libgone.so.1"]);
     const v = check(tree, bun);
     expect(v.ok === false && v.problems).toEqual([
-      "the host has no libm.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in ld.so.cache, /lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
-      "the host has no libgone.so.1 for x86-64, which libdl.so.2 (needed by /opt/meshcni/meshcni) loads (looked in ld.so.cache, /lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
+      "the host has no libm.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in ld.so.cache, " +
+        "/lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
+      "the host has no libgone.so.1 for x86-64, which libdl.so.2 (needed by " +
+        "/opt/meshcni/meshcni) loads (looked in ld.so.cache, /lib/x86_64-linux-gnu, " +
+        "/usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
     ]);
   });
 
@@ -231,7 +236,8 @@ describe("can the host run the plugin", () => {
       };
       const v = check(debianMusl, muslBin);
       expect(v.ok === false && v.problems).toEqual([
-        "the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in /lib/x86_64-linux-musl, /usr/lib/x86_64-linux-musl through /host/root)",
+        "the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads " +
+          "(looked in /lib/x86_64-linux-musl, /usr/lib/x86_64-linux-musl through /host/root)",
       ]);
     });
 
@@ -284,7 +290,8 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
       libc: "glibc",
       machine: "x86-64",
       skipped: [
-        `/opt/meshcni/meshcni starts with ${GLIBC_X86} (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, ${SEES}`,
+        `/opt/meshcni/meshcni starts with ${GLIBC_X86} (glibc's loader for x86-64), ` +
+          `which leads to /nix/store/abc-nix-ld/lib/ld.so, ${SEES}`,
       ],
     });
   });
@@ -299,7 +306,9 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
     const v = checkMounted(tree, bun);
     expect(v.ok).toBeNull();
     expect(v.ok === null && v.skipped).toEqual([
-      `libm.so.6, which /opt/meshcni/meshcni loads, is not in ld.so.cache, /lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib as the agent sees them; the loader may also find it through /opt/glibc/libm.so.6, ${SEES}`,
+      `libm.so.6, which /opt/meshcni/meshcni loads, is not in ld.so.cache, /lib/x86_64-linux-gnu, ` +
+        `/usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib as the agent sees them; ` +
+        `the loader may also find it through /opt/glibc/libm.so.6, ${SEES}`,
     ]);
     // The whole root shows it: it runs.
     expect(check(tree, bun).ok).toBe(true);
@@ -312,7 +321,8 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
     delete tree["/usr/lib/x86_64-linux-gnu/libm.so.6"];
     const v = checkMounted(tree, bun);
     expect(v.ok === false && v.problems).toEqual([
-      "the host has no libm.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in ld.so.cache, /lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
+      "the host has no libm.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in ld.so.cache, " +
+        "/lib/x86_64-linux-gnu, /usr/lib/x86_64-linux-gnu, /lib64, /usr/lib64, /lib, /usr/lib through /host/root)",
     ]);
   });
 
@@ -344,7 +354,9 @@ describe("only the mounted host paths (/usr, /lib, /lib64, /etc/ld.so.cache)", (
         muslBin,
       );
       expect(v.ok === false && v.problems).toEqual([
-        `the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads (looked in /lib, /usr/local/lib, /usr/lib through /host/root; /etc/ld-musl-x86_64.path, which can name other folders, is ${SEES}: these are musl's defaults)`,
+        `the host has no libstdc++.so.6 for x86-64, which /opt/meshcni/meshcni loads ` +
+          `(looked in /lib, /usr/local/lib, /usr/lib through /host/root; /etc/ld-musl-x86_64.path, ` +
+          `which can name other folders, is ${SEES}: these are musl's defaults)`,
       ]);
     });
   });
