@@ -80,7 +80,8 @@ current-context: c
   });
   test("a server that is not http(s)://HOST[:PORT][/PATH] is refused (the one check, meshcnictl's too)", () => {
     const kc = (server: string) =>
-      `clusters:\n- name: a\n  cluster:\n    server: ${server}\ncontexts:\n- name: c\n  context:\n    cluster: a\ncurrent-context: c\n`;
+      `clusters:\n- name: a\n  cluster:\n    server: ${server}\ncontexts:\n` +
+      `- name: c\n  context:\n    cluster: a\ncurrent-context: c\n`;
     // A proxy's path prefix is kept, as kubectl keeps it; trailing slashes go.
     expect(parseKubeconfig(kc("https://x/k8s/clusters/c-1/"), "/").server).toBe("https://x/k8s/clusters/c-1");
     expect(() => parseKubeconfig(kc("https://x/path?debug=1"), "/")).toThrow(/must be http\(s\):\/\/HOST\[:PORT\]/);

@@ -2,8 +2,8 @@
 // label, a pod, node or DaemonSet name a subdomain. Pure, and small enough for the plugin.
 //
 // The checks are character loops, not the RegExps below: they run on the plugin's hot path (every
-// pod's CNI_ARGS), where a fresh process compiles each RegExp on its first use (about 0.07 ms
-// apiece here). names.test.ts holds the loops to the RegExps.
+// pod's CNI_ARGS), where a fresh process compiles each RegExp on its first use (perf: see
+// docs/benchmarks.md). names.test.ts holds the loops to the RegExps.
 
 /** A DNS-1123 label's characters; isDnsLabel also bounds its length. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -12,8 +12,8 @@ export const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 
 /**
  * Whether s[from, to) is a label of any length: alphanumerics and `-`, alphanumeric at both ends.
- * The character classes are written out, not a helper called per character: a function called
- * that often gets compiled by the JIT in a short process, which costs more than it saves.
+ * The character classes are written out, not a helper called per character: in a short process
+ * such a helper costs more than it saves (perf: see docs/benchmarks.md).
  */
 function label(s: string, from: number, to: number): boolean {
   if (to <= from) return false;

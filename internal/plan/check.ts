@@ -24,7 +24,7 @@ const STAGES: readonly string[] = ["filter", "mangle", "nat", "raw"] satisfies S
 const CT_STATES: readonly string[] = ["INVALID", "RELATED", "ESTABLISHED"];
 /**
  * The `ip` commands a plan may hold, word for word, with NUM for a number: the ones the Istio
- * profile writes (mesh/istio-rules.ts: the ::6 address, TPROXY's policy rule and local route).
+ * profile writes (mesh/istio/rules.ts: the ::6 address, TPROXY's policy rule and local route).
  * Anything else (another subcommand, an option such as -batch or -n, `netns`) is refused: `ip`
  * runs as root with the host's files.
  */
@@ -55,8 +55,8 @@ class PlanError extends Error {
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
 
 /**
- * xs.map(f) as a plain loop: this runs in the plugin's fresh process, where each of JSC's
- * callback builtins (map, every, some, ...) is compiled on its first use (0.05 to 0.25 ms each).
+ * xs.map(f) as a plain loop: this runs in the plugin's fresh process, where each callback builtin
+ * (map, every, some, ...) is compiled on its first use (perf: see docs/benchmarks.md).
  */
 function each<T, U>(xs: readonly T[], f: (x: T, i: number) => U): U[] {
   const out: U[] = [];

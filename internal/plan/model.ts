@@ -25,10 +25,9 @@ export const COMMENT_TEXT = /^[A-Za-z0-9_.,:/ -]{1,200}$/;
 
 // What the three RegExps above match, checked with character loops: the plugin checks every
 // plan the agent sends (check.ts) in a fresh process, where each RegExp is compiled on its first
-// use (0.03 to 0.07 ms apiece). The character classes are written out in each loop rather than
-// called as small helpers: a helper called for every character of every name and comment gets
-// hot enough for JavaScriptCore to compile it with its Baseline and DFG JITs, a millisecond of
-// CPU that no RegExp ever cost. model.test.ts holds each loop to its RegExp.
+// use. The character classes are written out in each loop rather than called as small helpers: a
+// helper called for every character of every name and comment costs the process more than the
+// RegExps would (perf: see docs/benchmarks.md). model.test.ts holds each loop to its RegExp.
 
 /** What CHAIN_NAME matches: an upper-case letter, then up to 28 upper-case letters, digits or `_`. */
 export function isChainName(s: string): boolean {
@@ -140,8 +139,8 @@ export interface Plan {
 /**
  * The command that undoes `cmd`: `rule add` → `rule del`, `route replace` → `route del`,
  * `addr replace` → `addr del`, the same words after the verb; undefined for a verb that has none.
- * A failed ADD undoes what it ran (backends/apply-plan.ts), and Istio's DEL clean-up is the undo
- * of every command its plans can hold (mesh/istio-rules.ts).
+ * A failed ADD undoes what it ran (firewall/apply.ts), and Istio's DEL clean-up is the undo
+ * of every command its plans can hold (mesh/istio/rules.ts).
  */
 export function undoIpCommand(cmd: IpCommand): IpCommand | undefined {
   const [object, verb, ...rest] = cmd.argv;

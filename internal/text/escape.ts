@@ -40,12 +40,16 @@ export function quote(s: string): string {
 /** A value that is plainly safe bare in a key=value field: letters, digits and `._:/@+-`. */
 export const PLAIN_VALUE = /^[A-Za-z0-9._:/@+-]+$/;
 
-/** What PLAIN_VALUE matches, checked with a loop: no RegExp to compile in the plugin's fresh process (escape.test.ts holds the two together). */
+/**
+ * What PLAIN_VALUE matches, checked with a loop: no RegExp to compile in the plugin's fresh process
+ * (escape.test.ts holds the two together).
+ */
 export function isPlainValue(s: string): boolean {
   if (s.length === 0) return false;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 58) || (c >= 45 && c <= 47)) continue; // letters, digits, `:`, `-./`
+    // letters, digits, `:`, `-./`
+    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90) || (c >= 48 && c <= 58) || (c >= 45 && c <= 47)) continue;
     if (c !== 95 && c !== 64 && c !== 43) return false; // `_@+`
   }
   return true;
