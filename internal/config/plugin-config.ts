@@ -118,7 +118,7 @@ export const PluginConfSchema = v.looseObject({
   linkerd: v.optional(LinkerdSectionSchema, {}),
   istio: v.optional(IstioSectionSchema, {}),
   prevResult: PrevResultSchema,
-  /** The node agent's Unix socket (the agent writes it; protocol.ts). */
+  /** The node agent's Unix socket (the agent writes it; wire/protocol.ts). */
   agent_socket: v.optional(AbsolutePath, DEFAULT_AGENT_SOCKET),
   /** Where the plugin keeps its records and, while the agent is down, its log. */
   state_dir: v.optional(AbsolutePath, DEFAULT_STATE_DIR),
@@ -146,7 +146,10 @@ function deepFreeze<T>(x: T): T {
 const recent = new Map<string, PluginConf>();
 const RECENT_MAX = 8;
 
-/** `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it does not validate or has no key (the whole parse then runs). */
+/**
+ * `obj` through the schema as the whole parse would, from `recent` when it can; undefined when it
+ * does not validate or has no key (the whole parse then runs).
+ */
 function parseRecent(obj: Record<string, unknown>): PluginConf | undefined {
   const { prevResult, ...rest } = obj;
   // JSON writes 1e400 as null and -0 as 0: such an entry gets no key, so it never stands for another.
@@ -178,7 +181,8 @@ export function parsePluginConf(stdin: string): PluginConf {
     throw new CniError(
       Code.DecodeFailure,
       "error decoding network config",
-      `it nests deeper than ${MAX_JSON_DEPTH} levels; the runtime must pass the plugin's conflist entry as JSON on stdin`,
+      `it nests deeper than ${MAX_JSON_DEPTH} levels; ` +
+        `the runtime must pass the plugin's conflist entry as JSON on stdin`,
     );
   }
   let raw: unknown;

@@ -18,8 +18,8 @@ export async function applyPlan(
   // Most plans have none (every Linkerd pod): no Promise.allSettled then, a builtin the plugin's
   // fresh process would compile on its first use.
   if (plan.ipCommands.length === 0) return;
-  // Each `ip` is a process (nsenter + ip, 2-3 ms): started together, a dual-stack TPROXY pod's
-  // five take about as long as one.
+  // Each `ip` is a process of its own (nsenter + ip): started together, a dual-stack TPROXY
+  // pod's five take about as long as one.
   const settled = await Promise.allSettled(plan.ipCommands.map((cmd) => fw.ip(cmd.family, cmd.argv, signal)));
   const changed: IpCommand[] = [];
   let failure: unknown;

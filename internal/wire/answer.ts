@@ -10,7 +10,7 @@ import { type AddAnswer, LOOKUP_SOURCES, type Outcome, REPORT_LIMITS as L } from
 import { IPTABLES_MODES } from "../firewall/registry.ts";
 
 const isObj = (x: unknown): x is Record<string, unknown> => typeof x === "object" && x !== null && !Array.isArray(x);
-/** The lines' context as run.ts writes it: the command and the container ID's first 12 characters. */
+/** The lines' context as plugin/run.ts writes it: the command and the container ID's first 12 characters. */
 const isContext = (c: string) => c === "ADD" || (c.length <= 16 && c.startsWith("ADD ") && safeContainerId(c.slice(4)));
 
 /**
@@ -87,7 +87,7 @@ const str = (x: unknown, max: number): x is string => typeof x === "string" && x
 const count = (x: unknown, max: number): x is number =>
   typeof x === "number" && Number.isInteger(x) && x >= 0 && x <= max;
 
-/** The summary rebuilt from what a report may carry (agent/report.ts checks reports again). */
+/** The summary rebuilt from what a report may carry (agent/observe/report.ts checks reports again). */
 function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
   if (!isObj(s) || typeof s.outcome !== "string" || !ADD_OUTCOMES.includes(s.outcome) || !str(s.reason, L.reason))
     return undefined;

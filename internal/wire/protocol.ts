@@ -17,7 +17,7 @@
 //                                  failed, or no node name); the plugin falls back to its kubeconfig
 //   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines (a DEL's report
 //                                       is printed only for a container the agent held a record of)
-//   POST /v1/add  AddRequest          the agent plans an ADD (plan-add.ts): it checks the
+//   POST /v1/add  AddRequest          the agent plans an ADD (agent/socket/plan-add.ts): it checks the
 //     200 AddAnswer                   environment and config, looks the pod up, decides, writes
 //                                     the container's record and answers the plugin's stdout, log
 //                                     lines and, for a meshed pod, the plan the plugin applies
@@ -70,9 +70,10 @@ export interface AddRequest {
   stdin: string;
   /**
    * When the command started, in milliseconds since the epoch (the plugin's performance.timeOrigin
-   * plus its start: the node's wall clock, as the agent reads it, plan-add.ts's epochNow). With it, an answer without
-   * rules is reported by the agent itself (AddAnswer.reported), its duration counted to the
-   * answer. Without it (an older plugin), the plugin reports as for any command.
+   * plus its start: the node's wall clock, as the agent reads it, agent/socket/plan-add.ts's
+   * epochNow). With it, an answer without rules is reported by the agent itself
+   * (AddAnswer.reported), its duration counted to the answer. Without it (an older plugin), the
+   * plugin reports as for any command.
    */
   startedMs?: number;
 }
@@ -102,7 +103,10 @@ export interface AddAnswer {
     lookup?: LookupSource;
     pod?: { namespace: string; name: string; uid?: string };
   };
-  /** For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin checks and applies them. */
+  /**
+   * For a meshed pod: the plan (internal/plan/model.ts) and the firewall settings; the plugin
+   * checks and applies them.
+   */
   apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
   /**
    * The agent wrote the container's record (a meshed pod's, before this answer: the plugin removes
@@ -117,7 +121,10 @@ export interface AddAnswer {
   reported?: boolean;
 }
 
-/** 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields the profiles never read). */
+/**
+ * 200 answer to a pod lookup: the objects as the API server sent them (the agent may trim fields
+ * the profiles never read).
+ */
 export interface PodAnswer {
   pod: unknown;
   namespace: unknown;
@@ -148,7 +155,7 @@ export type Outcome = "meshed" | "skipped" | "removed" | "untouched" | "failed" 
 /** Where the pod object came from for this command. */
 export type LookupSource = "agent-cache" | "agent-api" | "kubeconfig" | "none";
 
-// The values a Report may carry: agent/report.ts's schema checks reports with them, and the
+// The values a Report may carry: agent/observe/report.ts's schema checks reports with them, and the
 // plugin (which loads no schema library) checks the agent's answers with the same ones.
 export const COMMANDS = ["ADD", "DEL", "CHECK", "STATUS", "GC"] as const satisfies readonly Command[];
 export const OUTCOMES = [

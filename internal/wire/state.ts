@@ -63,9 +63,9 @@ export const DEFAULT_MAX_RECORDS = 4096;
 export const DEFAULT_NETNS_DIR = "/var/run/netns";
 
 /**
- * Notes earlier agents kept in STATE_DIR (when the records became complete, when the chain was put
- * in place) for a repair that judged pods by a missing record; no longer read or written, removed
- * by `--uninstall`.
+ * Notes an agent of an older version kept in STATE_DIR (when the records became complete, when
+ * the chain was put in place), for a repair that judged pods by a missing record. Nothing reads
+ * or writes them; `--uninstall` removes them.
  */
 export const LEGACY_STATE_NOTES = ["records-since", "chained-since"] as const;
 
@@ -80,7 +80,7 @@ export const FALLBACK_LOG_MAX_BYTES = 1 << 20;
 /**
  * A container ID that is safe in a file name: the CNI spec's form (parseCmdArgs checks it too),
  * at most 256 characters. What CONTAINER_ID matches, checked with a loop (no RegExp to compile on
- * the plugin's hot path); internal/plugin/io/state.test.ts holds the two together.
+ * the plugin's hot path); state.test.ts holds the two together.
  */
 export const CONTAINER_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,255}$/;
 

@@ -4,7 +4,7 @@ import type { Command, Report } from "./protocol.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isPlainValue } from "../text/escape.ts";
 
-/** What run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
+/** What plugin/run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
 export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;
 
 /** `s` as a report carries it: a reason, and the pod CNI_ARGS names when the command found none. */
@@ -39,8 +39,8 @@ export function buildReport(o: {
   version: string;
 }): Report {
   const s = o.summary;
-  // Loops, not flatMap/filter/map: on the plugin's hot path each of JSC's callback builtins is
-  // compiled on its first use, 0.05 to 0.25 ms apiece in a fresh process.
+  // Loops, not flatMap/filter/map: on the plugin's hot path each callback builtin is compiled on
+  // its first use in a fresh process (perf: see docs/benchmarks.md).
   const lines: string[] = [];
   for (const l of o.lines) for (const p of l.split("\n")) if (p !== "") lines.push(p.slice(0, 16_384));
   const r: Report = {
@@ -69,7 +69,8 @@ const field = (s: string) => (isPlainValue(s) ? s : JSON.stringify(s));
 /** The report as fallback-log lines: the plugin's own lines, then one summary line, each "meshcni: ...". */
 export function fallbackText(r: Report): string {
   const f = [
-    `${r.outcome === "failed" ? "error" : "info"} ${r.command}${r.containerId ? ` ${r.containerId.slice(0, 12)}` : ""}: summary`,
+    `${r.outcome === "failed" ? "error" : "info"} ` +
+      `${r.command}${r.containerId ? ` ${r.containerId.slice(0, 12)}` : ""}: summary`,
   ];
   if (r.pod) f.push(`pod=${field(`${r.pod.namespace}/${r.pod.name}`)}`);
   f.push(`outcome=${r.outcome}`);

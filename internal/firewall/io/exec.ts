@@ -40,6 +40,7 @@ export function timedOut(argv: readonly string[]): CniError {
   return new CniError(
     Code.TryAgainLater,
     "timed out",
-    `${argv.slice(0, 4).join(" ")} did not finish within the plugin's time bound (timeout_seconds); the runtime will retry`,
+    `${argv.slice(0, 4).join(" ")} did not finish within the ` +
+      `plugin's time bound (timeout_seconds); the runtime will retry`,
   );
 }

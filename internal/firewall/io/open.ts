@@ -14,7 +14,8 @@ export function missing(bin: string): CniError {
   return new CniError(
     Code.MissingBinary,
     `${bin} not found on the host`,
-    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, /usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`,
+    `meshcni runs on the node and needs ${bin} in the container runtime's PATH or in /usr/sbin, ` +
+      `/usr/bin, /sbin or /bin; install it on the node (Debian: apt-get install ${pkg})`,
   );
 }
 
@@ -92,7 +93,7 @@ export async function openFirewall(
   };
   // Legacy iptables serialises on a lock file: the pod's namespace file where iptables honours
   // XTABLES_LOCKFILE (1.8.6 and later), else a bounded wait for the host's
-  // (backends/iptables/xtables-lock.ts). nftables takes no lock.
+  // (../iptables/xtables-lock.ts). nftables takes no lock.
   let lock: LockPlan = { waitArgs: settings.wait ? ["--wait"] : [] };
   if (tools.lockAtNetns) {
     const restore = tools.bins[`restore${families[0] ?? 4}`];

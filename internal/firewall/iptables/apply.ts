@@ -17,7 +17,8 @@ function failed(fw: Firewall, family: Family, what: "restore" | "save", r: ExecR
   return new CniError(
     Code.ApplyFailed,
     `${tool(family, what)} failed in the pod network namespace`,
-    `${err} (backend ${fw.backend}); if the host's kernel lacks this backend, set iptables-mode to the one the host uses`,
+    `${err} (backend ${fw.backend}); if the host's kernel lacks ` +
+      `this backend, set iptables-mode to the one the host uses`,
   );
 }
 
@@ -74,7 +75,7 @@ export async function removeChains(
 /**
  * Applies every family; if one fails, the ones applied are rolled back. Where the binaries share
  * no lock (fw.concurrent), the families' transactions run at the same time: a dual-stack pod's
- * ADD then waits for one iptables-restore instead of two (about 4 ms less here).
+ * ADD then waits for one iptables-restore instead of two (perf: see docs/benchmarks.md).
  */
 export async function applyRuleSets(
   fw: Firewall,

@@ -75,8 +75,8 @@ function actionArgs(a: Action, family: 4 | 6): string[] {
 
 /**
  * One family's plan as the RuleSet the restore payloads and CHECK work on. Plain loops, not
- * map/flatMap: the plugin runs this in a fresh process, where each of JSC's callback builtins is
- * compiled on its first use (flatMap alone cost 0.23 ms there).
+ * map/flatMap: the plugin runs this in a fresh process, where each callback builtin is compiled
+ * on its first use (perf: see docs/benchmarks.md).
  */
 export function ruleSetOf(fp: FamilyPlan): RuleSet {
   const chains: { table: Table; name: string }[] = [];

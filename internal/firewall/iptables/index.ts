@@ -31,7 +31,8 @@ export const iptablesBackend: Backend = {
       bins[`save${f}`] = chosen.save[f];
     }
     const warning = chosen.fallback
-      ? `iptables-mode ${chosen.fallback.from}: ${chosen.fallback.missing} not found on the host; using the ${chosen.variant} binaries instead (set iptables-mode to the backend the node has)`
+      ? `iptables-mode ${chosen.fallback.from}: ${chosen.fallback.missing} not found on the host; ` +
+        `using the ${chosen.variant} binaries instead (set iptables-mode to the backend the node has)`
       : undefined;
     return { label: chosen.variant, bins, lockAtNetns: chosen.variant !== "nft", ...(warning ? { warning } : {}) };
   },

@@ -26,12 +26,14 @@ COMMIT
 describe("restore payloads", () => {
   test("fresh payloads create chains with -N so an existing chain fails the whole transaction", () => {
     expect(renderFresh(rs)).toBe(
-      `*nat\n-N MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
+      `*nat\n-N MESH_IN\n` +
+        `-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
     );
   });
   test("reconcile flushes our chains and drops every copy of our rules elsewhere", () => {
     expect(renderReconcile(rs, saved)).toBe(
-      `*nat\n:MESH_IN - [0:0]\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
+      `*nat\n:MESH_IN - [0:0]\n-D PREROUTING -j MESH_IN\n-D PREROUTING -j MESH_IN\n` +
+        `-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\n-A PREROUTING -j MESH_IN\nCOMMIT\n`,
     );
   });
   test("cleanup removes jumps, then flushes and deletes; nothing when nothing is ours", () => {
@@ -139,7 +141,8 @@ describe("CHECK's comparison", () => {
   });
   test("passes on exactly our rules, whatever else the namespace holds", () => {
     const ok = parseSave(
-      `*nat\n:PREROUTING ACCEPT [0:0]\n:MESH_IN - [0:0]\n-A PREROUTING -i eth1 -j DROP\n-A PREROUTING -j MESH_IN\n-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\nCOMMIT\n`,
+      `*nat\n:PREROUTING ACCEPT [0:0]\n:MESH_IN - [0:0]\n-A PREROUTING -i eth1 -j DROP\n-A PREROUTING -j MESH_IN\n` +
+        `-A MESH_IN -p tcp -m comment --comment "in all" -j REDIRECT --to-ports 1\nCOMMIT\n`,
     );
     expect(diffRuleSet(rs, ok)).toEqual([]);
   });

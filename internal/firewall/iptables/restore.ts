@@ -31,8 +31,9 @@ function quoteToken(token: string): string {
  * The plugin renders every meshed pod's rules in a fresh process, which compiles each RegExp on
  * its first use: line breaks are found with indexOf, and quoting needs no replace(). PLAIN_TOKEN
  * stays a RegExp: it is tested on every token of the plan, and on Istio's plans a character loop
- * over their hundreds of characters cost more than compiling the RegExp once (measured).
- * iptables.test.ts holds this to LINE_BREAK and the replace() calls it stands for, byte for byte.
+ * over their hundreds of characters costs more than compiling the RegExp once (perf: see
+ * docs/benchmarks.md). iptables.test.ts holds this to LINE_BREAK and the replace() calls it
+ * stands for, byte for byte.
  */
 export function renderArgs(args: readonly string[]): string {
   let out = "";

@@ -33,47 +33,51 @@ describe("the xtables lock in a pod's namespace", () => {
   });
 });
 
-test("parseIptablesVersion's loop finds what IPTABLES_VERSION (and /nf_tables/) found, on every short string over a small alphabet and on random ones", () => {
-  const was = (text: string) => {
-    const m = IPTABLES_VERSION.exec(text);
-    return m ? { version: [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)], nft: /nf_tables/.test(text) } : undefined;
-  };
-  const bad: string[] = [];
-  const agree = (s: string) => {
-    if (bad.length < 20 && JSON.stringify(parseIptablesVersion(s)) !== JSON.stringify(was(s))) bad.push(s);
-  };
-  const alphabet = ["v", "1", "0", ".", " ", "a", "_", "V", "-", "é"];
-  agree("");
-  everyString(alphabet, 6, agree);
-  const rnd = seededRandom(5);
-  const pieces = [
-    "v",
-    "1",
-    "8",
-    "10",
-    "0",
-    ".",
-    " ",
-    "iptables-restore ",
-    "(legacy)",
-    "(nf_tables)",
-    "nf_tables",
-    "nf_table",
-    "nf_",
-    "tables",
-    "s",
-    "_",
-    "x",
-    "\n",
-    "123456789012345678901234",
-  ];
-  for (let i = 0; i < 50000; i++) {
-    // Random pieces around, half the time, a version as iptables prints one.
-    let s = "";
-    for (let j = rnd(5); j > 0; j--) s += pieces[rnd(pieces.length)];
-    if (rnd(2) === 0) s += `v${rnd(20)}.${rnd(20)}${rnd(2) === 0 ? `.${rnd(20)}` : ""}`;
-    for (let j = rnd(5); j > 0; j--) s += pieces[rnd(pieces.length)];
-    agree(s);
-  }
-  expect(bad).toEqual([]);
-});
+test(
+  "parseIptablesVersion's loop finds what IPTABLES_VERSION (and /nf_tables/) " +
+    "found, on every short string over a small alphabet and on random ones",
+  () => {
+    const was = (text: string) => {
+      const m = IPTABLES_VERSION.exec(text);
+      return m ? { version: [Number(m[1]), Number(m[2]), Number(m[3] ?? 0)], nft: /nf_tables/.test(text) } : undefined;
+    };
+    const bad: string[] = [];
+    const agree = (s: string) => {
+      if (bad.length < 20 && JSON.stringify(parseIptablesVersion(s)) !== JSON.stringify(was(s))) bad.push(s);
+    };
+    const alphabet = ["v", "1", "0", ".", " ", "a", "_", "V", "-", "é"];
+    agree("");
+    everyString(alphabet, 6, agree);
+    const rnd = seededRandom(5);
+    const pieces = [
+      "v",
+      "1",
+      "8",
+      "10",
+      "0",
+      ".",
+      " ",
+      "iptables-restore ",
+      "(legacy)",
+      "(nf_tables)",
+      "nf_tables",
+      "nf_table",
+      "nf_",
+      "tables",
+      "s",
+      "_",
+      "x",
+      "\n",
+      "123456789012345678901234",
+    ];
+    for (let i = 0; i < 50000; i++) {
+      // Random pieces around, half the time, a version as iptables prints one.
+      let s = "";
+      for (let j = rnd(5); j > 0; j--) s += pieces[rnd(pieces.length)];
+      if (rnd(2) === 0) s += `v${rnd(20)}.${rnd(20)}${rnd(2) === 0 ? `.${rnd(20)}` : ""}`;
+      for (let j = rnd(5); j > 0; j--) s += pieces[rnd(pieces.length)];
+      agree(s);
+    }
+    expect(bad).toEqual([]);
+  },
+);

@@ -68,6 +68,7 @@ export function planXtablesLock(versionText: string | undefined, netnsPath: stri
   const parsed = versionText === undefined ? undefined : parseIptablesVersion(versionText);
   if (parsed?.nft) return { waitArgs: wait ? ["--wait"] : [] };
   if (parsed && atLeast(parsed.version, [1, 8, 6])) return { lockFile: netnsPath, waitArgs: wait ? ["--wait"] : [] };
-  if (parsed && !atLeast(parsed.version, [1, 6, 2])) return { waitArgs: [] }; // no --wait in iptables-restore before 1.6.2
+  // iptables-restore has no --wait before 1.6.2.
+  if (parsed && !atLeast(parsed.version, [1, 6, 2])) return { waitArgs: [] };
   return { waitArgs: [`--wait=${XTABLES_WAIT_SECONDS}`] };
 }

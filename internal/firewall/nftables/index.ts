@@ -14,7 +14,8 @@ function failed(what: string, r: ExecResult): CniError {
   return new CniError(
     Code.ApplyFailed,
     `nft ${what} failed in the pod network namespace`,
-    `${err}; the node's kernel needs nf_tables (and nft_tproxy for TPROXY), or set iptables-mode to an iptables backend`,
+    `${err}; the node's kernel needs nf_tables (and nft_tproxy ` +
+      `for TPROXY), or set iptables-mode to an iptables backend`,
   );
 }
 
@@ -36,9 +37,9 @@ export const nftablesBackend: Backend = {
   },
   async apply(fw, plan, log, signal) {
     if (plan.families.length === 0) return;
-    // A new pod's namespace has no meshcni table: create the tables, deleting nothing (render.ts
-    // says why that is 10-20 ms faster). If that fails (ADD ran before here, or the script
-    // itself fails), one transaction deletes and writes them again; its error is the ADD's.
+    // A new pod's namespace has no meshcni table: create the tables, deleting nothing (render.ts's
+    // renderCreateScript says why). If that fails (ADD ran before here, or the script itself
+    // fails), one transaction deletes and writes them again; its error is the ADD's.
     const fresh = await fw.run("nft", ["-f", "-"], renderCreateScript(plan), signal);
     if (fresh.code === 0) return;
     log.info(`nft tables not created fresh (${firstLine(fresh)}); replacing them in one transaction`);

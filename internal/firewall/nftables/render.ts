@@ -203,8 +203,8 @@ export function tableText(fp: FamilyPlan): string {
  * The first try of an ADD, for a namespace without meshcni's tables (every new pod's): each
  * family's table created (`create` fails if it exists, and with it the whole transaction) and
  * written. It deletes nothing: a transaction that deletes a table makes the kernel wait for an
- * RCU grace period when the netlink socket closes (10-20 ms here), and a new pod has nothing to
- * delete. When it fails, the ADD sends renderScript's transaction instead.
+ * RCU grace period when the netlink socket closes (perf: see docs/benchmarks.md), and a new pod
+ * has nothing to delete. When it fails, the ADD sends renderScript's transaction instead.
  */
 export function renderCreateScript(plan: Plan): string {
   const out: string[] = [];

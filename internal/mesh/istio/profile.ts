@@ -24,7 +24,7 @@ import { quote } from "../../text/escape.ts";
 
 const skip = (reason: string): Decision => ({ redirect: false, reason });
 
-/** istio-cni's exclusions, in its order; the namespace and own-pod checks come before (run.ts). */
+/** istio-cni's exclusions, in its order; the namespace and own-pod checks come before (plugin/run.ts). */
 export function decideIstio(pod: Pod): Decision {
   if (allContainers(pod).some((c) => c.name === ISTIO_INIT)) {
     return skip(`the pod has the ${ISTIO_INIT} init container, which sets up its own rules`);

@@ -304,7 +304,8 @@ const BUILTIN_RULES: Record<string, Record<string, RegExp[]>> = {
       new RegExp(`^-o ${IFACE} -j RETURN$`),
       new RegExp(`^-o lo -p tcp -m mark --mark ${hex(TPROXY_MARK)} -j RETURN$`),
       new RegExp(
-        `^! -d (127\\.0\\.0\\.1/32|::1/128) -o lo -p tcp -m owner --[ug]id-owner [0-9]+ -j MARK --set-xmark ${hex(OUTBOUND_MARK)}/0xffffffff$`,
+        `^! -d (127\\.0\\.0\\.1/32|::1/128) -o lo -p tcp -m owner --[ug]id-owner ` +
+          `[0-9]+ -j MARK --set-xmark ${hex(OUTBOUND_MARK)}/0xffffffff$`,
       ),
       new RegExp(`^-p tcp -m connmark --mark ${hex(TPROXY_MARK)} -j CONNMARK --restore-mark ${MASKS}$`),
     ],

@@ -105,7 +105,8 @@ function id(what: string, raw: string): number {
       what,
       raw,
       raw,
-      "a user or group id (digits only, no spaces or sign; Linkerd's injector ignores such a value and runs the proxy as its default)",
+      "a user or group id (digits only, no spaces or sign; " +
+        "Linkerd's injector ignores such a value and runs the proxy as its default)",
     );
   }
   return Number(raw);
