@@ -80,7 +80,8 @@ export function extractPods(
   const pods = docs.filter(known);
   if (pods.length === 0) {
     throw new CliError(
-      `${what}: no Pod or workload with a pod template (${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")}); found ${ignored.join(", ")}`,
+      `${what}: no Pod or workload with a pod template ` +
+        `(${["Pod", ...Object.keys(TEMPLATE_PATH)].join(", ")}); found ${ignored.join(", ")}`,
     );
   }
   return {
@@ -176,7 +177,8 @@ export async function explainPods(
         lines.push(`# namespace ${c.namespace}: annotations from the --namespace-file`);
       } else if (namespace) {
         lines.push(
-          `# namespace ${c.namespace}: the --namespace-file is for ${namespace.metadata.name}, so only the pod's own annotations apply`,
+          `# namespace ${c.namespace}: the --namespace-file is for ` +
+            `${namespace.metadata.name}, so only the pod's own annotations apply`,
         );
       } else {
         lines.push(`# namespace ${c.namespace}: not given (--namespace-file), so only the pod's own annotations apply`);
@@ -184,7 +186,8 @@ export async function explainPods(
     }
     if (profile.needsKubernetesService?.(c.pod)) {
       lines.push(
-        "# the API server's ports: 443 and 6443 here; the plugin reads them from the Service default/kubernetes (port and targetPort)",
+        "# the API server's ports: 443 and 6443 here; the plugin reads " +
+          "them from the Service default/kubernetes (port and targetPort)",
       );
     }
     try {

@@ -181,13 +181,18 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
     arg: "MODE",
     default: "evict",
     choices: REPAIR_VALUES,
-    help: "pods whose mesh validator's latest run found no redirect: the agent evicts them (PodDisruptionBudgets respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), each with an Event, or only reports them (off); pods with no record of an ADD are only reported",
+    help:
+      "pods whose mesh validator's latest run found no redirect: the agent evicts them (PodDisruptionBudgets " +
+      "respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), " +
+      "each with an Event, or only reports them (off); pods with no record of an ADD are only reported",
   },
   "startup-taint": {
     type: "string",
     arg: "KEY",
     default: "none",
-    help: "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)",
+    help:
+      "the agent removes this taint from its node once meshcni is chained and it knows the node's pods (RBAC: " +
+      "get and patch nodes); register nodes with it (kubelet --register-with-taints, Karpenter startupTaints)",
   },
   values: {
     type: "string",
@@ -287,7 +292,8 @@ function checkNames(tree: Tree, where: string): void {
       throw new CliError(`${where}: namespace is not a chart value; use --namespace (helm: --namespace too)`);
     const near = closest(k, names);
     throw new CliError(
-      `${where}: unknown value ${JSON.stringify(k)}${near ? ` (did you mean ${near}?)` : ""}; the values are manifests/values.yaml's: ${names.join(", ")}`,
+      `${where}: unknown value ${JSON.stringify(k)}${near ? ` (did you mean ${near}?)` : ""}; ` +
+        `the values are manifests/values.yaml's: ${names.join(", ")}`,
     );
   }
 }
@@ -434,7 +440,8 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
       throw bad(
         "repair",
         "in-place",
-        "is not in this release: it needs the agent to write a pod's rules into its network namespace itself; use evict, delete or off",
+        "is not in this release: it needs the agent to write a pod's " +
+          "rules into its network namespace itself; use evict, delete or off",
       );
     }
     set("repair", choice(flags, "repair", REPAIR_VALUES));

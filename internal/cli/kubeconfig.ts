@@ -123,7 +123,8 @@ export function resolveKubeconfig(files: readonly KubeconfigFile[], contextFlag?
   const u: Obj = user?.value ?? {};
   if (u.exec !== undefined || u["auth-provider"] !== undefined) {
     throw new CliError(
-      `${where} gets credentials from ${u.exec !== undefined ? "an exec plugin" : "an auth-provider"}, which meshcnictl does not run; use a context with a token or client certificate (e.g. a service account's)`,
+      `${where} gets credentials from ${u.exec !== undefined ? "an exec plugin" : "an auth-provider"}, ` +
+        `which meshcnictl does not run; use a context with a token or client certificate (e.g. a service account's)`,
       1,
     );
   }

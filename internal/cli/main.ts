@@ -41,7 +41,8 @@ export async function runCli(argv: readonly string[], ctx: CliContext): Promise<
     const command = COMMANDS.find((c) => c.spec.name === name);
     if (!command) {
       throw new CliError(
-        `unknown command ${JSON.stringify(name)}; commands: ${COMMAND_SPECS.map((s) => s.name).join(", ")} (see meshcnictl --help)`,
+        `unknown command ${JSON.stringify(name)}; commands: ` +
+          `${COMMAND_SPECS.map((s) => s.name).join(", ")} (see meshcnictl --help)`,
       );
     }
     const { flags, args } = parseCommandArgs(command.spec, rest);

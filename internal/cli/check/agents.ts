@@ -381,7 +381,9 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
       r(hostName, false, {
         warning: true,
         detail: hostCheck,
-        hint: 'the plugin was installed unchecked; docs/operations.md, "Which hosts run the plugin", says what the agent sees of the host',
+        hint:
+          'the plugin was installed unchecked; docs/operations.md, "Which hosts run the plugin", ' +
+          "says what the agent sees of the host",
       }),
     );
   } else if (hostCheck?.startsWith("this host can run")) out.push(r(hostName, true, { detail: hostCheck }));
@@ -422,7 +424,9 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
       r(versionName, false, {
         warning: true,
         detail: `node: meshcni ${v.version}, meshcnictl: ${cliVersion}`,
-        hint: "upgrade with the same release: meshcnictl install-cni | kubectl apply -f - (or use the meshcnictl of the installed release)",
+        hint:
+          "upgrade with the same release: meshcnictl install-cni | " +
+          "kubectl apply -f - (or use the meshcnictl of the installed release)",
       }),
     );
   }
@@ -433,7 +437,9 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     out.push(
       r(cacheName, false, {
         detail: v.cache.detail,
-        hint: `until it is, lookups go to the API server one by one; kubectl -n ${namespace} logs ${agent.pod} says why`,
+        hint:
+          `until it is, lookups go to the API server one by one; ` +
+          `kubectl -n ${namespace} logs ${agent.pod} says why`,
       }),
     );
   } else out.push(r(cacheName, false, { warning: true, detail: v.cache.note }));
@@ -478,11 +484,14 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
           ].join("\n"),
           hint:
             rep.mode === "off"
-              ? "delete them (kubectl delete pod): their controllers recreate them with meshcni's rules; or run the agent with --repair evict"
+              ? "delete them (kubectl delete pod): their controllers recreate " +
+                "them with meshcni's rules; or run the agent with --repair evict"
               : open.some((b) => b.action === "refused")
-                ? "the API server refused the eviction (429: a PodDisruptionBudget, or its rate limits): the agent tries again " +
+                ? "the API server refused the eviction (429: a PodDisruptionBudget, " +
+                  "or its rate limits): the agent tries again " +
                   "later; kubectl get pdb -A shows the budgets"
-                : "the agent evicts them once its cache is in sync and its grace period is over; their controllers recreate them",
+                : "the agent evicts them once its cache is in sync and " +
+                  "its grace period is over; their controllers recreate them",
         }),
       );
     }
@@ -499,7 +508,8 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
               ...rep.unverified.map((u) => `${u.namespace}/${u.name}: ${u.why}`),
             ].join("\n"),
             hint:
-              "records go with a wiped state folder or --uninstall (and an older meshcni's removal); pods that started " +
+              "records go with a wiped state folder or --uninstall " +
+              "(and an older meshcni's removal); pods that started " +
               "before meshcni was chained have none: restart their workloads if they should be meshed",
           }),
         );

@@ -74,7 +74,8 @@ export function describeFailure(a: HttpAnswer): string {
 }
 
 const FORBIDDEN_HINT =
-  "your kubeconfig's user lacks this permission; run check as a user who may read meshcni's objects (e.g. a cluster admin)";
+  "your kubeconfig's user lacks this permission; run check as " +
+  "a user who may read meshcni's objects (e.g. a cluster admin)";
 
 /** Asks; transport failures come back as status 0 with the reason as the body. */
 async function ask(api: ApiClient, path: string): Promise<HttpAnswer> {
@@ -158,7 +159,9 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
         ? {}
         : {
             detail: r.detail,
-            hint: "install-cni renders this object; ask a cluster admin to install meshcni or to grant you create on it",
+            hint:
+              "install-cni renders this object; ask a cluster " +
+              "admin to install meshcni or to grant you create on it",
           }),
     });
   }
@@ -188,7 +191,9 @@ export async function checkCanCreate(api: ApiClient, namespace: string): Promise
         }
         out.push({
           category: "pre-install",
-          name: `you hold ${rule.verbs.join(", ")} on ${resource}, which meshcni's ${role.kind} ${role.metadata.name} grants`,
+          name:
+            `you hold ${rule.verbs.join(", ")} on ${resource}, ` +
+            `which meshcni's ${role.kind} ${role.metadata.name} grants`,
           ok: denied.length === 0,
           ...(denied.length === 0
             ? {}
@@ -237,7 +242,9 @@ export async function checkNoOtherMeshCni(api: ApiClient): Promise<CheckResult> 
     ...base,
     ok: false,
     detail: `found ${others.join(", ")}`,
-    hint: "two CNI plugins rewriting the same pods' iptables fight each other; uninstall the other one before installing meshcni",
+    hint:
+      "two CNI plugins rewriting the same pods' iptables fight " +
+      "each other; uninstall the other one before installing meshcni",
   };
 }
 
@@ -354,10 +361,16 @@ function podProblem(pod: Json): string | undefined {
     const state = isObj(cs.state) ? cs.state : {};
     const waiting = isObj(state.waiting) ? state.waiting : undefined;
     if (waiting)
-      return `${where}: ${String(cs.name)} waiting (${String(waiting.reason ?? "unknown")}${waiting.message ? `: ${String(waiting.message)}` : ""})`;
+      return (
+        `${where}: ${String(cs.name)} waiting ` +
+        `(${String(waiting.reason ?? "unknown")}${waiting.message ? `: ${String(waiting.message)}` : ""})`
+      );
     const term = isObj(state.terminated) ? state.terminated : undefined;
     if (term)
-      return `${where}: ${String(cs.name)} terminated (${String(term.reason ?? "")} exit ${String(term.exitCode ?? "?")})`;
+      return (
+        `${where}: ${String(cs.name)} terminated ` +
+        `(${String(term.reason ?? "")} exit ${String(term.exitCode ?? "?")})`
+      );
     if (cs.ready !== true) return `${where}: ${String(cs.name)} running but not ready (its /readyz fails)`;
   }
   return `${where}: ${String(st.phase ?? "not ready")}`;

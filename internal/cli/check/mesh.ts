@@ -31,12 +31,16 @@ const HINTS: Record<PluginConf["mesh"], { on: string; setting: string; name: str
   linkerd: {
     name: "Linkerd",
     setting: "cniEnabled",
-    on: "install (or upgrade) Linkerd's control plane with --linkerd-cni-enabled (Helm: --set cniEnabled=true), then restart the meshed workloads",
+    on:
+      "install (or upgrade) Linkerd's control plane with --linkerd-cni-enabled (Helm: " +
+      "--set cniEnabled=true), then restart the meshed workloads",
   },
   istio: {
     name: "Istio",
     setting: "istio_cni.enabled",
-    on: "install (or upgrade) Istio with its CNI mode on (istioctl install --set components.cni.enabled=true), then restart the meshed workloads",
+    on:
+      "install (or upgrade) Istio with its CNI mode on (istioctl install " +
+      "--set components.cni.enabled=true), then restart the meshed workloads",
   },
 };
 
@@ -101,7 +105,10 @@ export function judgeMeshConfig(
     result: {
       ...base,
       ok: false,
-      detail: `${h.setting} is ${flag === undefined ? "not set" : JSON.stringify(flag)} in ${where}: ${h.name} still injects ${init} into every meshed pod, which sets the pod's rules itself (with NET_ADMIN), and meshcni passes such pods over`,
+      detail:
+        `${h.setting} is ${flag === undefined ? "not set" : JSON.stringify(flag)} ` +
+        `in ${where}: ${h.name} still injects ${init} into every meshed pod, ` +
+        `which sets the pod's rules itself (with NET_ADMIN), and meshcni passes such pods over`,
       hint: h.on,
     },
     cniMode: false,
@@ -129,7 +136,9 @@ export function judgeInitContainers(mesh: PluginConf["mesh"], list: unknown): Ch
       warning: true,
       pod: { namespace: ns, name, ...(typeof spec.nodeName === "string" ? { node: spec.nodeName } : {}) },
       detail: `${init} sets its rules with NET_ADMIN; meshcni passes the pod over`,
-      hint: `once ${HINTS[mesh].name} injects for CNI mode, restart its workload (kubectl -n ${ns} rollout restart ...)`,
+      hint:
+        `once ${HINTS[mesh].name} injects for CNI mode, ` +
+        `restart its workload (kubectl -n ${ns} rollout restart ...)`,
     });
   }
   if (out.length === 0)

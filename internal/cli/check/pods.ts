@@ -72,7 +72,7 @@ function withoutInit(pod: Pod, init: string): Pod {
 
 type Found = Pick<PodFinding, "kind" | "reason">;
 
-/** A record as /status lists it, in the form record-match.ts reads. */
+/** A record as /status lists it, in the form internal/agent/repair/record-match.ts reads. */
 const asRecord = (h: HandledPod): PodRecord => ({
   v: 1,
   containerId: h.containerId ?? "",
@@ -159,7 +159,9 @@ export function judgeMeshedPods(
         findings.push({
           ...base,
           kind: "init",
-          reason: `started with ${init} although the mesh's CNI mode is on (injected before it was turned on): ${init} set its rules, with NET_ADMIN`,
+          reason:
+            `started with ${init} although the mesh's CNI mode is on ` +
+            `(injected before it was turned on): ${init} set its rules, with NET_ADMIN`,
         });
       continue;
     }
@@ -193,7 +195,9 @@ export function judgeMeshedPods(
         node: f.node,
         pod,
         detail: f.reason,
-        hint: `delete it (kubectl -n ${f.namespace} delete pod ${f.name}): its controller recreates it, and the plugin gives the new pod its rules`,
+        hint:
+          `delete it (kubectl -n ${f.namespace} delete pod ${f.name}): ` +
+          `its controller recreates it, and the plugin gives the new pod its rules`,
       });
     } else if (f.kind === "unverified") {
       results.push({
@@ -217,7 +221,9 @@ export function judgeMeshedPods(
         node: f.node,
         pod,
         detail: f.reason,
-        hint: `restart its workload (kubectl -n ${f.namespace} rollout restart ...): the injector leaves ${init} out now`,
+        hint:
+          `restart its workload (kubectl -n ${f.namespace} ` +
+          `rollout restart ...): the injector leaves ${init} out now`,
       });
     }
   }
@@ -239,7 +245,8 @@ export function judgeMeshedPods(
     const checkedNodes = nodes.size;
     const where =
       `${checked} ${checked === 1 ? "pod" : "pods"} on ${checkedNodes} ${checkedNodes === 1 ? "node" : "nodes"}` +
-      `${unverified ? `; ${unverified} unverified, see below` : ""}${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
+      `${unverified ? `; ${unverified} unverified, see below` : ""}` +
+      `${notChecked ? `; ${notChecked} not checked, see below` : ""}`;
     const name = unverified
       ? "no pod the profile redirects is known to bypass the mesh"
       : "every pod the profile redirects runs with meshcni's rules";

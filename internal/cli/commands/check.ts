@@ -21,7 +21,8 @@ import { isDnsLabel } from "../../kube/names.ts";
 export const spec: CommandSpec = {
   name: "check",
   summary:
-    "check that the cluster can take meshcni (--pre), that meshcni is installed and healthy, or that meshed pods run with its rules (--pods)",
+    "check that the cluster can take meshcni (--pre), that meshcni is " +
+    "installed and healthy, or that meshed pods run with its rules (--pods)",
   usage: "[--pre | --pods [--pods-namespace NS]] [--kubeconfig FILE] [--context NAME] [-n NS] [-o text|json]",
   description: [
     "Talks to the cluster through your kubeconfig (KUBECONFIG, or --kubeconfig; --context picks",

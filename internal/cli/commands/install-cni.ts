@@ -38,7 +38,8 @@ export const spec: CommandSpec = {
     "meshcnictl install-cni | kubectl apply -f -",
     "meshcnictl install-cni --platform gke --cni-log-level debug | kubectl apply -f -",
     "meshcnictl install-cni --mesh istio -o json > meshcni.json",
-    "meshcnictl install-cni --values site.yaml --set-string 'nodeSelector.mesh\\.example\\.com/enabled=true' | kubectl apply -f -",
+    "meshcnictl install-cni --values site.yaml --set-string " +
+      "'nodeSelector.mesh\\.example\\.com/enabled=true' | kubectl apply -f -",
   ],
 };
 

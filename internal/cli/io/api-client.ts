@@ -23,8 +23,10 @@ export async function openApiClient(target: ResolvedKubeconfig, timeoutMs: numbe
   const token = (await readMaterial(target.token, "tokenFile"))?.trim();
   const headers: Record<string, string> = {};
   if (token) headers.Authorization = `Bearer ${token}`;
-  else if (target.basic)
-    headers.Authorization = `Basic ${Buffer.from(`${target.basic.username}:${target.basic.password}`).toString("base64")}`;
+  else if (target.basic) {
+    const credentials = `${target.basic.username}:${target.basic.password}`;
+    headers.Authorization = `Basic ${Buffer.from(credentials).toString("base64")}`;
+  }
   const tls: Record<string, unknown> = { rejectUnauthorized: !target.insecure };
   if (ca !== undefined) tls.ca = ca;
   if (cert !== undefined) tls.cert = cert;

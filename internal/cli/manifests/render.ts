@@ -12,7 +12,13 @@ export function renderObjects(objects: readonly K8sObject[], format: OutputForma
   return objects
     .map(
       (o) =>
-        `---\n${stringify(o, { lineWidth: 0, minContentWidth: 0, singleQuote: false, aliasDuplicateObjects: false, version: "1.1" })}`,
+        `---\n${stringify(o, {
+          lineWidth: 0,
+          minContentWidth: 0,
+          singleQuote: false,
+          aliasDuplicateObjects: false,
+          version: "1.1",
+        })}`,
     )
     .join("");
 }

@@ -20,7 +20,10 @@ export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
 /** A volume mount's recursiveReadOnly, or "" for none. */
 export const RECURSIVE_READ_ONLY = ["", "IfPossible", "Enabled"] as const;
-/** The agent's --repair modes the manifests render (its option parser takes the same; in-place is not in this release). */
+/**
+ * The agent's --repair modes the manifests render (its option parser takes the same; in-place is
+ * not in this release).
+ */
 export const REPAIR_VALUES = ["evict", "delete", "off"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
@@ -186,7 +189,10 @@ export const ValuesSchema = v.object({
    * report them (off: neither).
    */
   repair: v.optional(v.picklist(REPAIR_VALUES), "evict"),
-  /** The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC: get and patch nodes). */
+  /**
+   * The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC:
+   * get and patch nodes).
+   */
   startupTaint: v.optional(v.pipe(v.string(), v.regex(TAINT_KEY, "must be a taint key ([prefix/]name) or empty")), ""),
   /**
    * The host paths the host check reads, mounted read-only: recursiveReadOnly for each mount
