@@ -32,8 +32,8 @@ export async function main(): Promise<number> {
     pending.push(Bun.write(Bun.stderr, line));
   };
   const target = lookupTarget(stdin, Bun.env);
-  // A warm ADD: the node agent plans it, the plugin applies the plan (agent-add.ts). Loads no
-  // config schema, no mesh profile, no API client.
+  // A warm ADD: the node agent plans it, the plugin applies the plan (internal/plugin/agent/add.ts).
+  // Loads no config schema, no mesh profile, no API client.
   let planned: PlannedAdd | undefined;
   // One bound for the whole command (timeout_seconds), whichever way it goes.
   const deadline = target ? AbortSignal.timeout(target.seconds * 1000) : undefined;
