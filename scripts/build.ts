@@ -49,9 +49,8 @@ export function imageDigestOf(args: readonly string[], env: Record<string, strin
 /**
  * The JIT policy the binaries start with: JavaScriptCore's tier-up thresholds × 10. The plugin
  * runs for a few milliseconds, in which compiling a function it calls a few hundred times costs
- * more than it saves (an Istio plan's check compiled about ten, 0.5 ms of a meshed ADD). The
- * node agent, a long-lived process of the same binary, goes back to the normal policy as it
- * starts (cmd/node.ts).
+ * more than it saves (perf: see docs/benchmarks.md). The node agent, a long-lived process of the
+ * same binary, goes back to the normal policy as it starts (cmd/node.ts).
  */
 export const JIT_POLICY = 10;
 
@@ -120,7 +119,8 @@ export async function build(
     });
     written.push(`${opts.outdir}/${name}`);
     opts.log?.(
-      `built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} in ${Math.round(performance.now() - started)} ms`,
+      `built ${opts.outdir}/${name} ${version}${opts.target ? ` (${opts.target})` : ""} ` +
+        `in ${Math.round(performance.now() - started)} ms`,
     );
   }
   for (const [link, program] of Object.entries(LINKS)) {

@@ -49,14 +49,16 @@ try {
     "config.linkerd.io/skip-outbound-ports": "9443",
   });
   consola.info(
-    `It serves pod emojivoto/web-demo: containers ${pod.spec.containers.map((c: { name: string }) => c.name).join(", ")}; ` +
+    `It serves pod emojivoto/web-demo: containers ` +
+      `${pod.spec.containers.map((c: { name: string }) => c.name).join(", ")}; ` +
       `annotation config.linkerd.io/skip-outbound-ports=9443`,
   );
 
   const entry = lab.entry({ log_level: "info" });
   const runtime = lab.runtime(entry);
   consola.start(
-    `Conflist ${runtime.conflist.name} (cniVersion ${runtime.conflist.cniVersion}): bridge (host-local IPAM, ${lab.subnet}) then meshcni`,
+    `Conflist ${runtime.conflist.name} (cniVersion ${runtime.conflist.cniVersion}): ` +
+      `bridge (host-local IPAM, ${lab.subnet}) then meshcni`,
   );
   console.log(JSON.stringify(runtime.conflist, null, 2).replace(/^/gm, "    "));
 
@@ -65,7 +67,8 @@ try {
   const p = await lab.addPod(pod, entry);
   const meshcniRun = p.runtime.runs.find((r) => r.type === "meshcni")!;
   consola.success(
-    `pod network ready in ${Math.round(performance.now() - started)} ms (meshcni ADD: ${meshcniRun.ms.toFixed(1)} ms); pod IP ${p.ip}, gateway ${p.gateway}`,
+    `pod network ready in ${Math.round(performance.now() - started)} ms (meshcni ADD: ` +
+      `${meshcniRun.ms.toFixed(1)} ms); pod IP ${p.ip}, gateway ${p.gateway}`,
   );
   for (const line of meshcniRun.stderr.trim().split("\n")) console.log(`    ${line}`);
 
@@ -117,7 +120,8 @@ try {
   consola.start("DEL through the chain (reverse order)");
   await p.runtime.del(p.attachment);
   consola.success(
-    `DEL done; meshcni's chains left in the namespace: ${p.netns.save(backend, 4, "nat").includes("PROXY_INIT") ? "some (unexpected)" : "none"}`,
+    `DEL done; meshcni's chains left in the namespace: ` +
+      `${p.netns.save(backend, 4, "nat").includes("PROXY_INIT") ? "some (unexpected)" : "none"}`,
   );
 } catch (e) {
   failed++;
@@ -139,7 +143,8 @@ try {
   cluster = await startCluster();
   cluster.setDaemonSet("present");
   consola.start(
-    `The node agent (dist/meshcni-installer) with its service account pointing at a stand-in API server at ${cluster.api.url}`,
+    `The node agent (dist/meshcni-installer) with its service ` +
+      `account pointing at a stand-in API server at ${cluster.api.url}`,
   );
   cluster.api.addNamespace(await readFixture("testdata/pods/namespace-emojivoto.json"));
   const pod = withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-agent", {});
@@ -228,7 +233,8 @@ try {
   const planned = Number(/^meshcni_agent_adds_planned_total (\d+)$/m.exec(metrics)?.[1] ?? 0);
   if (forPod === 0 && summary.includes("outcome=meshed") && planned === 1) {
     consola.success(
-      `API requests the ADD made: ${forPod} (the pod came from the agent's watch cache); the agent planned the ADD, the plugin checked and applied the plan (meshcni_agent_adds_planned_total ${planned})`,
+      `API requests the ADD made: ${forPod} (the pod came from the agent's watch cache); the agent planned ` +
+        `the ADD, the plugin checked and applied the plan (meshcni_agent_adds_planned_total ${planned})`,
     );
   } else {
     failed++;
@@ -253,5 +259,6 @@ if (failed > 0) {
   process.exit(1);
 }
 consola.success(
-  "demo complete: TCP in and out of the pod went through the proxy ports, nothing else did; through the agent, the ADD made no API request",
+  "demo complete: TCP in and out of the pod went through the proxy ports, " +
+    "nothing else did; through the agent, the ADD made no API request",
 );

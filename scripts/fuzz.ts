@@ -3,7 +3,7 @@
 //
 // The plugin fuzzer (test/hardening/fuzz/): seeded and reproducible; by default 100,000 cases
 // in-process through the real code path in dry-run mode, every 50th also through dist/meshcni,
-// and every ADD also as a warm ADD the node agent plans (agent-fuzz.ts), compared with the plugin
+// and every ADD also as a warm ADD the node agent plans (fuzz/agent-fuzz.ts), compared with the plugin
 // alone. `--case K` replays one case of a seed: its inputs, all three runs, and the verdict.
 // Then the agent's socket under 20,000 hostile requests (fuzz/socket-fuzz.ts: raw bytes to the
 // compiled agent, and to its handler), 200 sequences of ADD/CHECK/DEL/GC through dist/meshcni
@@ -58,7 +58,8 @@ async function replay(index: number): Promise<number> {
       const problems = judge(c, r);
       bad += problems.length;
       console.log(
-        `\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\nstdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`,
+        `\n--- ${where}: exit ${r.exitCode} in ${r.ms.toFixed(1)} ms\n` +
+          `stdout: ${r.stdout}\npayload: ${r.payload ?? "(not written)"}\nlog:\n${r.log}`,
       );
       console.log(problems.length ? `PROBLEMS:\n${problems.map((p) => `  - ${p}`).join("\n")}` : "verdict: fine");
     }

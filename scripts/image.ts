@@ -165,7 +165,8 @@ export async function buildImages(opts: {
     const size = pm(["image", "inspect", "--format", "{{.Size}}", tag]);
     const bytes = Number(size.stdout.trim());
     log(
-      `image: ${tag} ${(bytes / 1e6).toFixed(1)} MB${opts.musl ? "" : bytes > IMAGE_BUDGET_BYTES ? " (over the 120 MB budget)" : ""}`,
+      `image: ${tag} ${(bytes / 1e6).toFixed(1)} MB` +
+        `${opts.musl ? "" : bytes > IMAGE_BUDGET_BYTES ? " (over the 120 MB budget)" : ""}`,
     );
     out.push({ arch, tag, bytes, staged });
   }

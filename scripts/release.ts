@@ -93,7 +93,8 @@ export async function release(
     });
     files.push(outfile);
     log(
-      `built ${outfile} (${PLATFORMS[p]}, ${version}${opts.imageDigest ? `, image ${opts.imageDigest}` : ""}) in ${Math.round(performance.now() - started)} ms`,
+      `built ${outfile} (${PLATFORMS[p]}, ${version}${opts.imageDigest ? `, image ${opts.imageDigest}` : ""}) ` +
+        `in ${Math.round(performance.now() - started)} ms`,
     );
   }
   if (opts.imageDigest) {
