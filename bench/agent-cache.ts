@@ -148,22 +148,33 @@ export async function benchAgentCache(seconds = Number(Bun.env.MESHCNI_BENCH_IDL
     return [
       "## Agent: the watch cache",
       "",
-      `dist/meshcni-installer with its cache in sync, against the stand-in API server (TLS). Each pod is testdata/pods/linkerd-meshed.json (${podBytes} bytes of JSON) bound to the node; the cache keeps a trimmed copy.`,
+      `dist/meshcni-installer with its cache in sync, against the stand-in API ` +
+        `server (TLS). Each pod is testdata/pods/linkerd-meshed.json (${podBytes} ` +
+        `bytes of JSON) bound to the node; the cache keeps a trimmed copy.`,
       "",
       "| agent | resident memory |",
       "|---|---|",
       `| empty cluster: no pods, 1 namespace (floor) | ${mb(floor.rssKb)} MB |`,
-      `| ${PODS} cached pods and ${NAMESPACES} namespaces | ${mb(synced.rssKb)} MB (+${mb(synced.rssKb - floor.rssKb)} MB) |`,
+      `| ${PODS} cached pods and ${NAMESPACES} namespaces | ` +
+        `${mb(synced.rssKb)} MB (+${mb(synced.rssKb - floor.rssKb)} MB) |`,
       "",
       `Target: at most 60 MB with ${PODS} pods and ${NAMESPACES} namespaces: ${rss <= 60 ? "met" : "NOT met"}.`,
       "",
-      `From 2 s after the cache was in sync until repair was active (the end of its grace period, 30 s after the chain) and 2 s more: ${((g1.cpuNs - g0.cpuNs) / 1e6).toFixed(2)} ms of CPU over ${graceS.toFixed(1)} s.`,
+      `From 2 s after the cache was in sync until repair was active (the end of its grace period, 30 s after the ` +
+        `chain) and 2 s more: ${((g1.cpuNs - g0.cpuNs) / 1e6).toFixed(2)} ms of CPU over ${graceS.toFixed(1)} s.`,
       "",
-      `Idle for ${seconds} s with both watches open, repair active: ${((i1.cpuNs - i0.cpuNs) / 1e6).toFixed(2)} ms of CPU (${(((i1.cpuNs - i0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} %; first half ${((ih.cpuNs - i0.cpuNs) / 1e6).toFixed(2)} ms, second half ${((i1.cpuNs - ih.cpuNs) / 1e6).toFixed(2)} ms).`,
+      `Idle for ${seconds} s with both watches open, repair active: ` +
+        `${((i1.cpuNs - i0.cpuNs) / 1e6).toFixed(2)} ms of CPU ` +
+        `(${(((i1.cpuNs - i0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} %; ` +
+        `first half ${((ih.cpuNs - i0.cpuNs) / 1e6).toFixed(2)} ms, ` +
+        `second half ${((i1.cpuNs - ih.cpuNs) / 1e6).toFixed(2)} ms).`,
       "",
-      `${PODS} lookups at once on the socket: ${fromCache} answered from the cache, ${getsPerLookup.toFixed(2)} API requests per lookup (target 0: ${getsPerLookup === 0 ? "met" : "NOT met"}), ${lookupMs.toFixed(0)} ms for all of them, ${((l1.cpuNs - l0.cpuNs) / 1e6).toFixed(1)} ms of the agent's CPU.`,
+      `${PODS} lookups at once on the socket: ${fromCache} answered from the cache, ${getsPerLookup.toFixed(2)} ` +
+        `API requests per lookup (target 0: ${getsPerLookup === 0 ? "met" : "NOT met"}), ${lookupMs.toFixed(0)} ` +
+        `ms for all of them, ${((l1.cpuNs - l0.cpuNs) / 1e6).toFixed(1)} ms of the agent's CPU.`,
       "",
-      `${PODS} pod updates through the watch: ${((c1.cpuNs - c0.cpuNs) / 1e6).toFixed(1)} ms of the agent's CPU; resident memory afterwards ${mb(c1.rssKb)} MB.`,
+      `${PODS} pod updates through the watch: ${((c1.cpuNs - c0.cpuNs) / 1e6).toFixed(1)} ` +
+        `ms of the agent's CPU; resident memory afterwards ${mb(c1.rssKb)} MB.`,
       "",
     ].join("\n");
   } finally {

@@ -1,8 +1,8 @@
 // /status with many records: dist/meshcni-installer started over a state folder holding N records
-// (20,000 by default, far past any node: what a flood of forged ADDs once left), then asked for
+// (20,000 by default, far past any node: what a flood of forged ADDs can leave), then asked for
 // /status K times. Per call: the wall time, the agent's CPU (every thread, bench/lib.ts), the
 // answer's size; and the agent's resident memory after. The agent holds the records in memory
-// (internal/agent/state/record-index.ts); before, it read every file at every call.
+// (internal/agent/state/record-index.ts) rather than read every file at every call.
 //
 //   node_modules/.bin/bun bench/agent-status.ts [records] [calls]
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";

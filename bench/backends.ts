@@ -172,7 +172,8 @@ export async function benchBackends(): Promise<string> {
         argv: [
           "sh",
           "-c",
-          `${enter.join(" ")} iptables-nft-restore --noflush <<'E4' &\n${v4}E4\np=$!\n${enter.join(" ")} ip6tables-nft-restore --noflush <<'E6'\n${v6}E6\ns=$?\nwait $p && exit $s\n`,
+          `${enter.join(" ")} iptables-nft-restore --noflush <<'E4' &\n${v4}E4\np=$!\n` +
+            `${enter.join(" ")} ip6tables-nft-restore --noflush <<'E6'\n${v6}E6\ns=$?\nwait $p && exit $s\n`,
         ],
         before: reset,
       },
@@ -221,14 +222,20 @@ export async function benchBackends(): Promise<string> {
     return [
       "## Backends: ADD and DEL, iptables vs nftables",
       "",
-      `Medians of ${RUNS} interleaved runs; a meshed Linkerd pod with IPv4 and IPv6 rules. The floor is an empty Bun program built as the plugin is (${ms(emptyS.median)}) plus one GET of the pod (${ms(getS.median)}) = ${ms(floor)}; DEL needs no API, so its floor is the empty program alone. The sh wrapper adds one process start to the iptables apply-alone row, which runs both families at once as the plugin does.`,
+      `Medians of ${RUNS} interleaved runs; a meshed Linkerd pod with IPv4 and IPv6 rules. ` +
+        `The floor is an empty Bun program built as the plugin is (${ms(emptyS.median)}) ` +
+        `plus one GET of the pod (${ms(getS.median)}) = ${ms(floor)}; DEL needs no API, ` +
+        `so its floor is the empty program alone. The sh wrapper adds one process start to ` +
+        `the iptables apply-alone row, which runs both families at once as the plugin does.`,
       "",
       table(stats),
       "",
       "| figure | iptables | nftables in process | nftables, nsenter + nft | in process / iptables |",
       "|---|---|---|---|---|",
-      `| ADD / floor (${ms(floor)}) | ${ratio(addIpt.median, floor)} | ${ratio(addNft.median, floor)} | ${ratio(addNftExec.median, floor)} | ${ratio(addNft.median, addIpt.median)} |`,
-      `| DEL / empty Bun program | ${ratio(delIpt.median, emptyS.median)} | ${ratio(delNft.median, emptyS.median)} | ${ratio(delNftExec.median, emptyS.median)} | ${ratio(delNft.median, delIpt.median)} |`,
+      `| ADD / floor (${ms(floor)}) | ${ratio(addIpt.median, floor)} | ${ratio(addNft.median, floor)} ` +
+        `| ${ratio(addNftExec.median, floor)} | ${ratio(addNft.median, addIpt.median)} |`,
+      `| DEL / empty Bun program | ${ratio(delIpt.median, emptyS.median)} | ${ratio(delNft.median, emptyS.median)} ` +
+        `| ${ratio(delNftExec.median, emptyS.median)} | ${ratio(delNft.median, delIpt.median)} |`,
       `| apply alone (processes) | ${ms(rawIpt.median)} | | ${ms(rawNft.median)} | |`,
       "",
     ].join("\n");

@@ -1,7 +1,7 @@
-// How long the plugin takes to give up, against the bound it promises: the wall-clock figures
-// that used to be test assertions (test/hardening/findings.test.ts, test/plugin/api.test.ts,
-// test/hardening/api-faults.test.ts). The tests keep what must be true (the code, nothing
-// applied); the times are measured here, each as a ratio to its bound.
+// How long the plugin takes to give up, against the bound it promises: the wall-clock side of
+// test/hardening/findings.test.ts, test/plugin/api.test.ts and test/hardening/api-faults.test.ts.
+// The tests keep what must be true (the code, nothing applied); the times are measured here,
+// each as a ratio to its bound, since a shared machine's load would make them flaky as assertions.
 //
 //   node_modules/.bin/bun bench/bounds.ts
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -59,7 +59,9 @@ export async function benchBounds(): Promise<string> {
       const r = await runPlugin(cniEnv("ADD", { CNI_ARGS: ARGS }), JSON.stringify(conf), { dryRun: true });
       api.setGlobalFault(undefined);
       rows.push({
-        what: `API answers after ${slow / 1000} s, timeout_seconds ${timeout}${timeout === 5 ? " (default)" : ""} (code 11)`,
+        what:
+          `API answers after ${slow / 1000} s, timeout_seconds ` +
+          `${timeout}${timeout === 5 ? " (default)" : ""} (code 11)`,
         boundMs: timeout * 1000,
         ms: r.ms,
         code: code(r.stdout),

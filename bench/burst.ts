@@ -91,13 +91,18 @@ async function restoreBurst(
 
 export async function benchBurst(): Promise<string> {
   const lines: string[] = [
-    `## Burst: ${KUBELET_MAX_PODS} pods at once (${AGENT ? "lookups through the warm node agent" : "every ADD GETs its pod through the kubeconfig"})`,
+    `## Burst: ${KUBELET_MAX_PODS} pods at once ` +
+      `(${AGENT ? "lookups through the warm node agent" : "every ADD GETs its pod through the kubeconfig"})`,
     "",
-    `${KUBELET_MAX_PODS} pods created at the same moment, each a fresh network namespace, through the spec's call sequence; ` +
-      `median of ${ROUNDS} rounds. Floors with the same concurrency in the same run: bridge + host-local alone for the same pods, ` +
+    `${KUBELET_MAX_PODS} pods created at the same moment, ` +
+      `each a fresh network namespace, through the spec's call sequence; ` +
+      `median of ${ROUNDS} rounds. Floors with the same concurrency ` +
+      `in the same run: bridge + host-local alone for the same pods, ` +
       `and ${KUBELET_MAX_PODS} × nsenter + iptables-restore of each pod's own payload.`,
     "",
-    "| backend | bridge + meshcni (wall) | slowest meshcni ADD | slowest pod (chain) | floor: bridge alone | floor: nsenter + iptables-restore | meshcni / bridge alone (target ≤ 1.6x) | meshcni's share (with − without) / restore floor | pod GETs per round | target ≤ 3 s |",
+    "| backend | bridge + meshcni (wall) | slowest meshcni ADD | slowest pod (chain) | floor: " +
+      "bridge alone | floor: nsenter + iptables-restore | meshcni / bridge alone (target ≤ 1.6x) " +
+      "| meshcni's share (with − without) / restore floor | pod GETs per round | target ≤ 3 s |",
     "|---|---|---|---|---|---|---|---|---|---|",
   ];
   const versions: string[] = [];
@@ -153,7 +158,8 @@ export async function benchBurst(): Promise<string> {
         median(restore),
       ];
       lines.push(
-        `| ${backend} | ${ms(f)} | ${ms(w)} | ${ms(c)} | ${ms(b)} | ${ms(rs)} | ${ratio(f, b)} | ${ratio(Math.max(0, f - b), rs)} | ${podGets.join(", ")} | ${f <= 3000 ? "✓" : "✗"} |`,
+        `| ${backend} | ${ms(f)} | ${ms(w)} | ${ms(c)} | ${ms(b)} | ${ms(rs)} | ${ratio(f, b)} ` +
+          `| ${ratio(Math.max(0, f - b), rs)} | ${podGets.join(", ")} | ${f <= 3000 ? "✓" : "✗"} |`,
       );
     } finally {
       await lab.close();
@@ -161,14 +167,16 @@ export async function benchBurst(): Promise<string> {
   }
   lines.push(
     "",
-    `For scale, ${KUBELET_MAX_PODS} × \`meshcni VERSION\` at once (Bun's start-up alone, same contention): ${versions.join(", ")}. ` +
+    `For scale, ${KUBELET_MAX_PODS} × \`meshcni VERSION\` at once ` +
+      `(Bun's start-up alone, same contention): ${versions.join(", ")}. ` +
       (AGENT
         ? "The agent (with its watch cache) and the stand-in API server run on the same two cores."
         : "The stand-in API server answering the lookups runs on the same two cores."),
   );
   lines.push(
     "",
-    "Every round checks that all ADDs succeeded, that no iptables call met the xtables lock, and that each pod holds exactly its own rules.",
+    "Every round checks that all ADDs succeeded, that no iptables call " +
+      "met the xtables lock, and that each pod holds exactly its own rules.",
     "",
   );
   return lines.join("\n");

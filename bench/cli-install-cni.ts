@@ -69,7 +69,8 @@ export async function benchInstallCni(): Promise<string> {
       "",
       table(stats, empty),
       "",
-      `- install-cni median ${ms(plain!.median)} (${ratio(plain!.median, empty!.median)} Bun's floor, +${ms(plain!.median - version!.median)} over \`version\`); ` +
+      `- install-cni median ${ms(plain!.median)} (${ratio(plain!.median, empty!.median)} ` +
+        `Bun's floor, +${ms(plain!.median - version!.median)} over \`version\`); ` +
         `p90 of both renders ${ms(worst)}: ${worst < BOUND_MS ? "within" : "OVER"} the ${BOUND_MS} ms bound.`,
       "",
     ].join("\n");

@@ -44,7 +44,8 @@ export async function benchImage(): Promise<string> {
           ? "≤ 120 MB ✓"
           : "> 120 MB ✗";
       rows.push(
-        `| ${name} | ${mb(i.bytes)} | ${mb(gzippedLayer(i.staged.dir))} | ${mb(bin)} | ${mb(libs)} (${i.staged.libraries.length} files) | ${verdict} |`,
+        `| ${name} | ${mb(i.bytes)} | ${mb(gzippedLayer(i.staged.dir))} | ${mb(bin)} ` +
+          `| ${mb(libs)} (${i.staged.libraries.length} files) | ${verdict} |`,
       );
     };
     for (const i of await buildImages({ archs: ["amd64", "arm64"], tag, outdir: join(scratch, "ctx"), podman, log }))
@@ -62,13 +63,21 @@ export async function benchImage(): Promise<string> {
     return [
       "## Image size",
       "",
-      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, the node binary (the plugin and the agent in one Bun executable, the agent a link) and exactly the loader and libraries it loads, from Debian's libc6 for each architecture. Uncompressed is podman's image size; compressed is the gzip (level 6) of the image's one layer, what a node pulls.`,
+      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, ` +
+        `the node binary (the plugin and the agent in one Bun executable, the agent a link) and exactly ` +
+        `the loader and libraries it loads, from Debian's libc6 for each architecture. Uncompressed is ` +
+        `podman's image size; compressed is the gzip (level 6) of the image's one layer, what a node pulls.`,
       "",
       "| image | uncompressed | compressed layer | node binary | loader + libraries | target |",
       "|---|---|---|---|---|---|",
       ...rows,
       "",
-      "For context, not measured here: this machine reaches no container registry, so the published sizes of Linkerd's `cr.l5d.io/linkerd/cni-plugin` (Alpine-based, with Go binaries) and Istio's `install-cni` image could not be verified. Both ship Go binaries, so they are expected to be several times smaller than a Bun executable (an empty program compiled with Bun is about 109 MB: the runtime); the meshcni image before the multi-call binary carried two Bun executables (109.5 + 111.1 MB, plus 3.1 MB of libraries: about 224 MB).",
+      "For context, not measured here: this machine reaches no container registry, " +
+        "so the published sizes of Linkerd's `cr.l5d.io/linkerd/cni-plugin` (Alpine-based, " +
+        "with Go binaries) and Istio's `install-cni` image could not be verified. Both ship Go binaries, " +
+        "so they are expected to be several times smaller than a Bun executable (an empty program " +
+        "compiled with Bun is about 109 MB: the runtime); the meshcni image before the multi-call " +
+        "binary carried two Bun executables (109.5 + 111.1 MB, plus 3.1 MB of libraries: about 224 MB).",
       "",
     ].join("\n");
   } finally {

@@ -61,7 +61,8 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     await Bun.sleep(seconds * 1000);
     const [a1, f1] = [agent.sample(), floorSampler.sample()];
     if (inst.proc.exitCode !== null) throw new Error(`installer died:\n${inst.log()}`);
-    // Then busy: 110 pods looked up through the agent (pods of no node, so not in its watch cache: each a short wait for the watch, then its own GET) and 1,000 reports printed.
+    // Then busy: 110 pods looked up through the agent (pods of no node, so not in its watch cache:
+    // each a short wait for the watch, then its own GET) and 1,000 reports printed.
     for (let i = 0; i < 110; i++) {
       cluster.api.addPod({ metadata: { name: `web-${i}`, namespace: "bench", uid: `uid-${i}` } } as never);
     }
@@ -103,23 +104,33 @@ export async function benchIdle(seconds = Number(Bun.env.MESHCNI_BENCH_IDLE_SECO
     );
     const b1 = agent.sample();
     const row = (name: string, s0: ProcSample, s1: ProcSample) =>
-      `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;
+      `| ${name} | ${((s1.cpuNs - s0.cpuNs) / 1e6).toFixed(2)} ms | ` +
+      `${(((s1.cpuNs - s0.cpuNs) / 1e9 / seconds) * 100).toFixed(4)} % | ` +
+      `${s1.wakeups - s0.wakeups} | ${(s1.rssKb / 1024).toFixed(1)} MB |`;
     const rssMb = a1.rssKb / 1024;
     return [
       "## Installer: idle cost",
       "",
-      `Start-up, from the agent's readiness until repair was active (its 30 s grace period after the chain) and 2 s more: ${((g1.cpuNs - g0.cpuNs) / 1e6).toFixed(2)} ms of CPU over ${graceS.toFixed(1)} s, ${g1.wakeups - g0.wakeups} wake-ups.`,
+      `Start-up, from the agent's readiness until repair was active (its 30 s grace ` +
+        `period after the chain) and 2 s more: ${((g1.cpuNs - g0.cpuNs) / 1e6).toFixed(2)} ` +
+        `ms of CPU over ${graceS.toFixed(1)} s, ${g1.wakeups - g0.wakeups} wake-ups.`,
       "",
-      `Then over ${seconds} s with nothing changing (chain in place, /readyz answering, three folders watched, the agent's socket served, repair active, a resync each minute):`,
+      `Then over ${seconds} s with nothing changing (chain in place, /readyz answering, ` +
+        `three folders watched, the agent's socket served, repair active, a resync each minute):`,
       "",
       "| process | CPU time | CPU share | wake-ups | resident memory |",
       "|---|---|---|---|---|",
       row("meshcni-installer", a0, a1),
       row("compiled Bun program watching one folder (floor)", f0, f1),
       "",
-      `Targets: CPU essentially zero (no polling) and resident memory at most 60 MB: ${(a1.cpuNs - a0.cpuNs) / 1e6 < 50 ? "CPU met" : "CPU NOT met"}, ${rssMb <= 60 ? "memory met" : "memory NOT met"}.`,
+      `Targets: CPU essentially zero (no polling) and resident memory at ` +
+        `most 60 MB: ${(a1.cpuNs - a0.cpuNs) / 1e6 < 50 ? "CPU met" : "CPU NOT met"}, ` +
+        `${rssMb <= 60 ? "memory met" : "memory NOT met"}.`,
       "",
-      `Then 110 pod lookups on the agent's socket (pods not bound to the node, so each one GET by the agent after a short wait for the watch) and 1,000 reports printed: ${((b1.cpuNs - b0.cpuNs) / 1e6).toFixed(0)} ms of CPU, resident memory ${(b1.rssKb / 1024).toFixed(1)} MB afterwards (${b1.rssKb / 1024 <= 60 ? "within" : "NOT within"} 60 MB).`,
+      `Then 110 pod lookups on the agent's socket (pods not bound to the node, so each one ` +
+        `GET by the agent after a short wait for the watch) and 1,000 reports printed: ` +
+        `${((b1.cpuNs - b0.cpuNs) / 1e6).toFixed(0)} ms of CPU, resident memory ` +
+        `${(b1.rssKb / 1024).toFixed(1)} MB afterwards (${b1.rssKb / 1024 <= 60 ? "within" : "NOT within"} 60 MB).`,
       "",
     ].join("\n");
   } finally {

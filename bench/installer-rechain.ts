@@ -107,7 +107,8 @@ export async function benchRechain(rewrites = 200): Promise<string> {
         const t0 = performance.now();
         const done = whenTrue(dirs.net, holds(dirs, marker)).catch((e) => {
           throw new Error(
-            `${dirs === a ? "meshcni-installer" : "the floor"}, rewrite ${i}: ${e.message}; the file: ${dirs.file(FILE)}\n${dirs === a ? inst!.log() : ""}`,
+            `${dirs === a ? "meshcni-installer" : "the floor"}, rewrite ${i}: ` +
+              `${e.message}; the file: ${dirs.file(FILE)}\n${dirs === a ? inst!.log() : ""}`,
           );
         });
         rewrite(dirs, i);
@@ -124,7 +125,8 @@ export async function benchRechain(rewrites = 200): Promise<string> {
     return [
       "## Installer: re-chain latency after the primary CNI rewrites its config",
       "",
-      `${rewrites} rewrites of ${FILE} (alternately by rename and in place), ${GAP_MS} ms apart, interleaved with the floor;`,
+      `${rewrites} rewrites of ${FILE} (alternately by rename and ` +
+        `in place), ${GAP_MS} ms apart, interleaved with the floor;`,
       "time from the host's write until the file, watched from outside with inotify, holds meshcni's entry again.",
       "",
       "| watcher | p50 | p90 | p99 | max |",
@@ -134,7 +136,9 @@ export async function benchRechain(rewrites = 200): Promise<string> {
           `| ${x.name} | ${ms(x.median)} | ${ms(x.p90)} | ${ms(x.p99)} | ${ms(Math.max(...(x === s ? ours : base)))} |`,
       ),
       "",
-      `Target: p99 at most 100 ms: ${s.p99 <= 100 ? "met" : "NOT met"}. The agent waits ${DEBOUNCE_MS} ms after an event for the rest of the burst, then selects, parses, plans and writes atomically (fsync) the config and its undo record.` +
+      `Target: p99 at most 100 ms: ${s.p99 <= 100 ? "met" : "NOT met"}. The agent ` +
+        `waits ${DEBOUNCE_MS} ms after an event for the rest of the burst, then selects, ` +
+        `parses, plans and writes atomically (fsync) the config and its undo record.` +
         `${warned ? " (It logged a back-off warning: the rewrites came too fast.)" : ""}`,
       "",
     ].join("\n");

@@ -8,11 +8,9 @@ import { JIT_POLICY, NODE_EXEC_ARGV } from "../scripts/build.ts";
 
 /**
  * A copy of the binary at `src`, written now into `dir`, so that it starts from the same page
- * cache state as the floors this run compiles there. The state of a 100 MB executable's pages
- * moves its start-up by about a millisecond here: the same meshcni, read back from disk after
- * leaving the page cache, answered VERSION in 5.8 ms against 5.0 ms for a copy written just
- * before, and a skipped ADD in 9.1 ms against 8.0 ms. (The agent writes the plugin into the
- * node's CNI bin folder, so a node starts with a freshly written copy too.)
+ * cache state as the floors this run compiles there: the state of a 100 MB executable's pages
+ * moves its start-up measurably (see docs/benchmarks.md). The agent writes the plugin into the
+ * node's CNI bin folder, so a node starts with a freshly written copy too.
  */
 export function freshCopy(src: string, dir: string): string {
   const out = join(dir, src.slice(src.lastIndexOf("/") + 1));

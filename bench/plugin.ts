@@ -239,7 +239,9 @@ export async function benchPlugin(): Promise<string> {
           stdin: agentConf,
         },
         {
-          name: "the least agent client, meshed ADD: one request and answer, then nsenter + iptables-restore of the payload by Bun.spawn, one report",
+          name:
+            "the least agent client, meshed ADD: one request and answer, " +
+            "then nsenter + iptables-restore of the payload by Bun.spawn, one report",
           argv: [least],
           env: { ...addEnv("web-5b8b6f7c9d-x2x7q"), LEAST_PAYLOAD: payload },
           stdin: agentConf,
@@ -310,7 +312,8 @@ export async function benchPlugin(): Promise<string> {
     const lines = [
       "## Plugin start-up and ADD",
       "",
-      `Medians of ${RUNS} runs (ADD rounds: ${add[0]!.runs}), interleaved; ratios against floors measured in the same run.`,
+      `Medians of ${RUNS} runs (ADD rounds: ${add[0]!.runs}), ` +
+        `interleaved; ratios against floors measured in the same run.`,
       "",
       table(startup, emptySame),
       "",
@@ -318,40 +321,65 @@ export async function benchPlugin(): Promise<string> {
       "",
       "| figure | value | target |",
       "|---|---|---|",
-      `| meshcni VERSION / empty Bun program (same build) | ${ratio(version.median, emptySame.median)} | ${verdict(version.median / emptySame.median, 1.1)} |`,
-      `| meshcni VERSION / empty Bun program (plain --compile) | ${ratio(version.median, emptyPlainS.median)} | (reported) |`,
-      `| meshcni VERSION / Go bridge VERSION | ${ratio(version.median, bridge.median)} | (reported; an empty Bun program is ${ratio(emptyPlainS.median, bridge.median)}) |`,
-      `| ADD meshed pod / (nsenter + iptables-restore + one GET) = ${ms(addMeshed.median)} / ${ms(floor)} | ${ratio(addMeshed.median, floor)} | ${verdict(addMeshed.median / floor, 1.25)} |`,
+      `| meshcni VERSION / empty Bun program (same build) ` +
+        `| ${ratio(version.median, emptySame.median)} | ${verdict(version.median / emptySame.median, 1.1)} |`,
+      `| meshcni VERSION / empty Bun program (plain --compile) ` +
+        `| ${ratio(version.median, emptyPlainS.median)} | (reported) |`,
+      `| meshcni VERSION / Go bridge VERSION | ${ratio(version.median, bridge.median)} | ` +
+        `(reported; an empty Bun program is ${ratio(emptyPlainS.median, bridge.median)}) |`,
+      `| ADD meshed pod / (nsenter + iptables-restore + one GET) = ${ms(addMeshed.median)} / ` +
+        `${ms(floor)} | ${ratio(addMeshed.median, floor)} | ${verdict(addMeshed.median / floor, 1.25)} |`,
       `| ADD meshed pod, one GET / same floor | ${ratio(addOneGet.median, floor)} | (reported) |`,
-      `| ADD meshed pod / Linkerd's exec per rule (${ms(perRuleS.median)}) | ${ratio(addMeshed.median, perRuleS.median)} | ${verdict(addMeshed.median / perRuleS.median, 0.3)} |`,
-      `| ADD pod without proxy / meshcni VERSION | ${ratio(addSkip.median, version2.median)} | ${verdict(addSkip.median / version2.median, 2)} |`,
+      `| ADD meshed pod / Linkerd's exec per rule (${ms(perRuleS.median)}) ` +
+        `| ${ratio(addMeshed.median, perRuleS.median)} | ${verdict(addMeshed.median / perRuleS.median, 0.3)} |`,
+      `| ADD pod without proxy / meshcni VERSION | ${ratio(addSkip.median, version2.median)} ` +
+        `| ${verdict(addSkip.median / version2.median, 2)} |`,
       `| peak RSS: ADD meshed pod | ${rssAdd.toFixed(1)} MB | ${rssAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
-      `| peak RSS: ADD pod without proxy / VERSION / empty Bun program | ${rssSkip.toFixed(1)} / ${rssVersion.toFixed(1)} / ${rssEmpty.toFixed(1)} MB | (reported) |`,
+      `| peak RSS: ADD pod without proxy / VERSION / empty Bun program | ${rssSkip.toFixed(1)} ` +
+        `/ ${rssVersion.toFixed(1)} / ${rssEmpty.toFixed(1)} MB | (reported) |`,
       "",
       "### Through a warm node agent",
       "",
-      "The plugin asks a stand-in agent (the agent's socket server and handler, answering from memory) and reports to it; no API request.",
+      "The plugin asks a stand-in agent (the agent's socket server and handler, " +
+        "answering from memory) and reports to it; no API request.",
       "",
       table(viaAgent),
       "",
       "| figure | value | target |",
       "|---|---|---|",
-      `| ADD meshed pod / (empty Bun program + nsenter + iptables-restore) = ${ms(aAdd.median)} / ${ms(agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(aAdd.median / agentFloor, 1.3)} |`,
-      `| ADD meshed pod / Linkerd's exec per rule (${ms(aPerRule.median)}) | ${ratio(aAdd.median, aPerRule.median)} | ${verdict(aAdd.median / aPerRule.median, 0.3)} |`,
-      `| ADD pod without proxy / meshcni VERSION | ${ratio(aSkip.median, aVersion.median)} | ${verdict(aSkip.median / aVersion.median, 1.5)} |`,
-      `| DEL of a container never touched / meshcni VERSION | ${ratio(aDel.median, aVersion.median)} | ${verdict(aDel.median / aVersion.median, 1.2)} |`,
-      `| peak RSS: ADD meshed pod through the agent (max of 3) | ${rssAgentAdd.toFixed(1)} MB | ${rssAgentAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
+      `| ADD meshed pod / (empty Bun program + nsenter + iptables-restore) = ${ms(aAdd.median)} / ` +
+        `${ms(agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(aAdd.median / agentFloor, 1.3)} |`,
+      `| ADD meshed pod / Linkerd's exec per rule (${ms(aPerRule.median)}) ` +
+        `| ${ratio(aAdd.median, aPerRule.median)} | ${verdict(aAdd.median / aPerRule.median, 0.3)} |`,
+      `| ADD pod without proxy / meshcni VERSION | ${ratio(aSkip.median, aVersion.median)} ` +
+        `| ${verdict(aSkip.median / aVersion.median, 1.5)} |`,
+      `| DEL of a container never touched / meshcni VERSION | ` +
+        `${ratio(aDel.median, aVersion.median)} | ${verdict(aDel.median / aVersion.median, 1.2)} |`,
+      `| peak RSS: ADD meshed pod through the agent (max of 3) ` +
+        `| ${rssAgentAdd.toFixed(1)} MB | ${rssAgentAdd <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
-      "Where those targets sit: the least agent client (bench/support/least-client.ts, compiled as the plugin is) reads stdin, asks the agent once and, for a meshed pod or a DEL, reports once, and does nothing else: no validation, no decision, no rules, no log line. Each target measured on it instead of the plugin; for a meshed pod, the least client applies the same payload itself, as a plugin must (Bun.spawn of nsenter + iptables-restore).",
+      "Where those targets sit: the least agent client (bench/support/least-client.ts, " +
+        "compiled as the plugin is) reads stdin, asks the agent once and, for a meshed pod or a DEL, " +
+        "reports once, and does nothing else: no validation, no decision, no rules, no log line. " +
+        "Each target measured on it instead of the plugin; for a meshed pod, the least client " +
+        "applies the same payload itself, as a plugin must (Bun.spawn of nsenter + iptables-restore).",
       "",
       "| the same figure for the least agent client | value | meshcni | target |",
       "|---|---|---|---|",
-      `| ADD meshed pod: least meshed ADD, applying the payload itself (Bun.spawn of nsenter + iptables-restore) / (empty Bun program + nsenter + iptables-restore) | ${ratio(leastMeshed, agentFloor)} | ${ratio(aAdd.median, agentFloor)} | ${verdict(leastMeshed / agentFloor, 1.3)} |`,
-      `| ADD meshed pod: least meshed ADD / Linkerd's exec per rule | ${ratio(leastMeshed, aPerRule.median)} | ${ratio(aAdd.median, aPerRule.median)} | ${verdict(leastMeshed / aPerRule.median, 0.3)} |`,
-      `| ADD pod without proxy: least ADD / meshcni VERSION | ${ratio(lAdd.median, aVersion.median)} | ${ratio(aSkip.median, aVersion.median)} | ${verdict(lAdd.median / aVersion.median, 1.5)} |`,
-      `| DEL never touched: least DEL / meshcni VERSION | ${ratio(lDel.median, aVersion.median)} | ${ratio(aDel.median, aVersion.median)} | ${verdict(lDel.median / aVersion.median, 1.2)} |`,
-      `| peak RSS (max of 3): least ADD, without the restore's process | ${rssLeast.toFixed(1)} MB | ${rssAgentAdd.toFixed(1)} MB | ${rssLeast <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
-      `| peak RSS (max of 3): least meshed ADD, applying the payload itself (Bun.spawn) | ${rssLeastApply.toFixed(1)} MB | ${rssAgentAdd.toFixed(1)} MB | ${rssLeastApply <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
+      `| ADD meshed pod: least meshed ADD, applying the payload itself (Bun.spawn of nsenter + ` +
+        `iptables-restore) / (empty Bun program + nsenter + iptables-restore) | ${ratio(leastMeshed, agentFloor)} ` +
+        `| ${ratio(aAdd.median, agentFloor)} | ${verdict(leastMeshed / agentFloor, 1.3)} |`,
+      `| ADD meshed pod: least meshed ADD / Linkerd's exec per rule | ${ratio(leastMeshed, aPerRule.median)} ` +
+        `| ${ratio(aAdd.median, aPerRule.median)} | ${verdict(leastMeshed / aPerRule.median, 0.3)} |`,
+      `| ADD pod without proxy: least ADD / meshcni VERSION | ${ratio(lAdd.median, aVersion.median)} ` +
+        `| ${ratio(aSkip.median, aVersion.median)} | ${verdict(lAdd.median / aVersion.median, 1.5)} |`,
+      `| DEL never touched: least DEL / meshcni VERSION | ${ratio(lDel.median, aVersion.median)} ` +
+        `| ${ratio(aDel.median, aVersion.median)} | ${verdict(lDel.median / aVersion.median, 1.2)} |`,
+      `| peak RSS (max of 3): least ADD, without the restore's process | ${rssLeast.toFixed(1)} MB ` +
+        `| ${rssAgentAdd.toFixed(1)} MB | ${rssLeast <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
+      `| peak RSS (max of 3): least meshed ADD, applying the payload itself (Bun.spawn) ` +
+        `| ${rssLeastApply.toFixed(1)} MB | ${rssAgentAdd.toFixed(1)} MB ` +
+        `| ${rssLeastApply <= 30 ? "≤ 30 MB ✓" : "> 30 MB ✗"} |`,
       "",
     ];
     return lines.join("\n");

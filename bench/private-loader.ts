@@ -1,8 +1,8 @@
-// The plugin's start-up with a loader and C library of its own (issue 23): VERSION of the node
-// binary rewritten by internal/agent/install/hostcheck/elf-rewrite.ts (PT_INTERP and DT_RPATH naming a private
-// folder that holds this machine's glibc loader and the four libraries it loads), against the
-// binary as built (today's VERSION, target ≤ 1.05x) and against an empty Bun program compiled
-// the same way and rewritten alike (target ≤ 1.1x), all in the same run.
+// The plugin's start-up with a loader and C library of its own: VERSION of the node binary
+// rewritten by internal/agent/install/hostcheck/elf-rewrite.ts (PT_INTERP and DT_RPATH naming a
+// private folder that holds this machine's glibc loader and the four libraries it loads), against
+// the binary as built (target ≤ 1.05x) and against an empty Bun program compiled the same way and
+// rewritten alike (target ≤ 1.1x), all in the same run.
 // Run alone: node_modules/.bin/bun bench/private-loader.ts
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

@@ -25,8 +25,10 @@ function machine(): string {
   const os = readFileSync("/etc/os-release", "utf8").match(/^PRETTY_NAME="(.*)"$/m)?.[1] ?? "Linux";
   return [
     `- date: ${new Date().toISOString()}`,
-    `- machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${os}, kernel ${sh(["uname", "-r"])}`,
-    `- bun ${Bun.version}, ${sh(["iptables", "--version"])}, Debian containernetworking-plugins ${sh(["dpkg-query", "-W", "-f=${Version}", "containernetworking-plugins"])}`,
+    `- machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ` +
+      `${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${os}, kernel ${sh(["uname", "-r"])}`,
+    `- bun ${Bun.version}, ${sh(["iptables", "--version"])}, Debian containernetworking-plugins ` +
+      `${sh(["dpkg-query", "-W", "-f=${Version}", "containernetworking-plugins"])}`,
     `- meshcni ${sh([join(import.meta.dir, "../dist/meshcnictl"), "version"]) || "(meshcnictl not built)"}`,
   ].join("\n");
 }

@@ -2,7 +2,7 @@
 // a run executes, the same count whatever else the machine is doing (wall-clock ratios move with
 // the load on a shared 2-core machine). VERSION of dist/meshcni (the node binary: plugin and
 // agent) against an empty program compiled the same way, and against a build of cmd/plugin.ts
-// alone (what dist/meshcni was before the agent joined it). Run alone:
+// alone (the plugin without the agent's code in its binary). Run alone:
 // node_modules/.bin/bun bench/startup-instructions.ts
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -67,7 +67,8 @@ export async function benchStartupInstructions(): Promise<string> {
     return [
       "## Plugin start-up in instructions",
       "",
-      `VERSION under valgrind --tool=callgrind, median of ${RUNS} runs each: instructions executed, repeatable whatever the machine's load.`,
+      `VERSION under valgrind --tool=callgrind, median of ${RUNS} runs each: ` +
+        `instructions executed, repeatable whatever the machine's load.`,
       "",
       "| program | instructions | vs empty |",
       "|---|---|---|",
@@ -77,7 +78,8 @@ export async function benchStartupInstructions(): Promise<string> {
       "",
       "| figure | value | target |",
       "|---|---|---|",
-      `| dist/meshcni VERSION / empty Bun program | ${ratio.toFixed(3)}x | ${ratio <= 1.1 ? "≤ 1.1x ✓" : "> 1.1x ✗"} |`,
+      `| dist/meshcni VERSION / empty Bun program | ${ratio.toFixed(3)}x | ` +
+        `${ratio <= 1.1 ? "≤ 1.1x ✓" : "> 1.1x ✗"} |`,
       `| dist/meshcni VERSION / cmd/plugin.ts alone | ${(node / alone).toFixed(3)}x | (reported) |`,
       "",
     ].join("\n");

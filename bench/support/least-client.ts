@@ -25,7 +25,9 @@ const report = JSON.stringify({
   time: new Date().toISOString(),
   version: "floor",
 });
-const post = `POST /v1/reports HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(report)}\r\nConnection: close\r\n\r\n${report}`;
+const post =
+  `POST /v1/reports HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n` +
+  `Content-Length: ${Buffer.byteLength(report)}\r\nConnection: close\r\n\r\n${report}`;
 
 if (env.CNI_COMMAND === "DEL") {
   void Bun.file(`${conf.state_dir}/containers/${env.CNI_CONTAINERID}.json`).size;
