@@ -1,5 +1,5 @@
 // The compiled node agent against requests a caller other than the plugin could send on its
-// socket (issue "safety", point 5): forged POST /v1/add for a network namespace that does not
+// socket: forged POST /v1/add for a network namespace that does not
 // exist, or for another node's pod, never writes a record; the stand-in API server counts every
 // request, so a pod of another node is shown never fetched. Real network namespaces.
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";

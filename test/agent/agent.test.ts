@@ -144,7 +144,8 @@ describe("restarts never unmesh the node", () => {
     const before = installation();
     expect(await first.stop("SIGTERM")).toBe(0);
     expect(first.log()).toContain(
-      "stopping: its DaemonSet meshcni/meshcni-node exists and runs on node node-a: a new agent will take over; leaving meshcni installed",
+      "stopping: its DaemonSet meshcni/meshcni-node exists and runs on " +
+        "node node-a: a new agent will take over; leaving meshcni installed",
     );
     expect(installation()).toEqual(before);
     expect(existsSync(join(dirs.state, "containers", "aaaa1111.json"))).toBe(true);
@@ -220,7 +221,8 @@ describe("restarts never unmesh the node", () => {
       expect(p.log()).toMatch(why);
       expect(p.log()).toContain("meshcni is uninstalled from this node");
       expect(p.log()).toContain(
-        `the plugin's records stay in ${dirs.state} for a later install (--uninstall removes them; a reboot empties the folder)`,
+        `the plugin's records stay in ${dirs.state} for a later install ` +
+          `(--uninstall removes them; a reboot empties the folder)`,
       );
       expect(dirs.file("10-calico.conflist")).toBe(CALICO);
       expect(dirs.names()).toEqual(["10-calico.conflist"]);
@@ -312,7 +314,8 @@ describe("the agent's socket", () => {
     expect(cluster.api.count(podPath)).toBe(0);
     expect(cluster.api.count("/api/v1/namespaces/emojivoto", "get")).toBe(0);
     expect(cluster.api.requests.slice(seen)).toEqual([]);
-    // The cache's own requests: one list and one watch of this node's pods, one of namespaces, with the agent's own service account.
+    // The cache's own requests: one list and one watch of this node's pods, one of namespaces, with
+    // the agent's own service account.
     const cacheRequests = cluster.api.requests
       .slice(before)
       .filter((r) => r.path === "/api/v1/pods" || r.path === "/api/v1/namespaces");
@@ -417,7 +420,8 @@ describe("every plugin decision on the agent's stdout", () => {
     expect(out.split("\n").filter((l) => /^\S+ \S+ +plugin ADD pod=evil\/x outcome=meshed/.test(l))).toEqual([]);
     expect(out.split("\n").filter((l) => /^2026-01-01T00:00:00.000Z/.test(l))).toEqual([]);
     expect(out).toContain(
-      'plugin ADD pod="evil/x\\n2026-01-01T00:00:00.000Z info  plugin ADD pod=evil/x outcome=meshed" outcome=failed code=7',
+      'plugin ADD pod="evil/x\\n2026-01-01T00:00:00.000Z info  ' +
+        'plugin ADD pod=evil/x outcome=meshed" outcome=failed code=7',
     );
     expect(out).toContain("meshcni: error \\x1b[2J cleared?\\nmeshcni: info forged");
     // Everything on stdout, failed ADDs included.

@@ -72,7 +72,10 @@ export class HostDirs {
     symlinkSync("..data/ca.crt", join(this.sa, "ca.crt"));
   }
 
-  /** Writes a new timestamped folder and swaps `..data` to it with a rename, as kubelet does (a new CA bundle too, if given). */
+  /**
+   * Writes a new timestamped folder and swaps `..data` to it with a rename, as kubelet does (a new
+   * CA bundle too, if given).
+   */
   projectToken(token: string, caPem = this.caPem): void {
     const old = existsSync(join(this.sa, "..data")) ? readdirSync(this.sa).filter((n) => n.startsWith("..20")) : [];
     const dir = `..2026_01_01_00_00_${String(this.generation++).padStart(2, "0")}.000000001`;

@@ -105,7 +105,10 @@ describe.skipIf(process.arch !== "x64")("the agent's host check", () => {
     const port = freePort();
     const p = start(["--host-root", root, "--health-port", String(port)]);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
-    const why = `host check skipped: ${PLUGIN} starts with /lib64/ld-linux-x86-64.so.2 (glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, outside what the agent sees of the host (/usr, /lib, /lib64, /etc/ld.so.cache through ${root})`;
+    const why =
+      `host check skipped: ${PLUGIN} starts with /lib64/ld-linux-x86-64.so.2 ` +
+      `(glibc's loader for x86-64), which leads to /nix/store/abc-nix-ld/lib/ld.so, ` +
+      `outside what the agent sees of the host (/usr, /lib, /lib64, /etc/ld.so.cache through ${root})`;
     await p.waitForLog(
       new RegExp(
         `${why.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&")}; installing ${PLUGIN.replace(/[./]/g, "\\$&")} unchecked`,

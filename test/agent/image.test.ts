@@ -306,7 +306,10 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
     let root: string;
     let api: ApiServer;
     let kubeconfig: string;
-    /** Runs an arm64 program of the image under qemu-user, its loader and libraries from the image (-L). Async: the stand-in API server answers from this process. */
+    /**
+     * Runs an arm64 program of the image under qemu-user, its loader and libraries from the image
+     * (-L). Async: the stand-in API server answers from this process.
+     */
     const arm = async (argv: string[], env: Record<string, string>, stdin?: string) => {
       const p = Bun.spawn([QEMU!, "-L", root, ...argv], {
         env: { PATH: Bun.env.PATH!, ...env },
@@ -368,7 +371,8 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
       expect(r.code).toBe(0);
       const payload = readFileSync(dry, "utf8");
       expect(payload).toContain(
-        `-A PROXY_INIT_REDIRECT -p tcp -m comment --comment "proxy-init/redirect-all-incoming-to-proxy-port" -j REDIRECT --to-ports 4143`,
+        `-A PROXY_INIT_REDIRECT -p tcp -m comment --comment ` +
+          `"proxy-init/redirect-all-incoming-to-proxy-port" -j REDIRECT --to-ports 4143`,
       );
       const amd = await runPlugin(env, stdin, { dryRun: true });
       expect(amd.code).toBe(0);
@@ -442,7 +446,8 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
           out += new TextDecoder().decode(value);
         }
         expect(out).toContain(
-          `this host cannot run the plugin, so meshcni is not installed here: ${root}/opt/meshcni/meshcni: the host has no /lib/ld-linux-aarch64.so.1 (glibc's loader for aarch64)`,
+          `this host cannot run the plugin, so meshcni is not installed here: ${root}/opt/meshcni/meshcni: ` +
+            `the host has no /lib/ld-linux-aarch64.so.1 (glibc's loader for aarch64)`,
         );
         expect(readdirSync(node.bin)).toEqual([]);
         expect(readFileSync(join(node.net, "10-calico.conflist"), "utf8")).toBe(CALICO);

@@ -162,7 +162,8 @@ describe("Installer", () => {
     expect(
       lines.some((l) =>
         l.startsWith(
-          "info rewrote the plugin's kubeconfig with a new token for https://10.96.0.1:443 (service account meshcni/meshcni-plugin, valid until ",
+          "info rewrote the plugin's kubeconfig with a new token for " +
+            "https://10.96.0.1:443 (service account meshcni/meshcni-plugin, valid until ",
         ),
       ),
     ).toBe(true);

@@ -182,7 +182,9 @@ describe("the plugin's TokenRequest", () => {
       return r.ok ? "ok" : r.why;
     };
     expect(why(answer(403, { kind: "Status", message: 'serviceaccounts "meshcni-plugin" is forbidden' }))).toBe(
-      'the agent may not create tokens for meshcni/meshcni-plugin (403): serviceaccounts "meshcni-plugin" is forbidden; its Role needs create on serviceaccounts/token for meshcni-plugin (meshcnictl install-cni renders it)',
+      "the agent may not create tokens for meshcni/meshcni-plugin (403): " +
+        'serviceaccounts "meshcni-plugin" is forbidden; its Role needs create ' +
+        "on serviceaccounts/token for meshcni-plugin (meshcnictl install-cni renders it)",
     );
     expect(why(answer(404, { kind: "Status", message: "not found" }))).toBe(
       "there is no ServiceAccount meshcni/meshcni-plugin (404): not found; meshcnictl install-cni renders it",

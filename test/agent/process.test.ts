@@ -111,7 +111,8 @@ describe("meshcni-installer process", () => {
     expect(log).toMatch(new RegExp(`installed the plugin binary: wrote ${join(dirs.bin, "meshcni")}`));
     expect(log).toMatch(
       new RegExp(
-        `wrote the plugin's kubeconfig for ${server} \\(service account meshcni/meshcni-plugin, valid until \\S+\\): ${kubeconfig}`,
+        `wrote the plugin's kubeconfig for ${server} \\(service account ` +
+          `meshcni/meshcni-plugin, valid until \\S+\\): ${kubeconfig}`,
       ),
     );
     expect(log).toMatch(new RegExp(`chained meshcni: wrote ${join(dirs.net, "10-calico.conflist")}`));

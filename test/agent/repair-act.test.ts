@@ -140,7 +140,8 @@ describe("--repair evict", () => {
       ["Warning", "MeshcniRepair", "web-bad", "uid-bad"],
     ]);
     expect(writes.events[0]!.message).toStartWith(
-      "meshcni evicts this pod on node node-a so that its controller creates it again with the mesh's redirect: its linkerd-network-validator init container's latest run failed (exit code 95",
+      "meshcni evicts this pod on node node-a so that its controller creates it again with the mesh's " +
+        "redirect: its linkerd-network-validator init container's latest run failed (exit code 95",
     );
     // The Event came before the eviction.
     expect(writes.order).toEqual(["event emojivoto/web-bad", "evict emojivoto/web-bad"]);
@@ -222,7 +223,8 @@ describe("--repair evict", () => {
     ]);
     expect(loop.unverified()).toBe(1);
     expect(lines.filter((l) => l.includes("unverified"))).toEqual([
-      "repair: 1 meshed pod(s) of node node-a are unverified (no record of an ADD for their sandbox; reported, never removed for that; /status says why): emojivoto/web-nr",
+      "repair: 1 meshed pod(s) of node node-a are unverified (no record of an ADD for their sandbox; " +
+        "reported, never removed for that; /status says why): emojivoto/web-nr",
     ]);
     expect([writes.evicted, writes.deleted, writes.events]).toEqual([[], [], []]);
   });

@@ -146,7 +146,7 @@ describe("the repair loop while it waits out the grace period", () => {
   test("plans once at the start and once when the grace period ends, not every interval; then it is active", async () => {
     const f = start(600);
     await Bun.sleep(300);
-    // Before: a round every 20 ms, about 15 by now.
+    // Not a round every interval (20 ms), which would make about 15 by now.
     expect(f.rounds()).toBe(1);
     expect(f.loop.status().active).toBe(false);
     await Bun.sleep(500);
@@ -216,7 +216,7 @@ describe("the repair loop once settled", () => {
     f.change();
     await Bun.sleep(10);
     expect(f.loop.status().bypassing.map((b) => b.action)).toEqual(["waiting"]);
-    // Before, the timer kept its settled pace (30 s) and the confirmed pod waited for it.
+    // The confirmed pod does not wait for the timer's settled pace (30 s).
     await Bun.sleep(300);
     expect(f.sent).toEqual([
       "POST /api/v1/namespaces/emojivoto/events",

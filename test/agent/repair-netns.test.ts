@@ -141,7 +141,10 @@ type PodObj = ReturnType<typeof pod>;
 
 const podPath = (p: PodObj) => `/api/v1/namespaces/${p.metadata.namespace}/pods/${p.metadata.name}`;
 const key = (p: PodObj) => `${p.metadata.namespace}/${p.metadata.name} ${p.metadata.uid}`;
-/** The validator's status after a run: failed with `code` (latest), or an earlier failure before a success or during a run. */
+/**
+ * The validator's status after a run: failed with `code` (latest), or an earlier failure before a
+ * success or during a run.
+ */
 const failedRun = (code: number) => ({
   terminated: { exitCode: code, reason: "Error", message: "the redirect is not in place", finishedAt: kubeletTime() },
 });
@@ -166,7 +169,10 @@ const RUNNING_AFTER_FAILURE = (code = 95): ValidatorStatus => ({
 interface Host {
   dirs: HostDirs;
   boxes: Map<string, { netns: Netns; runtime: CniRuntime; a: Attachment }>;
-  /** Creates the pod in the API server and its sandbox through the host's chain as it is now; kubelet then reports it ready. */
+  /**
+   * Creates the pod in the API server and its sandbox through the host's chain as it is now;
+   * kubelet then reports it ready.
+   */
   start(p: PodObj): Promise<void>;
   redirected(p: PodObj): boolean;
   agent(extra?: string[]): { proc: InstallerProcess; port: number };
@@ -518,7 +524,8 @@ describe.skipIf(!isRoot())("repair acts on the validator's latest run (real netw
       expect(s.repair.refusals).toBe(1);
       expect((await h.metrics(agent.port)).get("meshcni_repair_refusals_total")).toBe(1);
       expect(agent.proc.log()).toContain(
-        `repair: the eviction of pod emojivoto/vote-bot-4 (uid ${budgeted.metadata.uid}) was refused (trying again later): ${PDB_REFUSAL}`,
+        `repair: the eviction of pod emojivoto/vote-bot-4 (uid ` +
+          `${budgeted.metadata.uid}) was refused (trying again later): ${PDB_REFUSAL}`,
       );
       // Tried again after --repair-retry-seconds; allowed once the budget allows it.
       await until(() => writes.refused.length === 2, 10_000, "the second try").catch(withLog(agent.proc));

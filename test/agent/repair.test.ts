@@ -58,7 +58,10 @@ let uidN = 0;
 let first0: Record<string, unknown> | undefined;
 /** One fixed pod (same UID on every call). */
 const _pod0 = () => (first0 ??= meshedPod("web-0"));
-/** A Linkerd-injected pod in CNI mode (linkerd-network-validator, then linkerd-proxy as a native sidecar), running on node-a. */
+/**
+ * A Linkerd-injected pod in CNI mode (linkerd-network-validator, then linkerd-proxy as a native
+ * sidecar), running on node-a.
+ */
 function meshedPod(
   name: string,
   over: {
@@ -211,7 +214,8 @@ describe("positive evidence: the validator's latest run failed with its code", (
     expect(judge(pod, [record(pod)])).toEqual({
       kind: "bypassing",
       reason:
-        "its linkerd-network-validator init container's latest run failed (exit code 95, Error: failed to verify the redirect): the redirect was not in place",
+        "its linkerd-network-validator init container's latest run failed (exit code 95, " +
+        "Error: failed to verify the redirect): the redirect was not in place",
     });
     const inp = input([pod], { records: [record(pod)] });
     const plan = planRepair(CFG, confirmed(CFG, inp), inp);
@@ -247,7 +251,8 @@ describe("positive evidence: the validator's latest run failed with its code", (
     expect(judge(pod, [], ISTIO)).toEqual({
       kind: "bypassing",
       reason:
-        "its istio-validation init container's latest run failed (exit code 126, Died for some reason): the redirect was not in place",
+        "its istio-validation init container's latest run failed (exit code 126, " +
+        "Died for some reason): the redirect was not in place",
     });
   });
 

@@ -1,7 +1,8 @@
 // The agent's socket (internal/agent/socket/handler.ts behind internal/agent/socket/serve.ts), served for
 // real on a Unix socket in a temp folder and asked the way the plugin asks (fetch with `unix`),
 // in front of the in-memory PodLookup of test/support: the folder's and the socket's modes, a
-// stale socket replaced, every answer of protocol.ts, and bad requests answered 400, never 404.
+// stale socket replaced, every answer of internal/wire/protocol.ts, and bad requests answered 400,
+// never 404.
 import { afterEach, describe, expect, test } from "bun:test";
 import {
   chmodSync,

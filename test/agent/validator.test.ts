@@ -85,7 +85,8 @@ describe("validatorFailure", () => {
         detail: "Error: iptables validation failed",
       }),
     ).toBe(
-      "its istio-validation init container's latest run failed (exit code 126, Error: iptables validation failed): the redirect was not in place",
+      "its istio-validation init container's latest run failed (exit code 126, " +
+        "Error: iptables validation failed): the redirect was not in place",
     );
   });
 });

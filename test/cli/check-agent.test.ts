@@ -148,7 +148,8 @@ test("check reads the real agent's /status through the pod proxy, and --pods war
   // No record is no evidence of a bypass: a warning, not a failure.
   expect(pods.code).toBe(0);
   expect(pods.stdout).toContain(
-    "‼ pod emojivoto/web-2 on node-a has a record of meshcni's ADD\n    unverified: no record of an ADD for its sandbox on its node",
+    "‼ pod emojivoto/web-2 on node-a has a record of meshcni's ADD\n" +
+      "    unverified: no record of an ADD for its sandbox on its node",
   );
   expect(pods.stdout).not.toContain("emojivoto/web-1 on node-a");
 }, 60_000);

@@ -159,7 +159,9 @@ describe("judging a node", () => {
     expect(r.ok).toBe(false);
     expect(r.warning).toBeUndefined();
     expect(r.detail).toBe(
-      "1 pod runs without meshcni's rules (repair off, 0 repaired):\nemojivoto/voting-7c9f8b6d4-mz5rw: its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify the redirect: timed out after 10s): the redirect was not in place (reported since 2026-11-24T10:01:58.000Z)",
+      "1 pod runs without meshcni's rules (repair off, 0 repaired):\nemojivoto/voting-7c9f8b6d4-mz5rw: " +
+        "its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify " +
+        "the redirect: timed out after 10s): the redirect was not in place (reported since 2026-11-24T10:01:58.000Z)",
     );
     expect(r.hint).toContain("--repair evict");
     expect(
@@ -185,7 +187,8 @@ describe("judging a node", () => {
       ["every meshed pod has a record of meshcni's ADD", true],
     ]);
     expect(byName(rs, "every meshed pod has a record of meshcni's ADD")?.detail).toBe(
-      "1 pod unverified (reported, never removed for that):\nemojivoto/web-5b8b6f7c9d-n4v2k: no record of an ADD for its sandbox on this node (PodReadyToStartContainers is True)",
+      "1 pod unverified (reported, never removed for that):\nemojivoto/web-5b8b6f7c9d-n4v2k: " +
+        "no record of an ADD for its sandbox on this node (PodReadyToStartContainers is True)",
     );
   });
 
@@ -202,7 +205,8 @@ describe("judging a node", () => {
     expect([r.ok, r.warning]).toEqual([false, undefined]);
     expect(r.detail).toStartWith("1 pod runs without meshcni's rules (repair evict, 0 repaired, 2 evictions refused):");
     expect(r.detail).toEndWith(
-      "(refused since 2026-11-24T10:01:58.000Z; refused: Cannot evict pod as it would violate the pod's disruption budget. (next try 2026-11-24T10:04:00.000Z))",
+      "(refused since 2026-11-24T10:01:58.000Z; refused: Cannot evict pod as it would " +
+        "violate the pod's disruption budget. (next try 2026-11-24T10:04:00.000Z))",
     );
     expect(r.hint).toContain("kubectl get pdb -A");
   });
@@ -244,7 +248,10 @@ describe("judging a node", () => {
     ).toBe("meshcni/meshcni-plugin, valid until 2026-11-25T09:12:40Z");
     const doc = statusA();
     const problem =
-      "the plugin's token in /host/etc/cni/net.d/ZZZ-meshcni-kubeconfig (meshcni/meshcni-plugin) expired at 2026-11-25T09:12:40Z: cannot get a token of meshcni/meshcni-plugin from https://10.96.0.1:443: the agent may not create tokens for meshcni/meshcni-plugin (403); the plugin's fallback fails closed until the agent gets a new one";
+      "the plugin's token in /host/etc/cni/net.d/ZZZ-meshcni-kubeconfig (meshcni/meshcni-plugin) " +
+      "expired at 2026-11-25T09:12:40Z: cannot get a token of meshcni/meshcni-plugin from " +
+      "https://10.96.0.1:443: the agent may not create tokens for meshcni/meshcni-plugin (403); " +
+      "the plugin's fallback fails closed until the agent gets a new one";
     doc.kubeconfig = { ...doc.kubeconfig, current: false, problem, token: { ...doc.kubeconfig.token, expired: true } };
     const r = byName(
       judgeAgent(answer("node-a", doc), "0.1.0", "meshcni"),
@@ -264,7 +271,8 @@ describe("judging a node", () => {
       {
         agent: agent("node-d"),
         unreachable:
-          "the pod proxy answered 503: error trying to reach service: dial tcp 10.244.3.4:9813: connect: connection refused",
+          "the pod proxy answered 503: error trying to reach service: " +
+          "dial tcp 10.244.3.4:9813: connect: connection refused",
       },
       "0.1.0",
       "meshcni",
@@ -279,7 +287,8 @@ describe("judging a node", () => {
       {
         agent: agent("node-d"),
         unreachable:
-          'the pod proxy answered 403: pods "meshcni-node-node-d" is forbidden: User "dev" cannot get resource "pods/proxy"',
+          'the pod proxy answered 403: pods "meshcni-node-node-d" ' +
+          'is forbidden: User "dev" cannot get resource "pods/proxy"',
       },
       "0.1.0",
       "meshcni",
@@ -301,7 +310,8 @@ describe("judging the pods the profile redirects", () => {
       ["bypassing", "emojivoto/voting-7c9f8b6d4-mz5rw", "node-b"],
     ]);
     expect(j.findings[0]!.reason).toBe(
-      "unverified: no record of an ADD for its sandbox on its node (it started before meshcni was chained, or the records were lost)",
+      "unverified: no record of an ADD for its sandbox on its node (it " +
+        "started before meshcni was chained, or the records were lost)",
     );
     expect(j.results.find((r) => r.pod?.name === "web-5b8b6f7c9d-n4v2k")).toMatchObject({
       ok: false,
@@ -309,7 +319,9 @@ describe("judging the pods the profile redirects", () => {
       name: "pod emojivoto/web-5b8b6f7c9d-n4v2k on node-a has a record of meshcni's ADD",
     });
     expect(j.findings[2]!.reason).toBe(
-      "the agent on its node lists it as bypassing: its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify the redirect: timed out after 10s): the redirect was not in place (reported)",
+      "the agent on its node lists it as bypassing: its linkerd-network-validator " +
+        "init container's latest run failed (exit code 95, Error: Failed to verify " +
+        "the redirect: timed out after 10s): the redirect was not in place (reported)",
     );
     // web x2x7q, emoji (native sidecar), 8jh4t, n4v2k, voting, vote-bot and the node-d pod; not
     // legacy-api (linkerd-init), busybox (no proxy), the pending pod, the hostNetwork pod, meshcni's own.
@@ -379,7 +391,8 @@ describe("judging the pods the profile redirects", () => {
     expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")).toMatchObject({
       kind: "unverified",
       reason:
-        "unverified: the plugin's newest record of it on its node (ADD at 2026-11-24T09:12:03.118Z) is of an earlier sandbox",
+        "unverified: the plugin's newest record of it on its node " +
+        "(ADD at 2026-11-24T09:12:03.118Z) is of an earlier sandbox",
     });
     web.status.conditions[0].lastTransitionTime = "2026-11-24T09:12:04Z";
     expect(
@@ -416,7 +429,8 @@ describe("judging the pods the profile redirects", () => {
     expect(j.findings.find((f) => f.name === "web-5b8b6f7c9d-x2x7q")).toMatchObject({
       kind: "bypassing",
       reason:
-        "its linkerd-network-validator init container's latest run failed (exit code 95, Error: failed to connect to 1.1.1.1:20001: timed out): the redirect was not in place",
+        "its linkerd-network-validator init container's latest run failed (exit code 95, " +
+        "Error: failed to connect to 1.1.1.1:20001: timed out): the redirect was not in place",
     });
     web.status.initContainerStatuses[0] = {
       name: "linkerd-network-validator",
@@ -438,7 +452,8 @@ describe("judging the pods the profile redirects", () => {
       true,
     );
     expect(k.results.find((r) => r.name === "pods on node node-b checked")?.detail).toBe(
-      "the agent on node node-b does not answer (timed out); not checked: emojivoto/web-5b8b6f7c9d-8jh4t, emojivoto/voting-7c9f8b6d4-mz5rw",
+      "the agent on node node-b does not answer (timed out); not checked: " +
+        "emojivoto/web-5b8b6f7c9d-8jh4t, emojivoto/voting-7c9f8b6d4-mz5rw",
     );
   });
 

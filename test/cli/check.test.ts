@@ -353,7 +353,8 @@ describe("check, node by node", () => {
     const r = await check([]);
     expect(r.code).toBe(1);
     expect(r.stdout).toContain(
-      "× the agent answers /status\n    meshcni-node-4x7bq: the agent answers 404 for /status (an agent older than /status)",
+      "× the agent answers /status\n    meshcni-node-4x7bq: " +
+        "the agent answers 404 for /status (an agent older than /status)",
     );
     expect(r.stdout).toContain(
       "× the agent answers /status\n    meshcni-node-9kz2m: /status is not JSON: <html>oops</html>",
@@ -382,7 +383,8 @@ describe("check, the mesh's side", () => {
     const r = await check([]);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(
-      "‼ Linkerd injects pods for CNI mode\n    no ConfigMap linkerd/linkerd-config: Linkerd's control plane is not installed here (or not in namespace linkerd)",
+      "‼ Linkerd injects pods for CNI mode\n    no ConfigMap linkerd/linkerd-config: " +
+        "Linkerd's control plane is not installed here (or not in namespace linkerd)",
     );
     expect(r.stdout).toContain("Status check results are ✓ (35 checks, 1 warning)");
   });
@@ -427,7 +429,8 @@ describe("check, the mesh's side", () => {
     const off = await check([]);
     expect(off.code).toBe(1);
     expect(off.stdout).toContain(
-      "× Istio injects pods for CNI mode\n    istio_cni.enabled is false in ConfigMap istio-system/istio-sidecar-injector: Istio still injects istio-init into every meshed pod",
+      "× Istio injects pods for CNI mode\n    istio_cni.enabled is false in ConfigMap " +
+        "istio-system/istio-sidecar-injector: Istio still injects istio-init into every meshed pod",
     );
   });
 });

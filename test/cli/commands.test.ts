@@ -120,7 +120,8 @@ describe("completion", () => {
       [
         "zsh",
         "-c",
-        'autoload -U compinit; compinit -u -D; source <("$CLI" completion zsh); print -r -- $_comps[meshcnictl]; whence -w _meshcnictl_install_cni',
+        'autoload -U compinit; compinit -u -D; source <("$CLI" completion zsh); ' +
+          "print -r -- $_comps[meshcnictl]; whence -w _meshcnictl_install_cni",
       ],
       {
         env: { ...process.env, CLI },

@@ -1,6 +1,6 @@
 // `meshcnictl install-cni` and `uninstall-cni`, run as the compiled binary: goldens for the
 // default, a fully configured set of flags, Istio and each --platform; every object checked
-// against Kubernetes' schemas and for the properties the issue promises; bad flags refused
+// against Kubernetes' schemas and for the properties meshcni promises; bad flags refused
 // before anything reaches stdout.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { readdirSync, readFileSync } from "node:fs";

@@ -94,7 +94,8 @@ async function install(opts: { os?: string; arch?: string; path?: string; url?: 
     mkdirSync(fake);
     writeFileSync(
       join(fake, "uname"),
-      `#!/bin/sh\ncase "$1" in -s) echo ${opts.os ?? "Linux"} ;; -m) echo ${opts.arch ?? "x86_64"} ;; *) exec /bin/uname "$@" ;; esac\n`,
+      `#!/bin/sh\ncase "$1" in -s) echo ${opts.os ?? "Linux"} ;; ` +
+        `-m) echo ${opts.arch ?? "x86_64"} ;; *) exec /bin/uname "$@" ;; esac\n`,
     );
     chmodSync(join(fake, "uname"), 0o755);
     path = `${fake}:${path}`;

@@ -213,7 +213,8 @@ for (const [mesh, m] of Object.entries(MESHES)) {
       netns.exec([
         "sh",
         "-c",
-        "for t in nat mangle raw; do iptables-nft -t $t -F; iptables-nft -t $t -X; ip6tables-nft -t $t -F; ip6tables-nft -t $t -X; done; ip -6 addr del ::6/128 dev lo 2>/dev/null; true",
+        "for t in nat mangle raw; do iptables-nft -t $t -F; iptables-nft -t $t -X; ip6tables-nft " +
+          "-t $t -F; ip6tables-nft -t $t -X; done; ip -6 addr del ::6/128 dev lo 2>/dev/null; true",
       ]);
       expect(untouched()).toEqual([]);
     });

@@ -2,7 +2,8 @@
 // a real network namespace wired by bridge + host-local with the compiled meshcni chained after
 // them, through the spec's call sequence; with the nft backend and with legacy iptables (which
 // takes the xtables lock). The real node agent serves the lookups from its watch cache, as on a
-// node: most pods make no GET (under load some fall back to their kubeconfig), and the agent prints their ADDs. Every ADD succeeds, every pod has exactly its own rules, nothing
+// node: most pods make no GET (under load some fall back to their kubeconfig), and the agent prints
+// their ADDs. Every ADD succeeds, every pod has exactly its own rules, nothing
 // waited on or failed for the xtables lock; DEL takes everything away again. How long it took is
 // printed here and measured against floors in bench/burst.ts, not asserted.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
@@ -28,7 +29,8 @@ for (const backend of ["nft", "legacy"] as Backend[]) {
       pods = lab.createNamespaces(backend[0]!);
       round = await lab.burst(rt(), pods);
       console.log(
-        `burst (${backend}): ${KUBELET_MAX_PODS} pods in ${round.wallMs.toFixed(0)} ms; slowest chain ${round.worstChainMs.toFixed(0)} ms, slowest meshcni ADD ${round.worstMeshcniMs?.toFixed(0)} ms`,
+        `burst (${backend}): ${KUBELET_MAX_PODS} pods in ${round.wallMs.toFixed(0)} ms; slowest chain ` +
+          `${round.worstChainMs.toFixed(0)} ms, slowest meshcni ADD ${round.worstMeshcniMs?.toFixed(0)} ms`,
       );
     });
     afterAll(async () => {

@@ -37,7 +37,10 @@ function renderCase(name: string): string {
     return `${head}# ${decision.reason}\n${iptablesBackend.render(linkerdProfile.plan(input))}`;
   } catch (e) {
     if (!(e instanceof CniError)) throw e;
-    return `${head}# ADD fails, nothing applied\n${JSON.stringify({ code: e.code, msg: e.msg, details: e.details }, null, 2)}\n`;
+    return (
+      `${head}# ADD fails, nothing applied\n` +
+      `${JSON.stringify({ code: e.code, msg: e.msg, details: e.details }, null, 2)}\n`
+    );
   }
 }
 

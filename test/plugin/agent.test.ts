@@ -275,7 +275,8 @@ describe("a warm agent", () => {
     expect(plain.code).toBe(0);
     expect(plain.stderr).toMatch(
       new RegExp(
-        `meshcni: info ADD \\S+: the agent decided: no rules for pod default/${UNMESHED.metadata.name} uid=${UNMESHED.metadata.uid}: \\S`,
+        `meshcni: info ADD \\S+: the agent decided: no rules for pod ` +
+          `default/${UNMESHED.metadata.name} uid=${UNMESHED.metadata.uid}: \\S`,
       ),
     );
     // An agent that skips a meshed pod and sends no line of its own: the plugin takes the

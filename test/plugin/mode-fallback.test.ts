@@ -64,7 +64,8 @@ describe("iptables-mode nft on a node without iptables-nft", () => {
     );
     expect(r.code).toBe(0);
     expect(netns.save("legacy")).toContain(
-      '-A PROXY_INIT_OUTPUT -p tcp -m comment --comment "proxy-init/redirect-all-outgoing-to-proxy-port" -j REDIRECT --to-ports 4140',
+      "-A PROXY_INIT_OUTPUT -p tcp -m comment --comment " +
+        '"proxy-init/redirect-all-outgoing-to-proxy-port" -j REDIRECT --to-ports 4140',
     );
     expect(netns.save("nft")).not.toContain("PROXY_INIT");
     const check = await withoutNft(cniEnv("CHECK", { CNI_NETNS: netns.path, ...args }), conf("nft"));

@@ -105,7 +105,8 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
           join(hiddenDir!, "probe"),
           "sh",
           "-c",
-          "command -v iptables || command -v iptables-nft-restore || command -v iptables-legacy-restore || command -v ip6tables-restore || echo none; command -v nft || echo no-nft",
+          "command -v iptables || command -v iptables-nft-restore || command -v iptables-legacy-restore " +
+            "|| command -v ip6tables-restore || echo none; command -v nft || echo no-nft",
         ]);
         expect(r.stdout.toString().trim().split("\n")).toEqual(["none", "no-nft"]);
       });

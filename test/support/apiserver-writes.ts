@@ -43,7 +43,10 @@ function failure(code: number, reason: string, message: string, details?: unknow
   };
 }
 
-/** kube-apiserver's words when a PodDisruptionBudget does not allow an eviction (pkg/registry/core/pod/storage/eviction.go). */
+/**
+ * kube-apiserver's words when a PodDisruptionBudget does not allow an eviction
+ * (pkg/registry/core/pod/storage/eviction.go).
+ */
 export const PDB_REFUSAL = "Cannot evict pod as it would violate the pod's disruption budget.";
 
 let rv = 9000;
@@ -86,7 +89,9 @@ export function addWriteRoutes(api: ApiServer): Writes {
           causes: [
             {
               reason: "DisruptionBudget",
-              message: `The disruption budget ${name.replace(/-[^-]+$/, "")}-pdb needs 1 healthy pods and has 1 currently`,
+              message:
+                `The disruption budget ${name.replace(/-[^-]+$/, "")}-pdb ` +
+                `needs 1 healthy pods and has 1 currently`,
             },
           ],
         });

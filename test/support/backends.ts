@@ -73,7 +73,9 @@ export function hiddenIptablesDir(dir: string, opts: { hideNft?: boolean } = {})
     "# a private mount namespace: what is mounted here is seen by this process tree only",
     `[ -n "$MESHCNI_HIDDEN" ] || MESHCNI_HIDDEN=1 exec unshare -m --propagation private "$0" "$@"`,
     `mount --bind /usr/sbin ${real}`,
-    `for f in ${real}/*; do n=$(basename "$f"); case "$n" in iptables*|ip6tables*|xtables*|arptables*|ebtables*${opts.hideNft ? "|nft" : ""}) ;; *) ln -sf "${real}/$n" "${fake}/$n" ;; esac; done`,
+    `for f in ${real}/*; do n=$(basename "$f"); case "$n" in ` +
+      `iptables*|ip6tables*|xtables*|arptables*|ebtables*${opts.hideNft ? "|nft" : ""}) ;; ` +
+      `*) ln -sf "${real}/$n" "${fake}/$n" ;; esac; done`,
     `mount --bind ${fake} /usr/sbin`,
     "unset MESHCNI_HIDDEN",
   ];

@@ -111,7 +111,10 @@ export interface PluginCall {
   args: Record<string, string>;
   stdin: string;
   exitCode: number;
-  /** iptables-legacy-save, ip6tables-legacy-save and `nft list ruleset` of CNI_NETNS after the call; undefined when there was no netns. */
+  /**
+   * iptables-legacy-save, ip6tables-legacy-save and `nft list ruleset` of CNI_NETNS after the call;
+   * undefined when there was no netns.
+   */
   rulesAfter: string | undefined;
 }
 
@@ -181,7 +184,8 @@ export class Cri {
       const tail = existsSync(cri.logFile) ? cri.log().trim().split("\n").slice(-15).join("\n") : "";
       await cri.close();
       throw new Error(
-        `containerd's CRI did not start: ${(e as Error).message}${tail ? `\ncontainerd's log ends with:\n${tail}` : ""}`,
+        `containerd's CRI did not start: ` +
+          `${(e as Error).message}${tail ? `\ncontainerd's log ends with:\n${tail}` : ""}`,
       );
     }
   }
@@ -225,7 +229,8 @@ export class Cri {
       `root = ${JSON.stringify(join(d, "root"))}`,
       `state = ${JSON.stringify(join(d, "state"))}`,
       // Snapshotters this machine cannot use only add warnings and start-up time.
-      'disabled_plugins = ["io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.aufs"]',
+      'disabled_plugins = ["io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs", ' +
+        '"io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.aufs"]',
       "[grpc]",
       `  address = ${JSON.stringify(this.socket)}`,
       '[plugins."io.containerd.internal.v1.opt"]',

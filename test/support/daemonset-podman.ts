@@ -234,7 +234,8 @@ export function translatePod(ds: Obj, opts: TranslateOptions): TranslatedPod {
     if (rro !== "Disabled") {
       if (!readOnly || propagation !== "None")
         throw new Error(
-          `volumeMount ${m.name}: recursiveReadOnly needs readOnly and mountPropagation None (the API server refuses it)`,
+          `volumeMount ${m.name}: recursiveReadOnly needs readOnly ` +
+            `and mountPropagation None (the API server refuses it)`,
         );
       // Neither this podman nor runc 1.1 mounts recursively read-only ("rro"): kubelet then
       // falls back, for IfPossible, to the plain read-only bind; Enabled would not start.

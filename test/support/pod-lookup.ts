@@ -1,5 +1,5 @@
 // A small in-memory PodLookup (internal/agent/types.ts) for the agent's socket tests: pods and
-// namespaces held in maps, answering per protocol.ts (200 from "cache", 404 with code 106 for a
+// namespaces held in maps, answering per wire/protocol.ts (200 from "cache", 404 with code 106 for a
 // missing pod or another UID, 503 when told to be unavailable), recording every question. The
 // agent's real lookup (its watch cache) implements the same interface.
 import type { LookupResult, PodLookup } from "../../internal/agent/types.ts";

@@ -9,7 +9,10 @@ export interface Agreement {
   depth?: number;
   /** Characters the RegExp accepts, mostly used for the random strings so they get long. */
   valid: string;
-  /** Lengths the RegExp bounds (e.g. 1 and 29 for {0,28} after one character): random strings are tried one either side. */
+  /**
+   * Lengths the RegExp bounds (e.g. 1 and 29 for {0,28} after one character): random strings are
+   * tried one either side.
+   */
   bounds: readonly number[];
   seed?: number;
 }

@@ -429,7 +429,9 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           }),
         );
         violations.push(
-          `${name} was seen torn or invalid, and the CNI never wrote that (${text.length} chars, ${closest} in common with a CNI write${cni.inPlace.has(name) ? "" : "; never written in place"}): ${JSON.stringify(text.slice(0, 200))}…${JSON.stringify(text.slice(-80))}`,
+          `${name} was seen torn or invalid, and the CNI never wrote that (${text.length} chars, ` +
+            `${closest} in common with a CNI write${cni.inPlace.has(name) ? "" : "; never written in place"}): ` +
+            `${JSON.stringify(text.slice(0, 200))}…${JSON.stringify(text.slice(-80))}`,
         );
         continue;
       }
@@ -473,7 +475,10 @@ export function renderChaosSummary(r: ChaosReport): string {
     `operations: ${Object.entries(r.counts)
       .map(([k, n]) => `${k} ${n}`)
       .join(", ")}`,
-    `checks: ${r.settleChecks} settled states, ${r.undoChecks} undos; the observer took ${r.observed.samples} samples and saw ${r.observed.contents} distinct contents of ${r.observed.files} files (${r.observed.tornWhileWriting} torn reads while the CNI itself rewrote a file in place)`,
+    `checks: ${r.settleChecks} settled states, ${r.undoChecks} undos; ` +
+      `the observer took ${r.observed.samples} samples and saw ${r.observed.contents} ` +
+      `distinct contents of ${r.observed.files} files (${r.observed.tornWhileWriting} ` +
+      `torn reads while the CNI itself rewrote a file in place)`,
     `violations: ${r.violations.length}`,
     ...r.violations.slice(0, 20).map((v) => `  - ${v}`),
   ].join("\n");

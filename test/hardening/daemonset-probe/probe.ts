@@ -66,8 +66,8 @@ const mountPoints = mountinfo
   .split("\n")
   .filter((l) => l)
   .map((l) => l.split(" ")[4]!.replace(/\\([0-7]{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))));
-// Every mount point, files of the host's /proc the DaemonSet used to reach, the host's /dev/shm
-// as the old mount of / showed it, and each entry under /host/root.
+// Every mount point, files of the host's /proc and the host's /dev/shm (which a mount of the
+// host's / would show), and each entry under /host/root.
 const hostRootEntries = existsSync("/host/root") ? readdirSync("/host/root").map((n) => `/host/root/${n}`) : [];
 const targets = [
   ...new Set([

@@ -28,7 +28,7 @@ import { CASE_BOUND_MS, type Outcome } from "./oracle.ts";
 
 /**
  * The watch cache as the planner reads it, holding one case's objects: a pod whose metadata names
- * it is served from the cache, trimmed as the cache trims it (store.ts); anything else at the
+ * it is served from the cache, trimmed as the cache trims it (agent/cache/store.ts); anything else at the
  * pod's path is what the agent's own request would have answered (source "api"); no object, or
  * another UID than the runtime's, is a 404 (code 106).
  */

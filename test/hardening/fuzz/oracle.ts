@@ -54,7 +54,8 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
       p.push(`undocumented error code ${err.code}: ${err.msg}: ${short(String(err.details ?? ""))}`);
     else if (!e.weak && !e.codes.includes(err.code as number)) {
       p.push(
-        `error code ${err.code} (${err.msg}: ${short(String(err.details ?? ""))}), expected ${e.ok ? "success" : ""}${e.ok && e.codes.length ? " or " : ""}${e.codes.join("/")} (${e.why})`,
+        `error code ${err.code} (${err.msg}: ${short(String(err.details ?? ""))}), ` +
+          `expected ${e.ok ? "success" : ""}${e.ok && e.codes.length ? " or " : ""}${e.codes.join("/")} (${e.why})`,
       );
     }
     if (typeof err.msg !== "string" || err.msg === "") p.push("error without msg");
@@ -88,7 +89,8 @@ export function judge(c: FuzzCase, o: Outcome): string[] {
     }
     if (want !== undefined && !jsonEqual(out.value, want)) {
       p.push(
-        `ADD result ${short(JSON.stringify(out.value))} is not prevResult in version ${requested}: ${short(JSON.stringify(want))}`,
+        `ADD result ${short(JSON.stringify(out.value))} is not prevResult ` +
+          `in version ${requested}: ${short(JSON.stringify(want))}`,
       );
     }
     if (o.payload === undefined) p.push("a successful ADD in a dry run did not write the dry-run file");

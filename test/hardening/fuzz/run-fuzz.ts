@@ -146,7 +146,8 @@ export async function runFuzz(opts: FuzzOptions, harness?: FuzzHarness): Promise
             v,
             "in-process, nftables",
             [
-              `differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`,
+              `differs from the iptables run: exit ${r.exitCode}/${rv.exitCode}, ` +
+                `stdout ${r.stdout.slice(0, 200)} / ${rv.stdout.slice(0, 200)}`,
             ],
             rv.log,
           );
@@ -267,7 +268,8 @@ export function judgeAgent(c: FuzzCase, a: AgentRun, r: RunResult): { own: strin
     versus.push(`stdout differs:\n  ${both}`);
   }
   if (o.payload !== r.payload && !a.payloadUnseen) {
-    const both = `agent-planned: ${String(o.payload).slice(0, 600)}\n  alone:         ${String(r.payload).slice(0, 600)}`;
+    const both =
+      `agent-planned: ${String(o.payload).slice(0, 600)}\n` + `  alone:         ${String(r.payload).slice(0, 600)}`;
     versus.push(`the rules differ:\n  ${both}`);
   }
   return { own, versus };
@@ -287,7 +289,9 @@ export function renderSummary(r: FuzzReport): string {
     .map(([k, n]) => `${k}: ${n}`)
     .join(", ");
   return [
-    `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s (${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
+    `seed ${r.seed}: ${r.cases} cases in ${(r.ms / 1000).toFixed(1)} s ` +
+      `(${(r.ms / Math.max(1, r.cases)).toFixed(2)} ms each), ${r.nftablesCases} also on ` +
+      `the nftables backend, ${r.binaryCases} also through dist/meshcni; slowest ${Math.round(r.slowestMs)} ms`,
     `outcomes: ${outcomes}`,
     ...(r.agentCases > 0
       ? [
