@@ -233,7 +233,8 @@ export class Installer {
     this.once(
       "host",
       "error",
-      `${this.hostProblems[0]}. A host without glibc needs meshcni's musl build (docs/operations.md, "Which hosts run the plugin")`,
+      `${this.hostProblems[0]}. A host without glibc needs meshcni's ` +
+        `musl build (docs/operations.md, "Which hosts run the plugin")`,
     );
     return undefined;
   }
