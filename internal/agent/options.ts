@@ -24,7 +24,9 @@ export interface AgentOptions {
   hostNetDir: string;
   hostBinDir: string;
   destNetDir: string;
-  /** Candidates, comma-separated: the first the host can run is installed. */
+  /** The host's CNI plugin folder as the host sees it: the installed plugin names its loader there. */
+  destBinDir: string;
+  /** Candidates, comma-separated: the first that exists is installed. */
   pluginBinary: string;
   pluginConfig?: string;
   /** The host's root file system, mounted read-only, to check that the host can run the plugin. */
@@ -91,21 +93,29 @@ const FLAGS = {
     default: "/etc/cni/net.d",
     help: "the host's CNI config folder, as the host sees it",
   },
+  "dest-bin-dir": {
+    type: "string",
+    arg: "DIR",
+    default: "/opt/cni/bin",
+    help:
+      "the host's CNI plugin folder, as the host sees it: the installed plugin loads its own loader and C library " +
+      "from meshcni.d/ there",
+  },
   "plugin-binary": {
     type: "string",
     arg: "FILE[,FILE...]",
     default: undefined,
     help:
-      "the meshcni binary to install; of several, the first the host " +
-      "can run (default: meshcni, then meshcni-musl, next to this program)",
+      "the meshcni binary to install; of several, the first that exists " +
+      "(default: the meshcni next to this program)",
   },
   "host-root": {
     type: "string",
     arg: "DIR",
     default: "/host/root",
     help:
-      "the host's / mounted read-only, to check that the host can " +
-      "run the plugin (its ELF loader and libraries); without it, no check",
+      "the host's /usr, /lib, /lib64 and /etc/ld.so.cache mounted read-only under it, to say " +
+      "what C library the host has (the plugin brings its own); without it, the host is not looked at",
   },
   "plugin-config": {
     type: "string",
@@ -391,6 +401,7 @@ export function parseAgentOptions(
     hostNetDir: dir("host-net-dir"),
     hostBinDir: dir("host-bin-dir"),
     destNetDir: dir("dest-net-dir"),
+    destBinDir: dir("dest-bin-dir"),
     pluginBinary: str("plugin-binary") ?? defaults.pluginBinary,
     hostRoot: dir("host-root"),
     serviceAccountDir: dir("service-account-dir"),

@@ -32,7 +32,7 @@ import { type AgentSocket, serveAgentSocket } from "./socket/serve.ts";
 import { removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "./state/files.ts";
 import { readNetnsProblem } from "./socket/netns.ts";
 import { RecordIndex } from "./state/record-index.ts";
-import { checkBinaryOnHost } from "./install/io/host-root.ts";
+import { checkBinaryOnHost, readHostLibc } from "./install/io/host-root.ts";
 import { createHostFs } from "./install/io/fs.ts";
 import { serveHealth } from "./observe/serve.ts";
 import { createAgentLog, printPluginLines } from "./observe/log.ts";
@@ -387,7 +387,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   let opts;
   try {
     opts = parseAgentOptions(argv, Bun.env, {
-      pluginBinary: ["meshcni", "meshcni-musl"].map((b) => `${dirname(process.execPath)}/${b}`).join(","),
+      pluginBinary: `${dirname(process.execPath)}/meshcni`,
     });
   } catch (e) {
     if (!(e instanceof OptionsError)) throw e;
@@ -412,7 +412,7 @@ export async function main(argv: readonly string[] = Bun.argv.slice(2)): Promise
   }
   const service = opts.serviceHost && opts.servicePort ? { host: opts.serviceHost, port: opts.servicePort } : undefined;
   const fs = createHostFs([{ host: opts.destNetDir, container: opts.hostNetDir }]);
-  const baseDeps = { fs, log, now: () => performance.now(), canRun: checkBinaryOnHost };
+  const baseDeps = { fs, log, now: () => performance.now(), canRun: checkBinaryOnHost, hostLibc: readHostLibc };
   const config = { ...opts, entry, ...(service ? { service } : {}) };
   try {
     if (opts.mode === "uninstall") {

@@ -110,6 +110,8 @@ the chosen mesh's carrying the settings. toPrettyJson sorts keys like renderEntr
 - /host/opt/cni/bin
 - --dest-net-dir
 - {{ include "meshcni.netDir" . }}
+- --dest-bin-dir
+- {{ include "meshcni.binDir" . }}
 {{- if .Values.cniConfFileName }}
 - --conf-name
 - {{ .Values.cniConfFileName | quote }}

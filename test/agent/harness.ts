@@ -126,6 +126,10 @@ export function installerArgs(dirs: HostDirs, extra: string[] = []): string[] {
     dirs.net,
     "--host-bin-dir",
     dirs.bin,
+    // No container here: the host sees the bin folder where the agent does, and the installed
+    // plugin names its loader there.
+    "--dest-bin-dir",
+    dirs.bin,
     "--service-account-dir",
     dirs.sa,
     "--state-dir",

@@ -3,6 +3,7 @@
 // undo, kill -9 in the middle of many writes, waiting for a config, a component that fights.
 // The stand-in cluster holds no DaemonSet, as when meshcni is being removed: SIGTERM undoes
 // (test/agent/agent.test.ts has the restarts that keep everything).
+import { buildElfRewrite } from "../../internal/agent/install/hostcheck/elf-rewrite.ts";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -77,9 +78,22 @@ describe("meshcni-installer process", () => {
     const p = startInstaller(dirs, ["--health-port", String(port)], cluster.env);
     running.push(p);
     await until(() => isChainedIn(dirs, "10-calico.conflist"), 10_000, "the chain");
-    // The default --plugin-binary is the meshcni next to the agent: dist/meshcni.
-    expect(Buffer.compare(readFileSync(join(dirs.bin, "meshcni")), readFileSync(PLUGIN))).toBe(0);
+    // The default --plugin-binary is the meshcni next to the agent: dist/meshcni, given its own
+    // loader (meshcni.d/<id>/, named as --dest-bin-dir says), its program bytes untouched.
+    const installed = readFileSync(join(dirs.bin, "meshcni"));
+    const built = readFileSync(PLUGIN);
+    const [id] = readdirSync(join(dirs.bin, "meshcni.d"));
+    const elf = Bun.spawnSync(["readelf", "-l", "-W", join(dirs.bin, "meshcni")]).stdout.toString();
+    expect(elf).toContain(`[Requesting program interpreter: ${dirs.bin}/meshcni.d/${id}/ld-linux-x86-64.so.2]`);
+    const folder = `${dirs.bin}/meshcni.d/${id}`;
+    const want = buildElfRewrite(built, { interpreter: `${folder}/ld-linux-x86-64.so.2`, runPath: folder }).bytes;
+    expect(Buffer.compare(installed, want)).toBe(0);
     expect(statSync(join(dirs.bin, "meshcni")).mode & 0o777).toBe(0o755);
+    const version = Bun.spawnSync([join(dirs.bin, "meshcni")], {
+      env: { CNI_COMMAND: "VERSION" },
+      stdin: new TextEncoder().encode('{"cniVersion":"1.0.0"}'),
+    });
+    expect(JSON.parse(version.stdout.toString()).cniVersion).toBe("1.1.0");
     const kubeconfig = join(dirs.net, "ZZZ-meshcni-kubeconfig");
     await until(() => existsSync(kubeconfig), 5000, "the kubeconfig");
     expect(statSync(kubeconfig).mode & 0o777).toBe(0o600);

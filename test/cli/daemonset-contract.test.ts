@@ -139,7 +139,10 @@ function setUp(name: string) {
     // --host-root's default is the mount's path in the container; here it is mapped.
     main: [map(c.command[0]), ...args, "--service-account-dir", sa, "--host-root", map(hostRoot)],
     isChained: () => conflist().plugins.some((p: Obj) => p.type === "meshcni"),
-    leftovers: () => [join(binDir, "meshcni"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) => existsSync(f)),
+    leftovers: () =>
+      [join(binDir, "meshcni"), join(binDir, "meshcni.d"), join(netDir, "ZZZ-meshcni-kubeconfig")].filter((f) =>
+        existsSync(f),
+      ),
   };
 }
 
@@ -176,11 +179,16 @@ test("the rendered DaemonSet's installer command installs with the agent's paths
   expect(ours.kubernetes.kubeconfig).toBe("/etc/cni/net.d/ZZZ-meshcni-kubeconfig");
   expect(ours.agent_socket).toBe(join(node.stateDir, "agent.sock"));
   expect(ours.state_dir).toBe(node.stateDir);
-  expect(node.leftovers().length).toBe(2);
-  // The agent checked the plugin against the mounted host root before installing it.
+  expect(node.leftovers().length).toBe(3);
+  // The agent looked at the mounted host root, and installed the plugin with its own loader,
+  // named where the host sees the bin folder (--dest-bin-dir), not where the container mounts it.
   expect(install.stdout.toString() + install.stderr.toString()).toContain(
-    `this host can run ${join(tmp, "once", "container")}/opt/meshcni/meshcni (`,
+    "the host's C library: glibc (/lib64/ld-linux-x86-64.so.2). The plugin loads none of it: " +
+      "its own loader and C library are in /opt/cni/bin/meshcni.d/",
   );
+  const elf = Bun.spawnSync(["readelf", "-l", "-d", join(node.binDir, "meshcni")]).stdout.toString();
+  expect(elf).toMatch(/program interpreter: \/opt\/cni\/bin\/meshcni\.d\/[0-9a-f]{16}\/ld-linux-x86-64\.so\.2\]/);
+  expect(elf).toMatch(/Library rpath: \[\/opt\/cni\/bin\/meshcni\.d\/[0-9a-f]{16}\]/);
 });
 
 test("the running agent, as rendered: SIGTERM keeps everything while its DaemonSet exists, undoes once it is deleted", async () => {
@@ -201,7 +209,7 @@ test("the running agent, as rendered: SIGTERM keeps everything while its DaemonS
       i < 200 &&
       !(
         node.isChained() &&
-        node.leftovers().length === 2 &&
+        node.leftovers().length === 3 &&
         statSync(join(node.stateDir, "agent.sock"), { throwIfNoEntry: false })?.isSocket()
       );
       i++
@@ -217,7 +225,7 @@ test("the running agent, as rendered: SIGTERM keeps everything while its DaemonS
     expect(kept.code).toBe(0);
     expect(kept.out).toContain(`its DaemonSet ${NAMESPACE}/meshcni-node exists and runs on node ${NODE}`);
     expect(node.isChained()).toBe(true);
-    expect(node.leftovers().length).toBe(2);
+    expect(node.leftovers().length).toBe(3);
     // It asked with its own service account.
     expect(
       api.requests.filter((r) => r.path === dsPath).every((r) => r.authorization === "Bearer contract-test-token"),

@@ -187,9 +187,7 @@ describe("install-cni objects", () => {
       (m: Obj) => !m.readOnly && pod.volumes.find((v: Obj) => v.name === m.name).hostPath,
     );
     expect(writable.map((m: Obj) => m.name)).toEqual(["cni-bin-dir", "cni-net-dir", "agent-state"]);
-    expect(c.args).toEqual(
-      expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni,/opt/meshcni/meshcni-musl"]),
-    );
+    expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni"]));
   });
 
   test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes, and (repair evict by default) evicts pods and creates events, never deletes; the Role reads the agent's own DaemonSet and creates tokens of the plugin's account alone", () => {

@@ -1,6 +1,7 @@
 // What the agent needs from the system, as interfaces; internal/agent/install/io/
 // implements them with real files, watches and clocks.
 import type { HostVerdict } from "./hostcheck/check.ts";
+import type { ReadAt } from "./hostcheck/elf.ts";
 import type { PluginAccount, PluginToken } from "./token.ts";
 import type { Observed } from "./plan.ts";
 import type { Logger } from "../../log/logger.ts";
@@ -19,8 +20,12 @@ export interface HostFs {
   read(path: string): Observed | undefined;
   readText(path: string): string | undefined;
   stat(path: string): FileStat | undefined;
-  /** sha256 (hex) of a file's bytes; undefined when absent. */
-  hash(path: string): string | undefined;
+  /** sha256 (hex) of a file's bytes (as `patch` rewrites them, if given); undefined when absent. */
+  hash(path: string, patch?: Patch): string | undefined;
+  /** Reads ranges of a regular file (symlinks followed); undefined when absent. */
+  reader(path: string): { read: ReadAt; size: number } | undefined;
+  /** A folder there (symlinks followed). */
+  isDir(path: string): boolean;
   /** Temp file in the same folder, fsync, rename: readers see the old bytes or the new ones. */
   writeAtomic(path: string, data: Uint8Array | string, mode: number): void;
   /**
@@ -31,10 +36,18 @@ export interface HostFs {
   replaceIfUnchanged(path: string, data: Uint8Array | string, mode: number, expected: string | null): boolean;
   /** Removes the file only if it still holds `expected`. */
   removeIfUnchanged(path: string, expected: string): "removed" | "absent" | "changed";
-  /** Copies `src` to `dest` the same way. */
-  copyAtomic(src: string, dest: string, mode: number): void;
+  /** Copies `src` to `dest` the same way, rewritten by `patch` on the way when given. */
+  copyAtomic(src: string, dest: string, mode: number, patch?: Patch): void;
+  /**
+   * Puts the folder `parent/name` in place holding exactly `files` (copies of `source`, each
+   * with its mode): filled and made durable under a temp name, then renamed there (swapped with
+   * what held the name, which then goes). Readers see the old folder or the whole new one.
+   */
+  placeFolder(parent: string, name: string, files: readonly FolderFile[]): void;
   /** True when something was removed. */
   remove(path: string): boolean;
+  /** Removes a folder and everything in it (links are removed, not followed); true when something was removed. */
+  removeTree(path: string): boolean;
   ensureDir(dir: string): void;
   /**
    * Undoes what an interrupted write left in `dir`: removes its temp files and puts back, under
@@ -42,6 +55,20 @@ export interface HostFs {
    * the names it removed or put back.
    */
   recoverInterruptedWrites(dir: string): string[];
+}
+
+/** A file rewritten on the way: the source's first `keep` bytes, zeros up to `size`, then `writes` over them. */
+export interface Patch {
+  keep: number;
+  size: number;
+  writes: readonly { offset: number; bytes: Uint8Array }[];
+}
+
+export interface FolderFile {
+  name: string;
+  /** The file copied (a path here). */
+  source: string;
+  mode: number;
 }
 
 export interface Watch {
@@ -52,6 +79,9 @@ export type WatchDir = (dir: string, onChange: (name: string | null) => void, on
 
 /** Whether the host whose root is mounted at `hostRoot` can run `binary` (internal/agent/install/hostcheck). */
 export type CanRunOnHost = (hostRoot: string, binary: string) => HostVerdict;
+
+/** What C library the host whose root is mounted at `hostRoot` has for `machine` (a name, "x86-64"), in words. */
+export type ReadHostLibc = (hostRoot: string, machine: string) => string;
 
 /** The plugin's token (internal/agent/install/io/token.ts requests and renews it). */
 export interface PluginTokens {
@@ -67,8 +97,14 @@ export interface InstallerDeps {
   log: Logger;
   /** Milliseconds, monotonic enough for back-off. */
   now(): number;
-  /** Without it (or without config.hostRoot), the plugin is installed unchecked. */
+  /**
+   * Checks a binary against a root: the host's (config.hostRoot; without it, or without
+   * config.hostRoot, the host is not looked at), and the agent's own (config.libraryRoot), whose
+   * loader and libraries go with the plugin. Without it the plugin is installed as it is.
+   */
   canRun?: CanRunOnHost;
+  /** Says what C library the host has (config.hostRoot), for the log and /status. */
+  hostLibc?: ReadHostLibc;
   /** The token for the plugin's kubeconfig; without it no kubeconfig is written (--uninstall). */
   tokens?: PluginTokens;
   /** Epoch milliseconds (Date.now), for the token's expiry. */

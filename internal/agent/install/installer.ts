@@ -12,7 +12,17 @@ import { accountName, validUntil } from "./token.ts";
 import type { InstallStatus } from "../observe/status.ts";
 import { HOST_CHECK_PATHS } from "./hostcheck/check.ts";
 import { type BackoffOptions, DEFAULT_BACKOFF, RechainBackoff } from "./backoff.ts";
-import type { FileStat, InstallerDeps } from "./deps.ts";
+import type { FileStat, FolderFile, InstallerDeps, Patch } from "./deps.ts";
+import { planElfRewrite } from "./hostcheck/elf-rewrite.ts";
+import { ElfError, type ElfInfo, isElf, parseElf } from "./hostcheck/elf.ts";
+import {
+  FOLDER_NAME,
+  type LoaderPaths,
+  PRIVATE_DIR,
+  planFolderName,
+  planLoaderPaths,
+  planStaleFolders,
+} from "./private-loader.ts";
 import { type Observe, planChain, planEntryRemoval, planUndoRecord, type Step } from "./plan.ts";
 import {
   EMPTY_STATE,
@@ -24,6 +34,7 @@ import {
   type UndoState,
 } from "./undo-state.ts";
 
+export { PRIVATE_DIR };
 export const PLUGIN_BINARY_NAME = "meshcni";
 /** The kubeconfig holds a token: owner only. */
 const KUBECONFIG_MODE = 0o600;
@@ -31,13 +42,14 @@ const KUBECONFIG_MODE = 0o600;
 export interface InstallerConfig {
   hostNetDir: string;
   hostBinDir: string;
-  /**
-   * The meshcni binary to copy into hostBinDir, or several, comma-separated (the glibc build,
-   * then the musl build): the first that exists and that the host can run is installed.
-   */
+  /** hostBinDir as the host sees it (--dest-bin-dir): the installed binary names its loader there (default hostBinDir). */
+  destBinDir?: string;
+  /** The meshcni binary to install into hostBinDir, or several, comma-separated: the first that exists. */
   pluginBinary: string;
-  /** The host's root file system as mounted here; when present, the plugin is checked against it. */
+  /** The host's root file system as mounted here; when present, the host is looked at (what C library it has). */
   hostRoot?: string;
+  /** Where the loader and libraries that go with the plugin are taken from: the agent's own root (default /). */
+  libraryRoot?: string;
   serviceAccountDir: string;
   confName?: string;
   /** The conflist entry (see entry.ts). */
@@ -65,11 +77,38 @@ export interface Readiness {
 }
 
 const join = (dir: string, name: string) => `${dir}/${name}`;
+const basename = (path: string) => path.slice(path.lastIndexOf("/") + 1);
+/** The temp names of io/fs.ts: a leading dot, then `.meshcni-tmp` at the end. */
+const isTempName = (name: string) => name.startsWith(".") && name.endsWith(".meshcni-tmp");
+
+interface PrivateFolder {
+  /** Its name inside meshcni.d. */
+  name: string;
+  files: (FolderFile & { sha256: string })[];
+  paths: LoaderPaths;
+}
+
+/** What installing one source binary writes. */
+interface PluginPlan {
+  src: string;
+  stat: FileStat;
+  /** sha256 of the binary as written into the bin folder. */
+  hash: string;
+  /** The rewrite that points it at its folder; none for a binary copied as it is. */
+  patch?: Patch;
+  /** The folder of its loader and libraries; none for a binary that names no loader. */
+  folder?: PrivateFolder;
+}
 
 export class Installer {
   private state: UndoState = EMPTY_STATE;
   private binaryStat?: FileStat;
-  private sourceHash?: { path: string; stat: FileStat; hash: string };
+  /** The last plan made, and the one the binary in place was written (or found) from. */
+  private plan?: PluginPlan;
+  private installed?: PluginPlan;
+  /** The loader folder's files as installed (or found), and for which folder. */
+  private folderStats = new Map<string, FileStat>();
+  private folderStatsFor?: PrivateFolder;
   /** Why the host cannot run any of the plugin binaries (empty when it can, or when unchecked). */
   private hostProblems: string[] = [];
   /** The host check's last answer, as logged: it can run one, it was skipped (why), or it cannot. */
@@ -107,7 +146,7 @@ export class Installer {
     const { fs, log } = this.deps;
     fs.ensureDir(this.config.hostNetDir);
     fs.ensureDir(this.config.hostBinDir);
-    for (const dir of [this.config.hostNetDir, this.config.hostBinDir]) {
+    for (const dir of [this.config.hostNetDir, this.config.hostBinDir, this.privateDir]) {
       for (const name of fs.recoverInterruptedWrites(dir))
         log.info(
           `recovered ${join(dir, name)}, left by an interrupted write (temp file removed, or host file put back)`,
@@ -166,96 +205,234 @@ export class Installer {
     this.saveState({ version: 1, records: this.state.records.filter((r) => r !== record) });
   }
 
-  // --- the plugin binary -------------------------------------------------------------------
+  // --- the plugin binary and its loader ----------------------------------------------------
 
-  private readSourceHash(src: string): string {
-    const { fs } = this.deps;
-    const stat = fs.stat(src);
-    if (!stat) throw new InstallError(`the plugin binary ${src} does not exist (see --plugin-binary)`);
-    const cached = this.sourceHash;
-    if (cached && cached.path === src && sameStat(cached.stat, stat)) return cached.hash;
-    const hash = fs.hash(src)!;
-    this.sourceHash = { path: src, stat, hash };
-    return hash;
+  /** The folder of the plugin's own loaders and C libraries, here. */
+  get privateDir(): string {
+    return join(this.config.hostBinDir, PRIVATE_DIR);
   }
 
   /**
-   * The plugin binary to install: the first candidate that exists and that the host can run (its
-   * ELF loader and libraries, seen through config.hostRoot). Undefined, with the reasons kept
-   * for check() and logged, when the host can run none: installing one would fail every ADD.
-   * When the check cannot tell for a candidate (what it needs lies outside the host paths the
-   * agent sees) and none passes, the first such candidate is installed unchecked, saying why.
+   * The plugin binary to install: the first candidate that exists. The host is looked at too
+   * (config.hostRoot): for a binary that brings its own loader that only says what the host has;
+   * for one that does not (a static binary, a script), a host that cannot run it gets nothing
+   * (undefined, the reasons kept for check() and logged): installing it would fail every ADD.
    */
   pickPluginBinary(): string | undefined {
-    const { fs, canRun } = this.deps;
+    const { fs } = this.deps;
     const candidates = this.config.pluginBinary
       .split(",")
       .map((c) => c.trim())
       .filter((c) => c !== "");
-    const present = candidates.filter((c) => fs.stat(c) !== undefined);
-    if (present.length === 0)
+    const src = candidates.find((c) => fs.stat(c) !== undefined);
+    if (src === undefined)
       throw new InstallError(`the plugin binary ${candidates.join(" or ")} does not exist (see --plugin-binary)`);
+    const plan = this.planPlugin(src);
+    return this.checkHost(plan) ? src : undefined;
+  }
+
+  /** What installing `src` writes (cached while the file is unchanged). InstallError when it cannot be made. */
+  private planPlugin(src: string): PluginPlan {
+    const { fs, canRun } = this.deps;
+    const stat = fs.stat(src);
+    if (!stat) throw new InstallError(`the plugin binary ${src} does not exist (see --plugin-binary)`);
+    const cached = this.plan;
+    if (cached && cached.src === src && sameStat(cached.stat, stat)) return cached;
+    const file = fs.reader(src)!;
+    let info: ElfInfo | undefined;
+    if (isElf(file.read(0, Math.min(16, file.size)))) {
+      try {
+        info = parseElf(file.read, file.size);
+      } catch (e) {
+        if (!(e instanceof ElfError)) throw e;
+        throw new InstallError(`the plugin binary ${src} is not an executable meshcni can read: ${e.message}`);
+      }
+    }
+    const asIs = (): PluginPlan => (this.plan = { src, stat, hash: fs.hash(src)! });
+    // A static binary or a script names no loader: nothing to bring, it is copied as it is.
+    if (!info?.interpreter) return asIs();
+    if (!canRun) {
+      this.once("loader", "warn", `no way to read the agent's own libraries: installing ${src} as it is`);
+      return asIs();
+    }
+    const root = this.config.libraryRoot ?? "/";
+    const own = canRun(root, src);
+    if (own.ok !== true) {
+      const why = own.ok === false ? own.problems : own.skipped;
+      throw new InstallError(
+        `the loader and libraries ${src} loads are not all in ${root}, ` +
+          `so the plugin cannot take its own: ${why.join("; ")}`,
+      );
+    }
+    const files = own.files.map((f, i) => {
+      const source = root === "/" ? f.real : `${root.replace(/\/+$/, "")}${f.real}`;
+      // The kernel opens the interpreter as it opens a program: it must be executable.
+      return { name: basename(f.path), source, mode: i === 0 ? 0o755 : 0o644, sha256: fs.hash(source)! };
+    });
+    const name = planFolderName(files);
+    const paths = planLoaderPaths(this.config.destBinDir ?? this.config.hostBinDir, name, basename(info.interpreter));
+    let patch: Patch;
+    try {
+      const plan = planElfRewrite(file.read, file.size, { interpreter: paths.interpreter, runPath: paths.runPath });
+      patch = { keep: plan.keep, size: plan.size, writes: plan.writes };
+    } catch (e) {
+      if (!(e instanceof ElfError)) throw e;
+      throw new InstallError(`cannot point ${src} at its own loader ${paths.interpreter}: ${e.message}`);
+    }
+    this.plan = { src, stat, hash: fs.hash(src, patch)!, patch, folder: { name, files, paths } };
+    return this.plan;
+  }
+
+  /**
+   * Looks at the host (config.hostRoot) and says what it has. False only for a binary without its
+   * own loader that the host cannot run.
+   */
+  private checkHost(plan: PluginPlan): boolean {
+    const { fs, canRun } = this.deps;
     const root = this.config.hostRoot;
-    if (!canRun || root === undefined) return present[0];
+    this.hostProblems = [];
+    if (!canRun || root === undefined) return true;
+    const own = plan.folder && `its own loader and C library are in ${plan.folder.paths.hostFolder}`;
     if (fs.list(root) === undefined) {
-      this.hostProblems = [];
       this.hostCheck =
         `host check skipped: ${root} is not there (the DaemonSet mounts ` +
         `the host's ${HOST_CHECK_PATHS.join(", ")} under it, read-only; see --host-root)`;
-      this.once("host", "warn", `${this.hostCheck}; installing ${present[0]} unchecked`);
-      return present[0];
+      this.once(
+        "host",
+        own ? "info" : "warn",
+        `${this.hostCheck}; ${own ? `the plugin needs nothing of it: ${own}` : `installing ${plan.src} unchecked`}`,
+      );
+      return true;
     }
-    const refused: string[] = [];
-    let unknown: { binary: string; why: string } | undefined;
-    for (const c of present) {
-      const v = canRun(root, c);
-      if (v.ok === true) {
-        this.hostProblems = [];
-        const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
-        this.hostCheck =
-          `this host can run ${c} (${v.machine}, ` +
-          `${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})${note}`;
-        this.once("host", "info", this.hostCheck);
-        return c;
-      }
-      if (v.ok === null) unknown ??= { binary: c, why: v.skipped.join("; ") };
-      else refused.push(`${c}: ${v.problems.join("; ")}`);
+    const v = canRun(root, plan.src);
+    if (own) {
+      // What the host has, for the log and /status; the plugin never loads it.
+      const has = this.deps.hostLibc?.(root, v.machine) ?? "not looked at";
+      const note = v.ok === null ? ` (${v.skipped.join("; ")})` : "";
+      this.hostCheck = `the host's C library: ${has}${note}. The plugin loads none of it: ${own}`;
+      this.once("host", "info", this.hostCheck);
+      return true;
     }
-    if (unknown) {
-      this.hostProblems = [];
-      const note = refused.length ? ` (not ${refused.join("; not ")})` : "";
-      this.hostCheck = `host check skipped: ${unknown.why}`;
-      this.once("host", "warn", `${this.hostCheck}; installing ${unknown.binary} unchecked${note}`);
-      return unknown.binary;
+    if (v.ok === true) {
+      this.hostCheck =
+        `this host can run ${plan.src} (${v.machine}, ` +
+        `${v.libc}${v.files[0] ? `, loader ${v.files[0].path}` : ""})`;
+      this.once("host", "info", this.hostCheck);
+      return true;
     }
-    this.hostProblems = [`this host cannot run the plugin, so meshcni is not installed here: ${refused.join("; ")}`];
+    if (v.ok === null) {
+      this.hostCheck = `host check skipped: ${v.skipped.join("; ")}`;
+      this.once("host", "warn", `${this.hostCheck}; installing ${plan.src} unchecked`);
+      return true;
+    }
+    this.hostProblems = [
+      `this host cannot run the plugin, so meshcni is not installed here: ${plan.src}: ${v.problems.join("; ")}`,
+    ];
     this.hostCheck = this.hostProblems[0];
-    this.once(
-      "host",
-      "error",
-      `${this.hostProblems[0]}. A host without glibc needs meshcni's ` +
-        `musl build (docs/operations.md, "Which hosts run the plugin")`,
-    );
-    return undefined;
+    this.once("host", "error", this.hostProblems[0]!);
+    return false;
   }
 
-  /** Copies the plugin binary unless the same bytes are there already; false when the host can run no candidate. */
+  /**
+   * Puts the plugin in place: its loader's folder, then the binary (rewritten to use it), each
+   * only when it is not there already, each atomically; then removes the folders no binary
+   * names any more. False when the host can run no candidate.
+   */
   installBinary(): boolean {
     const { fs, log } = this.deps;
     const src = this.pickPluginBinary();
     if (src === undefined) return false;
+    const plan = this.planPlugin(src);
+    if (plan.folder) this.installFolder(plan.folder);
     const dest = this.binaryPath;
     const now = fs.stat(dest);
-    if (now && this.binaryStat && sameStat(now, this.binaryStat) && this.sourceHash?.path === src) return true;
-    const want = this.readSourceHash(src);
-    if (now && fs.hash(dest) === want) {
-      if (!this.binaryStat) log.info(`${dest} already holds this meshcni binary`);
-    } else {
-      fs.copyAtomic(src, dest, 0o755);
-      log.info(`installed the plugin binary: wrote ${dest}`);
+    const unchanged = now && this.binaryStat && sameStat(now, this.binaryStat) && this.installed === plan;
+    if (!unchanged) {
+      if (now && fs.hash(dest) === plan.hash) {
+        if (!this.binaryStat) log.info(`${dest} already holds this meshcni binary`);
+      } else {
+        fs.copyAtomic(src, dest, 0o755, plan.patch);
+        const loader = plan.folder ? ` (its loader: ${plan.folder.paths.interpreter})` : "";
+        log.info(`installed the plugin binary: wrote ${dest}${loader}`);
+      }
+      this.binaryStat = fs.stat(dest);
+      this.installed = plan;
     }
-    this.binaryStat = fs.stat(dest);
+    this.removeStaleFolders(plan.folder?.name);
     return true;
+  }
+
+  /** The folder of the plugin's loader and libraries, unless it is there already with these files. */
+  private installFolder(folder: PrivateFolder): void {
+    const { fs, log } = this.deps;
+    const dir = join(this.privateDir, folder.name);
+    if (this.folderProblem(folder) === undefined) return;
+    const names = (fs.list(dir) ?? []).sort().join("\0");
+    const same =
+      names ===
+        folder.files
+          .map((f) => f.name)
+          .sort()
+          .join("\0") &&
+      folder.files.every((f) => fs.hash(join(dir, f.name)) === f.sha256 && fs.stat(join(dir, f.name))?.mode === f.mode);
+    if (!same) {
+      fs.ensureDir(this.privateDir);
+      fs.placeFolder(this.privateDir, folder.name, folder.files);
+      log.info(
+        `installed the plugin's own loader and C library: wrote ${dir} (${folder.files.map((f) => f.name).join(", ")})`,
+      );
+    }
+    this.folderStats = new Map(folder.files.map((f) => [f.name, fs.stat(join(dir, f.name))!]));
+    this.folderStatsFor = folder;
+  }
+
+  /** Why the loader's folder is not as installed (a file missing or changed since). */
+  private folderProblem(folder: PrivateFolder): string | undefined {
+    const dir = join(this.privateDir, folder.name);
+    if (this.folderStatsFor !== folder) return `${dir} is not installed`;
+    for (const f of folder.files) {
+      const now = this.deps.fs.stat(join(dir, f.name));
+      if (!now) return `${join(dir, f.name)} is missing`;
+      if (!sameStat(now, this.folderStats.get(f.name)!)) return `${join(dir, f.name)} is not what meshcni installed`;
+    }
+    return undefined;
+  }
+
+  /** The agent's folders in meshcni.d other than `keep`, once no plugin can still be loading from them. */
+  private removeStaleFolders(keep: string | undefined): void {
+    const { fs, log } = this.deps;
+    const names = fs.list(this.privateDir);
+    if (!names) return;
+    const written = this.binaryStat?.mtimeMs ?? 0;
+    const { remove, wait } = planStaleFolders(names, keep, written, (this.deps.wallClock ?? Date.now)());
+    for (const name of remove) {
+      if (fs.removeTree(join(this.privateDir, name)))
+        log.info(`removed ${join(this.privateDir, name)}: no plugin binary loads from it any more`);
+    }
+    if (wait.length > 0)
+      this.once(
+        "stale",
+        "info",
+        `keeping ${wait.map((n) => join(this.privateDir, n)).join(", ")} for a few seconds: a plugin started ` +
+          "from the previous binary may still be loading from it",
+      );
+  }
+
+  /** Nothing in meshcni.d but the agent's own folders left? Then the folder goes too. */
+  private removePrivateDir(): void {
+    const { fs, log } = this.deps;
+    const names = fs.list(this.privateDir);
+    if (names === undefined) return;
+    for (const name of names) {
+      if (FOLDER_NAME.test(name) || isTempName(name)) fs.removeTree(join(this.privateDir, name));
+    }
+    const left = fs.list(this.privateDir) ?? [];
+    if (left.length > 0) {
+      log.warn(`left ${this.privateDir}: it holds ${left.join(", ")}, which meshcni did not write`);
+      return;
+    }
+    if (fs.removeTree(this.privateDir))
+      log.info(`removed the plugin's own loaders and C libraries: ${this.privateDir}`);
   }
 
   private binaryProblem(): string | undefined {
@@ -263,7 +440,8 @@ export class Installer {
     if (!now) return `${this.binaryPath} is missing`;
     if (!this.binaryStat || !sameStat(now, this.binaryStat))
       return `${this.binaryPath} is not the installed meshcni binary`;
-    return undefined;
+    const folder = this.installed?.folder;
+    return folder && this.folderProblem(folder);
   }
 
   // --- the plugin's kubeconfig -------------------------------------------------------------
@@ -573,7 +751,7 @@ export class Installer {
     };
     // What a kill -9 left half done first (a host file held aside, a temp file), as at start-up:
     // --uninstall after a crash must not leave a `.meshcni-held` or `.meshcni-tmp` file behind.
-    for (const d of [dir, this.config.hostBinDir]) {
+    for (const d of [dir, this.config.hostBinDir, this.privateDir]) {
       attempt(`recovering interrupted writes in ${d}`, () => {
         for (const name of fs.recoverInterruptedWrites(d))
           log.info(
@@ -599,6 +777,8 @@ export class Installer {
         if (fs.remove(path)) log.info(`removed ${what}: ${path}`);
       });
     }
+    // After the binary: no runtime can start a plugin that would look for its loader there.
+    attempt(`removing ${this.privateDir}`, () => this.removePrivateDir());
     if (errors.length > 0)
       throw new AggregateError(errors, `undo left work undone:\n${errors.map((e) => `  ${e.message}`).join("\n")}`);
     log.info("meshcni is uninstalled from this node");

@@ -6,7 +6,7 @@
 import type { StopDecision } from "../stop.ts";
 import type { Watch, WatchDir } from "./deps.ts";
 import type { Logger } from "../../log/logger.ts";
-import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME } from "./installer.ts";
+import { type ChainStatus, type Installer, PLUGIN_BINARY_NAME, PRIVATE_DIR } from "./installer.ts";
 
 export interface RunDeps {
   watch: WatchDir;
@@ -154,7 +154,7 @@ export async function runInstall(
   };
   // Watches first, then the first reconcile: nothing that happens in between is missed.
   watchOrRetry(hostNetDir, () => true);
-  watchOrRetry(hostBinDir, (name) => name === null || name === PLUGIN_BINARY_NAME);
+  watchOrRetry(hostBinDir, (name) => name === null || name === PLUGIN_BINARY_NAME || name === PRIVATE_DIR);
   watchOrRetry(serviceAccountDir, () => true);
   const onAbort = () => finished();
   signal.addEventListener("abort", onAbort, { once: true });

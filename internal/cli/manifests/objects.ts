@@ -17,8 +17,6 @@ export type K8sObject = {
 export const CONTAINER = {
   agent: "/opt/meshcni/meshcni-installer",
   plugin: "/opt/meshcni/meshcni",
-  /** In the -musl image only; the agent installs the first of the two the host can run. */
-  pluginMusl: "/opt/meshcni/meshcni-musl",
   /**
    * Where the host paths the host check reads (HOST_CHECK_PATHS) are mounted, read-only, each at
    * its own path under it (the agent's --host-root default). Never the host's whole /.
@@ -201,6 +199,8 @@ function agentDirArgs(values: Values): string[] {
     CONTAINER.hostBinDir,
     "--dest-net-dir",
     resolveDirs(values).cniConfDir,
+    "--dest-bin-dir",
+    resolveDirs(values).cniBinDir,
   ];
   if (values.cniConfFileName) args.push("--conf-name", values.cniConfFileName);
   return args;
@@ -280,7 +280,7 @@ export function buildDaemonSet(values: Values): K8sObject {
         args: [
           ...agentDirArgs(values),
           "--plugin-binary",
-          `${CONTAINER.plugin},${CONTAINER.pluginMusl}`,
+          CONTAINER.plugin,
           "--plugin-config",
           `${CONTAINER.configDir}/${CONTAINER.configKey}`,
           "--agent-socket",

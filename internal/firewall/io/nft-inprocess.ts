@@ -35,8 +35,21 @@ type Lib = {
 
 let lib: Lib | null | undefined;
 
+/**
+ * glibc's loader where the host keeps it. libnftables.so.1 is found the loader's way (the host's
+ * ld.so.cache and library folders, after the plugin's own folder), so it is the host's build,
+ * run against the plugin's C library: a glibc build loads (or fails to, cleanly, when it needs
+ * a newer glibc than the plugin's), but a musl build would pull musl's libc into this process.
+ * A host without glibc's loader is taken for one whose libraries are not glibc's.
+ */
+const GLIBC_LOADER = process.arch === "arm64" ? "/lib/ld-linux-aarch64.so.1" : "/lib64/ld-linux-x86-64.so.2";
+
 async function load(): Promise<Lib | null> {
   if (lib !== undefined) return lib;
+  if (!(await Bun.file(GLIBC_LOADER).exists())) {
+    lib = null;
+    return lib;
+  }
   try {
     const { dlopen, FFIType: T, ptr } = await import("bun:ffi");
     const c = dlopen("libc.so.6", {

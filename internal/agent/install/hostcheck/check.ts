@@ -315,3 +315,28 @@ export function checkHostCanRun(
   if (problems.length === 0 && skipped.length > 0) return { ok: null, libc, machine, skipped };
   return problems.length ? fail(problems) : { ok: true, libc, machine, files };
 }
+
+/** Where each C library keeps its loader, for each machine (by name, as machineName gives it). */
+const LOADERS: Record<string, { glibc: string; musl: string }> = {
+  "x86-64": { glibc: "/lib64/ld-linux-x86-64.so.2", musl: "/lib/ld-musl-x86_64.so.1" },
+  aarch64: { glibc: "/lib/ld-linux-aarch64.so.1", musl: "/lib/ld-musl-aarch64.so.1" },
+};
+
+/**
+ * The C libraries a host has for `machine`, in words: whose loader is at its usual path (glibc's,
+ * musl's, both, neither), or that the path leads outside the view.
+ */
+export function describeHostLibc(view: RootView, machine: string): string {
+  const paths = LOADERS[machine];
+  if (!paths) return `not looked at for ${machine}`;
+  const found: string[] = [];
+  const unseen: string[] = [];
+  for (const libc of ["glibc", "musl"] as const) {
+    const r = resolveInRoot(view, paths[libc]);
+    if (r?.kind === "file") found.push(`${libc} (${paths[libc]})`);
+    else if (r?.kind === "unseen") unseen.push(`${paths[libc]} leads to ${r.real}, which the agent does not see`);
+  }
+  const what =
+    found.length > 0 ? found.join(" and ") : `neither glibc's loader (${paths.glibc}) nor musl's (${paths.musl})`;
+  return unseen.length > 0 ? `${what}; ${unseen.join("; ")}` : what;
+}

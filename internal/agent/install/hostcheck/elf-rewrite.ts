@@ -46,9 +46,16 @@ import { ElfError, type ReadAt } from "./elf.ts";
 export interface ElfRewriteOptions {
   /** The loader's absolute path, as the kernel will open it (up to 4095 bytes). */
   interpreter: string;
-  /** One absolute folder, searched first for every library (DT_RPATH). */
+  /**
+   * One absolute folder, searched first for every library (DT_RPATH); or `$ORIGIN/` and a path
+   * below the executable's own folder (the loader puts the folder it was started from there),
+   * for a folder whose absolute name a run path cannot hold (a ':' or a '$' in it).
+   */
   runPath: string;
 }
+
+/** The one expansion a run path may carry: the executable's folder, at its start. */
+export const ORIGIN = "$ORIGIN";
 
 /** The rewritten file: the input's first `keep` bytes, zeros up to `size`, then `writes` over them. */
 export interface ElfRewritePlan {
@@ -148,12 +155,16 @@ const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
  */
 export function planElfRewrite(read: ReadAt, size: number, opts: ElfRewriteOptions): ElfRewritePlan {
   checkPath(opts.interpreter, "interpreter", INTERP_MAX - 1);
-  checkPath(opts.runPath, "run path", INTERP_MAX - 1);
+  const below = opts.runPath.startsWith(`${ORIGIN}/`) ? opts.runPath.slice(ORIGIN.length) : opts.runPath;
+  checkPath(below, "run path", INTERP_MAX - 1 - (opts.runPath.length - below.length));
   if (opts.runPath.includes(":")) {
     throw new ElfError(`run path ${JSON.stringify(opts.runPath)}: a ':' would split it in two`);
   }
-  if (opts.runPath.includes("$")) {
-    throw new ElfError(`run path ${JSON.stringify(opts.runPath)}: the loader expands '$' ($ORIGIN, $LIB, $PLATFORM)`);
+  if (below.includes("$")) {
+    throw new ElfError(
+      `run path ${JSON.stringify(opts.runPath)}: the loader expands '$' ($ORIGIN, $LIB, $PLATFORM) ` +
+        "anywhere but a leading $ORIGIN",
+    );
   }
   const parsed = parseForRewrite(read, size);
   const own = ownSegment(read, parsed);

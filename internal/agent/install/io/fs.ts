@@ -16,12 +16,14 @@ import {
   readSync,
   readlinkSync,
   renameSync,
+  rmSync,
   statSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
 import { basename, dirname, join, normalize } from "node:path";
-import type { FileStat, HostFs } from "../deps.ts";
+import type { FileStat, FolderFile, HostFs, Patch } from "../deps.ts";
+import { fileReader } from "./host-root.ts";
 import type { Observed } from "../plan.ts";
 
 /** Temp files end like this: no runtime reads them (not .conf/.conflist/.json) and start-up removes them. */
@@ -131,6 +133,18 @@ function resolveTarget(path: string, folders: readonly HostFolder[]): string {
   throw new Error(`${path}: too many levels of symbolic links`);
 }
 
+/** A new file at `path`, a copy of `f.source`, with `f.mode`, made durable. */
+function fillFile(path: string, f: FolderFile): void {
+  const fd = openSync(path, "wx", f.mode);
+  try {
+    streamPatched(f.source, undefined, (b) => writeAll(fd, b));
+    fchmodSync(fd, f.mode);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
 function tempName(target: string): string {
   return `${dirname(target)}/.${basename(target)}.${randomBytes(4).toString("hex")}${TEMP_SUFFIX}`;
 }
@@ -188,6 +202,53 @@ function commit(
   }
 }
 
+const BLOCK = 1 << 20;
+
+/**
+ * The bytes of `src` as `patch` rewrites them (all of them without one), block by block, to
+ * `each`: never more than one block in memory, whatever the file's size.
+ */
+function streamPatched(src: string, patch: Patch | undefined, each: (block: Uint8Array) => void): void {
+  const fd = openSync(src, "r");
+  try {
+    const buf = new Uint8Array(BLOCK);
+    if (!patch) {
+      for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) each(buf.subarray(0, n));
+      return;
+    }
+    for (let at = 0; at < patch.size; ) {
+      const block = buf.subarray(0, Math.min(BLOCK, patch.size - at));
+      block.fill(0);
+      const fromSource = Math.max(0, Math.min(block.length, patch.keep - at));
+      for (let got = 0; got < fromSource; ) {
+        const n = readSync(fd, block, got, fromSource - got, at + got);
+        if (n === 0) throw new Error(`${src} ended at ${at + got} bytes, before the ${patch.keep} the rewrite keeps`);
+        got += n;
+      }
+      for (const w of patch.writes) {
+        const from = Math.max(at, w.offset);
+        const to = Math.min(at + block.length, w.offset + w.bytes.length);
+        if (from < to) block.set(w.bytes.subarray(from - w.offset, to - w.offset), from - at);
+      }
+      each(block);
+      at += block.length;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+}
+
+/** Removes a tree without following links; true when something was there. */
+function removeTree(path: string): boolean {
+  if (lstatSync(path, { throwIfNoEntry: false }) === undefined) return false;
+  rmSync(path, { recursive: true, force: true });
+  return true;
+}
+
 function statOf(path: string): FileStat | undefined {
   try {
     const s = statSync(path);
@@ -235,18 +296,28 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
       return f && new TextDecoder().decode(f.bytes);
     },
     stat: (path) => statOf(resolve(path)),
-    hash(link) {
+    hash(link, patch) {
       const path = resolve(link);
       if (!statOf(path)) return undefined;
       const hasher = new Bun.CryptoHasher("sha256");
-      const buf = new Uint8Array(1 << 20);
-      const fd = openSync(path, "r");
       try {
-        for (let n; (n = readSync(fd, buf, 0, buf.length, null)) > 0; ) hasher.update(buf.subarray(0, n));
-      } finally {
-        closeSync(fd);
+        streamPatched(path, patch, (b) => hasher.update(b));
+      } catch (e) {
+        throw wrap("read", path, e);
       }
       return hasher.digest("hex");
+    },
+    reader(link) {
+      const path = resolve(link);
+      const s = statOf(path);
+      return s && { read: fileReader(path), size: s.size };
+    },
+    isDir(path) {
+      try {
+        return statSync(path).isDirectory();
+      } catch {
+        return false;
+      }
     },
     writeAtomic(path, data, mode) {
       const target = resolve(path);
@@ -331,28 +402,36 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
       sync(dirname(path));
       return "changed";
     },
-    copyAtomic(src, dest, mode) {
-      let from: number;
+    copyAtomic(src, dest, mode, patch) {
+      if (!statOf(src)) throw wrap("read", src, Object.assign(new Error("no such file"), { code: "ENOENT" }));
+      commit(tempName(dest), dest, (fd) => streamPatched(src, patch, (b) => writeAll(fd, b)), mode, sync);
+    },
+    placeFolder(parent, name, files) {
+      const target = `${parent}/${name}`;
+      const tmp = tempName(target);
       try {
-        from = openSync(src, "r");
+        mkdirSync(tmp, { mode: 0o755 });
+        for (const f of files) fillFile(`${tmp}/${f.name}`, f);
+        sync(tmp);
+        if (lstatSync(target, { throwIfNoEntry: false }) === undefined) renameSync(tmp, target);
+        else {
+          // Swapped in one step where the kernel can; else the old folder is renamed aside first
+          // (a moment without the name, only ever for a folder that was not what it should be).
+          const swap = loadExchange();
+          if (!swap?.(tmp, target)) {
+            renameSync(target, tempName(target));
+            renameSync(tmp, target);
+          }
+        }
+        sync(parent);
       } catch (e) {
-        throw wrap("read", src, e);
-      }
-      try {
-        const buf = new Uint8Array(1 << 20);
-        commit(
-          tempName(dest),
-          dest,
-          (fd) => {
-            for (let n; (n = readSync(from, buf, 0, buf.length, null)) > 0; ) {
-              for (let off = 0; off < n; ) off += writeSync(fd, buf, off, n - off);
-            }
-          },
-          mode,
-          sync,
-        );
+        throw wrap("write", target, e);
       } finally {
-        closeSync(from);
+        // The temp name, if the folder never took the name, or the old folder after a swap.
+        removeTree(tmp);
+      }
+      for (const name of this.list(parent) ?? []) {
+        if (isTemp(name) && name.startsWith(`.${basename(target)}.`)) removeTree(`${parent}/${name}`);
       }
     },
     remove(path) {
@@ -364,6 +443,15 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
         if (code(e) === "ENOENT") return false;
         throw wrap("remove", path, e);
       }
+    },
+    removeTree(path) {
+      try {
+        if (!removeTree(path)) return false;
+      } catch (e) {
+        throw wrap("remove", path, e);
+      }
+      sync(dirname(path));
+      return true;
     },
     ensureDir(dir) {
       try {
@@ -383,7 +471,9 @@ export function createHostFs(folders: readonly HostFolder[] = [], sync: (dir: st
           continue;
         }
         if (!isTemp(name) && original === undefined) continue;
-        if (this.remove(`${dir}/${name}`)) removed.push(name);
+        // A temp name may hold a folder (placeFolder's, or the old one it swapped out).
+        if (this.isDir(`${dir}/${name}`) ? this.removeTree(`${dir}/${name}`) : this.remove(`${dir}/${name}`))
+          removed.push(name);
       }
       if (removed.length > 0) sync(dir);
       return removed;

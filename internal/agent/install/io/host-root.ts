@@ -2,7 +2,14 @@
 // HOST_CHECK_PATHS mounted read-only at the same paths under --host-root (the DaemonSet's
 // mounts); when the image is built, a Debian sysroot.
 import { closeSync, fstatSync, lstatSync, openSync, readFileSync, readlinkSync, readSync, statSync } from "node:fs";
-import { checkHostCanRun, HOST_CHECK_PATHS, type HostVerdict, limitView, type RootView } from "../hostcheck/check.ts";
+import {
+  checkHostCanRun,
+  describeHostLibc,
+  HOST_CHECK_PATHS,
+  type HostVerdict,
+  limitView,
+  type RootView,
+} from "../hostcheck/check.ts";
 import type { ReadAt } from "../hostcheck/elf.ts";
 
 /**
@@ -78,4 +85,9 @@ export function checkBinaryOnHost(
     closeSync(fd);
   }
   return checkHostCanRun(limitView(rootView(root), sees), fileReader(binary), size, label, root);
+}
+
+/** What C library the host whose paths are mounted under `root` has (internal/agent/install/hostcheck). */
+export function readHostLibc(root: string, machine: string, sees: readonly string[] = HOST_CHECK_PATHS): string {
+  return describeHostLibc(limitView(rootView(root), sees), machine);
 }
