@@ -166,6 +166,8 @@ function describeLoader(interp: string, libc: Libc, machine: string): string {
 /**
  * Checks through `view` that the binary read by `read` can run on that root. `label` names the
  * binary in the problems (for instance /opt/meshcni/meshcni); `rootLabel` names the root.
+ * `loadedBy`: for a shared library (which names no loader), the loader that will load it (its
+ * libraries are then found and listed as that loader would).
  */
 export function checkHostCanRun(
   view: RootView,
@@ -173,10 +175,12 @@ export function checkHostCanRun(
   size: number,
   label: string,
   rootLabel: string,
+  loadedBy?: string,
 ): HostVerdict {
   let info: ElfInfo;
   try {
     info = parseElf(read, size);
+    if (!info.interpreter && loadedBy !== undefined && info.needed.length > 0) info = { ...info, interpreter: loadedBy };
   } catch (e) {
     if (!(e instanceof ElfError)) throw e;
     return {

@@ -76,6 +76,7 @@ export function checkBinaryOnHost(
   binary: string,
   label = binary,
   sees: readonly string[] = HOST_CHECK_PATHS,
+  loadedBy?: string,
 ): HostVerdict {
   const fd = openSync(binary, "r");
   let size: number;
@@ -84,7 +85,7 @@ export function checkBinaryOnHost(
   } finally {
     closeSync(fd);
   }
-  return checkHostCanRun(limitView(rootView(root), sees), fileReader(binary), size, label, root);
+  return checkHostCanRun(limitView(rootView(root), sees), fileReader(binary), size, label, root, loadedBy);
 }
 
 /** What C library the host whose paths are mounted under `root` has (internal/agent/install/hostcheck). */
