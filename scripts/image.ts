@@ -180,11 +180,20 @@ function findDeb(dir: string, pkg: string, version: string): string | undefined 
  * architecture (scripts/setup.sh does both).
  */
 export function debianSysroot(arch: Arch, log: (l: string) => void = () => {}): string {
+  return debianRoot(arch, DEBIAN_PINS, join(CACHE, "sysroot", arch), log);
+}
+
+/** Debian packages `pins` for `arch` (downloaded once, as debianSysroot's) unpacked into `root`. */
+export function debianRoot(
+  arch: Arch,
+  pins: Record<string, string>,
+  root: string,
+  log: (l: string) => void = () => {},
+): string {
   const debs = join(CACHE, "debs", arch);
-  const root = join(CACHE, "sysroot", arch);
   mkdirSync(debs, { recursive: true });
   const files: string[] = [];
-  for (const [pkg, version] of Object.entries(DEBIAN_PINS)) {
+  for (const [pkg, version] of Object.entries(pins)) {
     let deb = findDeb(debs, pkg, version);
     if (!deb) {
       const want = `${pkg}:${ARCHS[arch].debian}=${version}`;
