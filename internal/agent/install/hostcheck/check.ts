@@ -180,7 +180,8 @@ export function checkHostCanRun(
   let info: ElfInfo;
   try {
     info = parseElf(read, size);
-    if (!info.interpreter && loadedBy !== undefined && info.needed.length > 0) info = { ...info, interpreter: loadedBy };
+    if (!info.interpreter && loadedBy !== undefined && info.needed.length > 0)
+      info = { ...info, interpreter: loadedBy };
   } catch (e) {
     if (!(e instanceof ElfError)) throw e;
     return {
