@@ -15,7 +15,11 @@ export interface PartStatus {
 export interface InstallStatus {
   /** The config the runtime reads first (the one meshcni chains into), when there is one. */
   chain: PartStatus & { file?: string };
-  /** hostCheck: whether the host can run it, or why that check was skipped (internal/agent/install/hostcheck). */
+  /**
+   * hostCheck: what C library the host has, which the plugin (its own loader and C library
+   * beside it) does not load; for a binary without a loader of its own, whether the host can run
+   * it (internal/agent/install/hostcheck).
+   */
   binary: PartStatus & { hostCheck?: string };
   /** With the plugin's token: its service account and expiry (never the token). */
   kubeconfig: PartStatus & { token?: TokenView };

@@ -16,7 +16,7 @@ export interface PartView {
   path?: string;
   file?: string;
   problem?: string;
-  /** The binary's: whether the host can run it, or why the check was skipped. */
+  /** The binary's: what C library the host has (the plugin brings its own), or why the check was skipped. */
   hostCheck?: string;
 }
 

@@ -287,7 +287,14 @@ describe("refused", () => {
     [{ interpreter: "/l", runPath: "r" }, 'run path "r": not an absolute path'],
     [{ interpreter: "/l", runPath: "/a:/b" }, "a ':' would split it in two"],
     [{ interpreter: "/l", runPath: "/$ORIGIN/lib" }, "the loader expands '$'"],
+    [{ interpreter: "/l", runPath: "$ORIGIN/a/$LIB" }, "anywhere but a leading $ORIGIN"],
+    [{ interpreter: "/l", runPath: "$ORIGINlib" }, 'run path "$ORIGINlib": not an absolute path'],
   ])("paths %j", (o, message) => {
     expect(() => buildElfRewrite(base, o)).toThrow(message);
+  });
+
+  test("but a run path below the executable's own folder ($ORIGIN/...) is taken", () => {
+    const r = buildElfRewrite(base, { interpreter: "/opt/cni:bin/meshcni.d/x/ld.so", runPath: "$ORIGIN/meshcni.d/x" });
+    expect(new TextDecoder().decode(r.bytes)).toContain("$ORIGIN/meshcni.d/x\0");
   });
 });
