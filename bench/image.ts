@@ -54,7 +54,13 @@ export async function benchImage(): Promise<string> {
     return [
       "## Image size",
       "",
-      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, the node binary (the plugin and the agent in one Bun executable, the agent a link), the userland the agent applies rules with (iptables nft and legacy, nft and libnftables, nsenter, ip: Debian's pinned packages) and exactly the loader and libraries they load, for each architecture; one image for every host (the plugin takes the image's loader and C library with it). Uncompressed is podman's image size; compressed is the gzip (level 6) of the image's one layer, what a node pulls.`,
+      `The DaemonSet image as \`bun run image\` builds it (meshcni ${version}): FROM scratch, the ` +
+        `node binary (the plugin and the agent in one Bun executable, the agent a link), the userland ` +
+        `the agent applies rules with (iptables nft and legacy, nft and libnftables, nsenter, ip: ` +
+        `Debian's pinned packages) and exactly the loader and libraries they load, for each ` +
+        `architecture; one image for every host (the plugin takes the image's loader and C library ` +
+        `with it). Uncompressed is podman's image size; compressed is the gzip (level 6) of the ` +
+        `image's one layer, what a node pulls.`,
       "",
       "| image | uncompressed | compressed layer | node binary | userland | loader + libraries | target |",
       "|---|---|---|---|---|---|---|",

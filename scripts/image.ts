@@ -202,7 +202,8 @@ export function debianRoot(
         run(["apt-get", "download", want], debs);
       } catch (e) {
         throw new Error(
-          `${(e as Error).message}\n(the pin in scripts/image.ts DEBIAN_PINS; \`apt-cache policy ${pkg}\` shows what the registry offers)`,
+          `${(e as Error).message}\n(the pin in scripts/image.ts DEBIAN_PINS; ` +
+            `\`apt-cache policy ${pkg}\` shows what the registry offers)`,
         );
       }
       deb = findDeb(debs, pkg, version);
@@ -285,7 +286,8 @@ function runInside(arch: Arch, dir: string, loader: string, log: (l: string) => 
   }
   const how = !emulated ? "chroot" : viaBinfmt ? "chroot, qemu-user's binfmt handler" : "qemu-user -L";
   log(
-    `image: ${arch} userland runs inside the image root (${how}): ${versions.map((v) => v.output.split("\n")[0]).join("; ")}`,
+    `image: ${arch} userland runs inside the image root (${how}): ` +
+      versions.map((v) => v.output.split("\n")[0]).join("; "),
   );
   return versions;
 }

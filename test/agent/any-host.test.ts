@@ -326,7 +326,8 @@ for (const c of CASES) {
       ].join(" && ");
       writeFileSync(
         join(wrapperDir, "chrooted"),
-        `#!/bin/sh\nexec unshare --mount --propagation private /bin/sh -c 'r=${JSON.stringify(root)}; ${binds} && exec chroot "$r" "$@"' sh "$@"\n`,
+        "#!/bin/sh\nexec unshare --mount --propagation private /bin/sh -c " +
+          `'r=${JSON.stringify(root)}; ${binds} && exec chroot "$r" "$@"' sh "$@"\n`,
         { mode: 0o755 },
       );
       writeFileSync(
@@ -401,7 +402,9 @@ for (const c of CASES) {
         containerId: `c${uniq()}${uniq()}`,
         netns: netns.path,
         ifname: "eth0",
-        cniArgs: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${pod.metadata.name};K8S_POD_UID=${pod.metadata.uid}`,
+        cniArgs:
+          `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=${pod.metadata.name};` +
+          `K8S_POD_UID=${pod.metadata.uid}`,
       };
       const result = (await runtime.add(a).catch((e) => {
         const runs = runtime.runs.map((r) => `${r.type} ${r.code}\n${r.stdout}\n${r.stderr}`).join("\n");

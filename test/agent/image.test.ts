@@ -556,7 +556,8 @@ describe.skipIf(!canRun)("DaemonSet image, amd64 and arm64 (podman, offline)", (
         const [id] = readdirSync(join(node.bin, "meshcni.d"));
         const folder = join(node.bin, "meshcni.d", id!);
         expect(r.stdout + r.stderr).toContain(
-          `the host's C library: glibc (/lib/ld-linux-aarch64.so.1). The plugin loads none of it: its own loader and C library are in ${folder}`,
+          "the host's C library: glibc (/lib/ld-linux-aarch64.so.1). The plugin loads none of it: " +
+            `its own loader and C library are in ${folder}`,
         );
         expect(isChainedIn(node, "10-calico.conflist")).toBe(true);
         expect(readdirSync(folder).sort()).toEqual(

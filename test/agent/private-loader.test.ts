@@ -137,7 +137,8 @@ describe.skipIf(process.arch !== "x64")("the plugin with its own loader and C li
     expect(Bun.spawnSync([join(d().bin, "meshcni")]).exitCode).toBe(0);
     expect(inst.check().problems).not.toContainEqual(expect.stringContaining(d().bin));
     expect(lines).toContainEqual(
-      `info the host's C library: glibc (/lib64/ld-linux-x86-64.so.2). The plugin loads none of it: its own loader and C library are in ${folder}`,
+      "info the host's C library: glibc (/lib64/ld-linux-x86-64.so.2). The plugin loads none of it: " +
+        `its own loader and C library are in ${folder}`,
     );
     // The same again writes nothing.
     const before = snapshot(d().bin);

@@ -42,7 +42,10 @@ const KUBECONFIG_MODE = 0o600;
 export interface InstallerConfig {
   hostNetDir: string;
   hostBinDir: string;
-  /** hostBinDir as the host sees it (--dest-bin-dir): the installed binary names its loader there (default hostBinDir). */
+  /**
+   * hostBinDir as the host sees it (--dest-bin-dir): the installed binary names its loader there
+   * (default: hostBinDir).
+   */
   destBinDir?: string;
   /** The meshcni binary to install into hostBinDir, or several, comma-separated: the first that exists. */
   pluginBinary: string;
