@@ -542,8 +542,8 @@ describe("the checks fail on docs that are wrong", () => {
   });
   test("a flag the program does not take", () => {
     const t = tables();
-    expect(flagProblems("meshcni-installer --repair off --dest-bin-dir /opt/cni/bin", t)).toEqual([
-      'meshcni-installer has no --dest-bin-dir (in "meshcni-installer --repair off --dest-bin-dir /opt/cni/bin")',
+    expect(flagProblems("meshcni-installer --repair off --dest-lib-dir /opt/cni/bin", t)).toEqual([
+      'meshcni-installer has no --dest-lib-dir (in "meshcni-installer --repair off --dest-lib-dir /opt/cni/bin")',
     ]);
     expect(flagProblems("meshcnictl check --pods --mesh istio", t)).toEqual([
       'meshcnictl check has no --mesh (in "meshcnictl check --pods --mesh istio")',
