@@ -5,9 +5,10 @@
 // plan. Every command's outcome goes to the node agent after the result is on stdout.
 import { renderVersionInfo } from "../internal/cni/spec.ts";
 import { addThroughAgent } from "../internal/plugin/agent/add.ts";
+import { checkThroughAgent } from "../internal/plugin/agent/check.ts";
 import type { PlannedAdd } from "../internal/plugin/agent/planned.ts";
 import { lookupTarget, startEarlyLookup } from "../internal/plugin/io/early-lookup.ts";
-import { agentPaths, report, untouchedDel } from "../internal/plugin/io/report.ts";
+import { agentPaths, answerDel, report } from "../internal/plugin/io/report.ts";
 import { VERSION } from "../internal/version.ts";
 
 export async function main(): Promise<number> {
@@ -18,11 +19,12 @@ export async function main(): Promise<number> {
   const started = new Date();
   const t0 = performance.now();
   const stdin = Bun.env.CNI_COMMAND ? await Bun.file(0).text() : "";
-  // DEL of a container meshcni never ruled: answered here, with no process and no rule code loaded.
-  const untouched = await untouchedDel(stdin, Bun.env);
-  if (untouched) {
+  // DEL: the record goes, the rules stay with the namespace the runtime destroys. Answered here,
+  // with no process and no rule code loaded.
+  const deleted = await answerDel(stdin, Bun.env);
+  if (deleted) {
     // Success with an empty stdout: nothing to write.
-    await report({ env: Bun.env, stdin, summary: untouched, lines: [], started, t0 });
+    await report({ env: Bun.env, stdin, summary: deleted, lines: [], started, t0 });
     return 0;
   }
   const lines: string[] = [];
@@ -32,13 +34,16 @@ export async function main(): Promise<number> {
     pending.push(Bun.write(Bun.stderr, line));
   };
   const target = lookupTarget(stdin, Bun.env);
-  // A warm ADD: the node agent plans it, the plugin applies the plan (internal/plugin/agent/add.ts).
-  // Loads no config schema, no mesh profile, no API client.
+  // A warm ADD: the node agent plans it and applies it, or the plugin applies the plan (agent/add.ts);
+  // a CHECK the agent answers when it applies rules (agent/check.ts). Loads no config schema, no
+  // mesh profile, no API client.
   let planned: PlannedAdd | undefined;
   // One bound for the whole command (timeout_seconds), whichever way it goes.
   const deadline = target ? AbortSignal.timeout(target.seconds * 1000) : undefined;
-  if (target && deadline && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE) {
-    planned = await addThroughAgent({
+  const command = Bun.env.CNI_COMMAND;
+  if (target && deadline && (command === "ADD" || command === "CHECK") && !Bun.env.MESHCNI_DRY_RUN_FILE) {
+    const ask = command === "ADD" ? addThroughAgent : checkThroughAgent;
+    planned = await ask({
       socket: target.socket,
       stateDir: agentPaths(stdin).stateDir,
       stdin,

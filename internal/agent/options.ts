@@ -55,6 +55,8 @@ export interface AgentOptions {
   netnsDir: string;
   /** The most records in the state folder; past it the agent plans no ADD. */
   maxRecords: number;
+  /** The agent applies meshed pods' rules itself when it can enter their namespaces (false: never). */
+  agentApplies: boolean;
   /** The DaemonSet this agent belongs to (in POD_NAMESPACE): SIGTERM undoes only when it is gone or being deleted. */
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
@@ -185,6 +187,14 @@ const FLAGS = {
     help:
       "the host's network namespace folder (a host path, mounted read-only at the same path): " +
       "the agent plans an ADD only for a namespace it finds there",
+  },
+  "agent-applies": {
+    type: "string",
+    arg: "true|false",
+    default: "true",
+    help:
+      "apply meshed pods' rules in their network namespaces with the agent's own userland, when it can " +
+      "(CAP_NET_ADMIN, CAP_SYS_ADMIN and setns, found at start; the plugin applies otherwise); false: never",
   },
   "max-records": {
     type: "string",
@@ -413,6 +423,7 @@ export function parseAgentOptions(
     stateDir: dir("state-dir"),
     netnsDir: dir("netns-dir"),
     maxRecords: whole("max-records", 1),
+    agentApplies: truthy("--agent-applies", str("agent-applies")!),
     daemonSetName,
     resyncSeconds: Number(resync),
     repair: repair as RepairMode,

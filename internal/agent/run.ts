@@ -6,6 +6,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { createSocketHandler } from "./socket/handler.ts";
 import { createAddPlanner } from "./socket/plan-add.ts";
+import { createChecker } from "./socket/check.ts";
 import { countLookup, countReport, newCounters, renderMetrics } from "./observe/metrics.ts";
 import { renderFallbackLog, renderReport } from "./observe/report.ts";
 import { buildStatus } from "./observe/status.ts";
@@ -30,7 +31,11 @@ import type { KubeClient } from "../kube/client.ts";
 import { WatchCache } from "./cache/watch-cache.ts";
 import { type AgentSocket, serveAgentSocket } from "./socket/serve.ts";
 import { removeAgentSocket, removeAgentState, takeFallbackLog, writeRecordFor } from "./state/files.ts";
-import { readNetnsProblem } from "./socket/netns.ts";
+import { netnsName, readNetnsProblem } from "./socket/netns.ts";
+import type { Ability } from "./apply/ability.ts";
+import { createApplier } from "./apply/apply.ts";
+import { readAbility } from "./apply/io/probe.ts";
+import { agentUserland, openAgentFirewall, warmUpUserland } from "../firewall/io/open-in-netns.ts";
 import { RecordIndex } from "./state/record-index.ts";
 import { checkBinaryOnHost, readHostLibc } from "./install/io/host-root.ts";
 import { createHostFs } from "./install/io/fs.ts";
@@ -86,6 +91,24 @@ function repairConfig(opts: AgentOptions, entry: JsonObject, node: string): Repa
     ratePerMinute: opts.repairRate,
     retryMs: opts.repairRetrySeconds * 1000,
   };
+}
+
+/**
+ * Whether this agent applies pods' rules itself (internal/agent/apply/): found out once, said in
+ * its log and /status. Its userland's versions are asked here, outside any pod's namespace.
+ */
+async function startApplying(opts: AgentOptions, log: Logger): Promise<Ability> {
+  const ability = await readAbility({
+    enabled: opts.agentApplies,
+    netnsDir: opts.netnsDir,
+    nftInProcess: Bun.env.MESHCNI_NFT_INPROCESS !== "0",
+  });
+  if (ability.applies) {
+    log.info(ability.reason);
+    await warmUpUserland(agentUserland(ability.nftInProcess));
+  } else if (opts.agentApplies) log.warn(`the agent does not apply pods' rules: ${ability.reason}`);
+  else log.info(`the agent does not apply pods' rules: ${ability.reason}`);
+  return ability;
 }
 
 /** Prints the plugin's fallback log, if it wrote one while no agent answered. */
@@ -172,7 +195,24 @@ async function runAgent(
     onWatchError: (e) => log.warn(`watching the records in ${opts.stateDir}: ${e.message}; read again at each resync`),
   }).start();
   const onLookup = (r: Parameters<typeof countLookup>[1]) => countLookup(counters, r);
+  const ability = await startApplying(opts, log);
+  const userland = ability.applies ? agentUserland(ability.nftInProcess) : undefined;
+  const netnsPath = (p: string) => `${opts.netnsDir}/${netnsName(p)}`;
+  const netnsProblem = (path: string | undefined) => readNetnsProblem(opts.netnsDir, path);
+  const checker =
+    userland &&
+    createChecker({
+      lookup: source.lookup,
+      stateDir: opts.stateDir,
+      onLookup,
+      version: VERSION,
+      netnsProblem,
+      netnsPath,
+      userland,
+      recordedBackend: (id) => (id === undefined ? undefined : records.get(id)?.backend),
+    });
   const planner = createAddPlanner({
+    ...(userland ? { apply: { applier: createApplier({ userland, open: openAgentFirewall }), netnsPath } } : {}),
     lookup: source.lookup,
     stateDir: opts.stateDir,
     onLookup,
@@ -186,7 +226,7 @@ async function runAgent(
         `cannot write the record of container ${record.containerId} ` +
           `(${record.namespace}/${record.name}) in ${opts.stateDir}: ${e.message}`,
       ),
-    netnsProblem: (path) => readNetnsProblem(opts.netnsDir, path),
+    netnsProblem,
     recordsFull: () =>
       records.size() < opts.maxRecords
         ? undefined
@@ -195,10 +235,13 @@ async function runAgent(
   });
   const handler = createSocketHandler({
     lookup: source.lookup,
+    ...(checker ? { check: checker } : {}),
     planAdd: async (req, signal) => {
       const r = await planner(req, signal);
-      if (r.ok) counters.addsPlanned++;
-      else if (r.recordsFull) {
+      if (r.ok) {
+        counters.addsPlanned++;
+        if (r.answer.applied) counters.addsApplied++;
+      } else if (r.recordsFull) {
         counters.recordsFull++;
         if (performance.now() - lastFull > 60_000) {
           log.warn(
@@ -325,6 +368,12 @@ async function runAgent(
                 stateDir: opts.stateDir,
                 startedAt: startedAt.toISOString(),
                 uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
+                applies: {
+                  applies: ability.applies,
+                  reason: ability.reason,
+                  missingCapabilities: ability.missingCapabilities,
+                  nftInProcess: ability.nftInProcess,
+                },
               },
             }),
         });

@@ -1,6 +1,5 @@
 // The plugin's records of the containers it handled (wire/state.ts's PodRecord): written before an
-// ADD for a Kubernetes pod returns success, read and removed by DEL, pruned by GC. A DEL that finds
-// no record, or one saying the pod was skipped, runs no process at all.
+// ADD for a Kubernetes pod returns success, removed by DEL, pruned by GC. DEL runs no process.
 import type { PodRecord } from "../wire/state.ts";
 import type { PluginConf } from "../config/plugin-config.ts";
 import type { Family } from "../plan/model.ts";
@@ -46,30 +45,38 @@ export async function addRecord(
 /** Why a DEL whose record says "skipped" runs nothing (here and in io/report.ts's fast path). */
 export const skippedReason = (record: PodRecord) => `the pod got no rules at ADD (${record.reason})`;
 
-/** "done": DEL has nothing more to do (no process runs); "rules": DEL removes the rules. */
-export async function delByRecord(ctx: RecordCtx): Promise<"done" | "rules"> {
-  const { deps, args, conf, summary, log } = ctx;
-  if (!deps.records || !args.containerId) return "rules";
+/**
+ * What DEL of a meshed pod does not do: remove its rules. The runtime destroys the pod's network
+ * namespace right after DEL, and the rules with it (Linkerd's and Istio's CNI plugins do nothing
+ * on DEL either); an ADD into a namespace that is kept replaces them.
+ */
+export const NO_REMOVAL = "the record goes; the rules go with the pod's network namespace";
+
+/** DEL: the container's record goes (report.ts's answerDel does the same before this code loads). */
+export async function delByRecord(ctx: RecordCtx): Promise<void> {
+  const { deps, args, conf, summary } = ctx;
+  if (!deps.records || !args.containerId) return;
   const record = await deps.records.read(conf.state_dir, args.containerId);
   if (record === undefined) {
     Object.assign(summary, {
       outcome: "untouched",
       reason: "no record of this container: meshcni applied no rules to it",
     });
-    return "done";
+    return;
   }
+  await deps.records.remove(conf.state_dir, args.containerId);
   if (record === "unreadable") {
-    log.warn(`the record of this container in ${conf.state_dir} is unreadable; removing any rules`);
-    await deps.records.remove(conf.state_dir, args.containerId);
-    return "rules";
+    Object.assign(summary, { outcome: "ok", reason: `an unreadable record removed; ${NO_REMOVAL}` });
+    return;
   }
   summary.pod = { namespace: record.namespace, name: record.name, ...(record.uid ? { uid: record.uid } : {}) };
-  await deps.records.remove(conf.state_dir, args.containerId);
-  if (record.decision === "skipped") {
-    Object.assign(summary, { outcome: "untouched", reason: skippedReason(record) });
-    return "done";
-  }
-  return "rules";
+  if (record.decision === "skipped") Object.assign(summary, { outcome: "untouched", reason: skippedReason(record) });
+  else
+    Object.assign(summary, {
+      outcome: "ok",
+      reason: NO_REMOVAL,
+      ...(record.backend ? { backend: record.backend } : {}),
+    });
 }
 
 /** GC: records of containers the runtime no longer lists in cni.dev/valid-attachments go. */

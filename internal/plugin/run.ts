@@ -8,7 +8,7 @@ import { Code, compareVersions, renderVersionInfo } from "../cni/spec.ts";
 import { type PluginConf, parsePluginConf } from "../config/plugin-config.ts";
 import type { Namespace, Pod, Service } from "../kube/objects.ts";
 import { loadProfile } from "../mesh/load.ts";
-import { backendOfMode, type FirewallSettings, kindNamed } from "../firewall/registry.ts";
+import { backendOfMode, type FirewallSettings } from "../firewall/registry.ts";
 import { type MeshProfile, needsNamespace, type PlanInput, type Redirect } from "../mesh/profile.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "./deps.ts";
 import { createLogger, type PluginLogger, logContext, parseLevel } from "./log.ts";
@@ -277,46 +277,13 @@ async function check(ctx: Ctx): Promise<string> {
   return "";
 }
 
+/**
+ * DEL: the container's record goes (records.ts). No rule is removed: the runtime destroys the
+ * namespace right after, and an ADD into a namespace that is kept replaces them.
+ */
 async function del(ctx: Ctx): Promise<string> {
-  const { args, conf, deps, log, profile } = ctx;
   ctx.summary.reason = "no rules to remove";
-  // A container meshcni never ruled (no record, or one saying it was skipped) runs no process.
-  if (!deps.dryRunFile && (await delByRecord(ctx)) === "done") return "";
-  // Best effort: the namespace is usually gone already, and a pod must always be deletable.
-  if (!args.netns || deps.dryRunFile || !(await deps.netnsExists(args.netns))) return "";
-  const settings = profile.firewall(conf);
-  if (settings.simulate) return "";
-  // One family at a time, so a host without ip6tables still gets its IPv4 rules removed; a
-  // backend whose transaction covers every family removes them all in one step.
-  const all = profile.families(conf);
-  for (const family of all) {
-    try {
-      const fw = await deps.openFirewall(args.netns, settings, [family]);
-      const whole = kindNamed(fw.driver.name)?.familiesAtOnce === true;
-      const families = whole ? all : [family];
-      const what = {
-        families,
-        ownedChains: profile.ownedChains,
-        ...(profile.ownsBuiltinRule ? { ownsBuiltinRule: profile.ownsBuiltinRule } : {}),
-      };
-      if (await fw.driver.remove(fw, what, ctx.signal)) {
-        log.info(`removed IPv${families.join("+IPv")} rules (${fw.backend})`);
-        Object.assign(ctx.summary, { outcome: "removed", reason: "removed the pod's rules", backend: fw.backend });
-      }
-      // The profile's `ip` clean-up (Istio: TPROXY's rule and route, IPv6's ::6), all at once:
-      // each is its own process and its own netlink change.
-      const cleanup = (profile.cleanupIpCommands ?? []).filter((cmd) => whole || cmd.family === family);
-      const undone =
-        cleanup.length === 0 ? [] : await Promise.all(cleanup.map((cmd) => fw.ip(cmd.family, cmd.argv, ctx.signal)));
-      for (let i = 0; i < cleanup.length; i++) {
-        const cmd = cleanup[i]!;
-        if (undone[i]!.code === 0) log.info(`undone: ip -${cmd.family} ${cmd.argv.join(" ")}`);
-      }
-      if (whole) break;
-    } catch (e) {
-      log.warn(`could not remove IPv${family} rules (ignored, the namespace is going away): ${(e as Error).message}`);
-    }
-  }
+  if (!ctx.deps.dryRunFile) await delByRecord(ctx);
   return "";
 }
 

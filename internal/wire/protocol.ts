@@ -15,12 +15,20 @@
 //                                  and recreated under the same name)
 //     503 AgentError               the agent cannot answer (cache not in sync and its own request
 //                                  failed, or no node name); the plugin falls back to its kubeconfig
+//   POST /v1/check  AddRequest        CHECK (CNI_COMMAND=CHECK), answered by an agent that applies
+//     200 CheckAnswer                 rules: it decides as for ADD and looks at the pod's rules in its
+//                                     namespace with the backend's CHECK, as the plugin would
+//     409 AgentError                  an agent that does not apply, or cannot look: the plugin runs
+//                                     CHECK itself
 //   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines (a DEL's report
 //                                       is printed only for a container the agent held a record of)
 //   POST /v1/add  AddRequest          the agent plans an ADD (agent/socket/plan-add.ts): it checks the
 //     200 AddAnswer                   environment and config, looks the pod up, decides, writes
 //                                     the container's record and answers the plugin's stdout, log
-//                                     lines and, for a meshed pod, the plan the plugin applies
+//                                     lines and, for a meshed pod, either `applied` (an agent that
+//                                     can enter namespaces applied the rules itself, with its own
+//                                     image's userland, before it wrote the record) or the plan
+//                                     the plugin applies (`apply`)
 //     409 AgentError                  the agent does not plan this one (a pod that needs its
 //                                     network namespace's addresses or a Service, a pod it cannot
 //                                     look up, a CNI_NETNS that is not a namespace in the host's
@@ -50,6 +58,7 @@ export function podLookupPath(namespace: string, name: string, uid?: string): st
 }
 export const REPORTS_PATH = "/v1/reports";
 export const ADD_PATH = "/v1/add";
+export const CHECK_PATH = "/v1/check";
 
 /** The CNI variables the plugin passes on in an AddRequest (PATH stays with the plugin: binaries are the host's). */
 export const ADD_ENV_KEYS = [
@@ -109,15 +118,39 @@ export interface AddAnswer {
    */
   apply?: { plan: unknown; settings: { mode: string; wait: boolean; simulate: boolean } };
   /**
+   * For a meshed pod whose rules the agent applied itself in its namespace: the backend it used
+   * and how many rules; the plugin prints its own result and starts no process. Never with `apply`.
+   */
+  applied?: { backend: string; rules: number };
+  /**
    * The agent wrote the container's record (a meshed pod's, before this answer: the plugin removes
-   * it when its apply fails), or writes it just after this answer (a pod without rules).
+   * it when its apply fails; after the rules when the agent applied them), or writes it just after
+   * this answer (a pod without rules).
    */
   record: boolean;
   /**
-   * The agent has reported this ADD itself, as the plugin would have (an answer without rules that
-   * the plugin's check takes, to a plugin that said when it started and was still waiting): the
-   * plugin prints the answer and sends no report.
+   * The agent has reported this ADD itself, as the plugin would have (an answer without a plan for
+   * the plugin to apply, that the plugin's check takes, to a plugin that said when it started and
+   * was still waiting): the plugin prints the answer and sends no report.
    */
+  reported?: boolean;
+}
+
+/** 200 answer to POST /v1/check. */
+export interface CheckAnswer {
+  v: 1;
+  /** "" when the rules are as ADD makes them (or the pod gets none); a CNI error (exitCode 1). */
+  stdout: string;
+  exitCode: 0 | 1;
+  lines: string[];
+  level: "debug" | "info" | "warn" | "error";
+  /** "CHECK 0123456789ab". */
+  context: string;
+  /** meshed: the rules are in place; skipped: the pod gets none; failed: the error's code. */
+  summary: AddAnswer["summary"];
+  /** The backend the agent looked with, for a meshed pod. */
+  backend?: string;
+  /** The agent has reported this CHECK itself (as AddAnswer.reported). */
   reported?: boolean;
 }
 
@@ -181,6 +214,7 @@ export const REPORT_LIMITS = {
   uid: 128,
   code: 999,
   rules: 1_000_000,
+  backend: 64,
 } as const;
 
 export interface Report {

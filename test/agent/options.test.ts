@@ -24,6 +24,7 @@ describe("parseAgentOptions", () => {
       stateDir: "/var/run/meshcni",
       netnsDir: "/var/run/netns",
       maxRecords: 4096,
+      agentApplies: true,
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
       repair: "evict",
@@ -242,5 +243,14 @@ describe("entryFromConfigText", () => {
     expect(() => entryFromConfigText('{"type":"meshcni","kubernetes":[]}', "/d")).toThrow(
       /"kubernetes" must be an object/,
     );
+  });
+});
+
+describe("--agent-applies", () => {
+  test("true by default; false (or MESHCNI_AGENT_APPLIES=false) turns applying off; anything else is refused", () => {
+    expect(parseAgentOptions([], {}, DEFAULTS).agentApplies).toBe(true);
+    expect(parseAgentOptions(["--agent-applies=false"], {}, DEFAULTS).agentApplies).toBe(false);
+    expect(parseAgentOptions([], { MESHCNI_AGENT_APPLIES: "false" }, DEFAULTS).agentApplies).toBe(false);
+    expect(() => parseAgentOptions(["--agent-applies", "maybe"], {}, DEFAULTS)).toThrow(/expected true or false/);
   });
 });

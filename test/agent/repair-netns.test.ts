@@ -241,8 +241,14 @@ function host(): Host {
       p.status.conditions[0]!.lastTransitionTime = kubeletTime();
       cluster.api.updatePod(p);
     },
-    redirected: (p) =>
-      boxes.get(p.metadata.name)!.netns.exec(["iptables-save", "-t", "nat"]).stdout.includes("PROXY_INIT_REDIRECT"),
+    // In iptables when the plugin applied the rules, in nftables when the agent did (auto).
+    redirected: (p) => {
+      const ns = boxes.get(p.metadata.name)!.netns;
+      return [
+        ["iptables-save", "-t", "nat"],
+        ["nft", "list", "table", "ip", "meshcni"],
+      ].some((argv) => ns.exec(argv).stdout.includes("PROXY_INIT_REDIRECT"));
+    },
     agent(extra = []) {
       const port = freePort();
       const proc = startInstaller(

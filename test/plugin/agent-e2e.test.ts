@@ -85,7 +85,12 @@ function box(p: PodObj): Box {
   return { netns, runtime, a };
 }
 
-const redirected = (n: Netns) => n.exec(["iptables-save", "-t", "nat"]).stdout.includes("PROXY_INIT_REDIRECT");
+/** The pod's rules: in nftables when the agent applied them (auto), in iptables when the plugin did. */
+const redirected = (n: Netns) =>
+  n.exec(["iptables-save", "-t", "nat"]).stdout.includes("PROXY_INIT_REDIRECT") ||
+  n.exec(["nft", "list", "table", "ip", "meshcni"]).stdout.includes("PROXY_INIT_REDIRECT");
+const inNftables = (n: Netns) =>
+  n.exec(["nft", "list", "table", "ip", "meshcni"]).stdout.includes("PROXY_INIT_REDIRECT");
 const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as any;
 const failMsg = (e: unknown) => `${(e as Error).message}\n--- agent ---\n${agent.log()}`;
 
@@ -199,6 +204,10 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     expect(line).toMatch(/ lookup=agent-cache /);
     expect(line).toMatch(/ duration=[\d.]+ms /);
     expect(line).toContain(`container=${b1.a.containerId}`);
+    // The agent applied them itself, in process (auto: a fresh namespace, libnftables on this host).
+    expect(line).toContain("backend=");
+    expect(line).toContain("nftables in process");
+    expect(inNftables(b1.netns)).toBe(true);
     // Its record, and /status lists it.
     const rec = JSON.parse(readFileSync(recordPath(dirs.state, b1.a.containerId), "utf8"));
     expect(rec).toMatchObject({
@@ -207,11 +216,33 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
       name: "web-1",
       uid: cached.metadata.uid,
       decision: "meshed",
+      backend: "nftables in process",
     });
     const s1 = await status();
+    expect(s1.agent.applies).toMatchObject({ applies: true, missingCapabilities: [], nftInProcess: true });
     expect(s1.pods.containers).toEqual([
       expect.objectContaining({ name: "web-1", containerId: b1.a.containerId, decision: "meshed" }),
     ]);
+
+    // CHECK: answered by the agent, which looks with the record's backend in the pod's namespace.
+    await b1.runtime.check(b1.a).catch((e) => {
+      throw new Error(failMsg(e));
+    });
+    const checked = await agent.waitForLog(/plugin CHECK pod=emojivoto\/web-1 outcome=meshed .*/, 5000);
+    expect(checked).toContain("nftables in process");
+    // Rules taken away by hand: CHECK fails with 103, still answered by the agent.
+    expect(b1.netns.exec(["nft", "flush", "chain", "ip", "meshcni", "nat_PROXY_INIT_OUTPUT"]).code).toBe(0);
+    const bad103 = await b1.runtime.check(b1.a).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    expect(bad103?.message).toContain("code 103");
+    await agent.waitForLog(/plugin CHECK pod=emojivoto\/web-1 outcome=failed .*code=103/, 5000);
+    // ADD again puts them back.
+    const cacheFile = join(dirs.root, "cni-cache", `${b1.runtime.conflist.name}-${b1.a.containerId}-eth0`);
+    const prev = JSON.parse(readFileSync(cacheFile, "utf8")).result;
+    await b1.runtime.exec("ADD", b1.runtime.conflist.plugins[1]!, b1.a, prev);
+    await b1.runtime.check(b1.a);
 
     // 2. A pod created after the sync.
     const later = pod("web-2");
@@ -255,16 +286,17 @@ describe.skipIf(!isRoot())("the compiled plugin with the real node agent", () =>
     expect(redirected(bb.netns)).toBe(false);
     expect(existsSync(recordPath(dirs.state, bb.a.containerId))).toBe(false);
     expect(gets(bad)).toBe(0);
-    // The agent planned every one of these ADDs itself (the plugin applied the plans): the same
+    // The agent planned every one of these ADDs itself and applied the five meshed (web-1 twice): the same
     // build on both sides, every pod in the cache, none needing a Service or its addresses.
     const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
     const sample = (name: string) => Number(new RegExp(`^${name} (\\d+)$`, "m").exec(metrics)?.[1] ?? NaN);
-    expect([sample("meshcni_agent_adds_planned_total"), sample("meshcni_agent_adds_declined_total")]).toEqual([5, 0]);
+    const planned = ["planned", "applied", "declined"].map((k) => sample(`meshcni_agent_adds_${k}_total`));
+    expect(planned).toEqual([6, 5, 0]);
 
-    // 5. DEL removes the record; /status no longer lists it.
+    // 5. DEL removes the record (the rules stay with the namespace); /status no longer lists it.
     await b1.runtime.del(b1.a);
     expect(existsSync(recordPath(dirs.state, b1.a.containerId))).toBe(false);
-    await agent.waitForLog(/plugin DEL pod=emojivoto\/web-1 outcome=removed /, 5000);
+    await agent.waitForLog(/plugin DEL pod=emojivoto\/web-1 outcome=ok /, 5000);
     expect((await status()).pods.containers.map((c: { containerId: string }) => c.containerId)).not.toContain(
       b1.a.containerId,
     );

@@ -1,6 +1,7 @@
-// The spec's call sequence against a real pod network: ADD, CHECK, DEL, DEL again, DEL without
-// a netns and after the netns is gone, STATUS and GC (1.1.0), and bad input that must leave the
-// pod's namespace exactly as it was.
+// The spec's call sequence against a real pod network: ADD, CHECK, DEL (which leaves the rules to
+// the namespace), DEL again, ADD into the kept namespace, DEL without a netns and after the netns
+// is gone, STATUS and GC (1.1.0), and bad input that must leave the pod's namespace exactly as it
+// was.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Netns, uniq } from "../support/netns.ts";
 import { type Pod, PodLab, readFixture, withAnnotations } from "../support/pod-lab.ts";
@@ -34,11 +35,21 @@ describe("lifecycle through the spec's call sequence (bridge + host-local + mesh
     await pod.runtime.check(pod.attachment);
   });
 
-  test("DEL removes the rules, and DEL again succeeds", async () => {
+  test("DEL leaves the rules to the namespace (the runtime destroys it), and DEL again succeeds", async () => {
+    const before = [pod.netns.save("nft", 4), pod.netns.save("nft", 6)];
     await pod.runtime.exec("DEL", pod.runtime.conflist.plugins[1]!, pod.attachment, pod.result);
-    expect(pod.netns.save("nft", 4)).not.toContain("PROXY_INIT");
-    expect(pod.netns.save("nft", 6)).not.toContain("PROXY_INIT");
+    expect([pod.netns.save("nft", 4), pod.netns.save("nft", 6)]).toEqual(before);
     await pod.runtime.exec("DEL", pod.runtime.conflist.plugins[1]!, pod.attachment, pod.result);
+  });
+
+  test("ADD into the kept namespace replaces the rules: one copy, and CHECK passes", async () => {
+    const before = [pod.netns.save("nft", 4), pod.netns.save("nft", 6)];
+    await pod.runtime.exec("ADD", pod.runtime.conflist.plugins[1]!, pod.attachment, pod.result);
+    const after = [pod.netns.save("nft", 4), pod.netns.save("nft", 6)];
+    const count = (t: string) => t.split("\n").filter((l) => l.includes("install-proxy-init-prerouting")).length;
+    expect(after.map(count)).toEqual([1, 1]);
+    expect(after.map((t) => t.replace(/^#.*\n/gm, ""))).toEqual(before.map((t) => t.replace(/^#.*\n/gm, "")));
+    await pod.runtime.check(pod.attachment);
   });
 
   test("DEL with an empty CNI_NETNS (as containerd sends after the task exits) succeeds", async () => {

@@ -188,10 +188,32 @@ for (const backend of [...BACKENDS, "hidden"] as const) {
       }
     });
 
-    test("DEL in a live namespace removes everything of meshcni's, both families", async () => {
-      expect(anythingOfOurs(skipping.netns).length).toBeGreaterThan(0);
+    test("DEL leaves meshcni's rules to the namespace; an ADD into the kept namespace replaces them", async () => {
+      const before = anythingOfOurs(skipping.netns);
+      expect(before.length).toBeGreaterThan(0);
       await skipping.runtime.del(skipping.attachment);
-      expect(anythingOfOurs(skipping.netns)).toEqual([]);
+      // The runtime destroys the namespace right after DEL; until then the rules are as they were.
+      expect(anythingOfOurs(skipping.netns)).toEqual(before);
+      // The same namespace again, the pod now skipping 8082 instead of 8081.
+      const base = await readFixture("testdata/pods/linkerd-meshed.json");
+      lab.api.addPod(
+        withAnnotations(base, skipping.name, {
+          "config.linkerd.io/skip-outbound-ports": "9443",
+          "config.linkerd.io/skip-inbound-ports": "8082",
+        }),
+      );
+      const result = (await skipping.runtime.add(skipping.attachment)) as any;
+      const ip = String(result.ips.find((i: any) => !String(i.address).includes(":")).address).split("/")[0]!;
+      for (const family of [4, 6] as const) {
+        const text = listRules(skipping.netns, rules, family);
+        expect(text).toContain("8082");
+        expect(text).not.toContain("8081");
+        const lines = text.split("\n");
+        expect(lines.filter((l) => l.includes("install-proxy-init-prerouting")).length).toBe(1);
+      }
+      await skipping.runtime.check(skipping.attachment);
+      // 8081 is no longer skipped, nor is the host's address: the connection reaches the proxy.
+      expect(probe(undefined, ip, 8081)).toBe("proxy-inbound port=4143");
     });
   });
 }

@@ -25,6 +25,8 @@ export interface Counters {
   badRequests: number;
   /** ADDs the agent planned for the plugin (POST /v1/add answered 200). */
   addsPlanned: number;
+  /** Of those, ADDs whose rules the agent applied itself in the pod's namespace. */
+  addsApplied: number;
   /** ADDs the agent left to the plugin (409: another version, a pod it cannot answer, ...). */
   addsDeclined: number;
   /** ADDs the agent declined because the state folder held its bound of records (--max-records). */
@@ -48,6 +50,7 @@ export function newCounters(): Counters {
     agentLookups: { cache: 0, api: 0, not_found: 0, unavailable: 0 },
     badRequests: 0,
     addsPlanned: 0,
+    addsApplied: 0,
     addsDeclined: 0,
     recordsFull: 0,
     unrecordedDelReports: 0,
@@ -189,6 +192,12 @@ export function renderMetrics(m: MetricsInput): string {
       "counter",
       "ADDs the agent planned for the plugin (the plugin only applied the rules).",
       [[{}, c.addsPlanned]],
+    ),
+    ...family(
+      "meshcni_agent_adds_applied_total",
+      "counter",
+      "Planned ADDs whose rules the agent applied itself in the pod's network namespace (the plugin started no process).",
+      [[{}, c.addsApplied]],
     ),
     ...family(
       "meshcni_agent_adds_declined_total",

@@ -53,7 +53,14 @@ export interface StatusInput {
   counters: Counters;
   /** Undefined when the agent runs no repair (no node name). */
   repair?: RepairStatus;
-  agent: { socket: string; stateDir: string; startedAt: string; uptimeSeconds: number };
+  agent: {
+    socket: string;
+    stateDir: string;
+    startedAt: string;
+    uptimeSeconds: number;
+    /** Whether the agent applies pods' rules itself, and why (internal/agent/apply/ability.ts). */
+    applies?: { applies: boolean; reason: string; missingCapabilities: string[]; nftInProcess: boolean };
+  };
 }
 
 /**

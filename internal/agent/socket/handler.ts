@@ -2,10 +2,12 @@
 // out. It checks everything it reads and answers what it cannot use with 400, never with 404
 // (a 404 means "no such pod" to the plugin). The socket itself is internal/agent/socket/serve.ts.
 import { buildAnsweredReport, epochNow, type PlanAnswer, parseAddRequest, reportsItself } from "./plan-add.ts";
-import { checkAddAnswer } from "../../wire/answer.ts";
+import { checkAddAnswer, checkCheckAnswer } from "../../wire/answer.ts";
+import { buildCheckReport, type CheckResult } from "./check.ts";
 import {
   ADD_PATH,
   AGENT_TIMEOUT_MS,
+  CHECK_PATH,
   type AddRequest,
   type AgentError,
   MAX_ANSWER_BYTES,
@@ -29,6 +31,8 @@ export interface SocketDeps {
   planAdd?(req: AddRequest, signal: AbortSignal): Promise<PlanAnswer>;
   /** Called with every ADD the agent declined to plan, and why. */
   onDeclined?(why: string): void;
+  /** Answers CHECK (check.ts): an agent that applies rules; without it POST /v1/check answers 409. */
+  check?(req: AddRequest, signal: AbortSignal): Promise<CheckResult>;
 }
 
 /** A namespace is a DNS-1123 label; a pod name a DNS-1123 subdomain. */
@@ -158,6 +162,51 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       }
       return json(200, answer);
     }
+    if (path === CHECK_PATH) {
+      if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
+      const body = await readBody(req);
+      if (typeof body !== "string") return body;
+      let parsed: AddRequest | string;
+      try {
+        parsed = parseAddRequest(JSON.parse(body));
+      } catch {
+        parsed = "the body is not JSON";
+      }
+      if (typeof parsed === "string") return bad(parsed);
+      const decline = (why: string, lookupFailed = false) =>
+        json(409, {
+          code: Code.TryAgainLater,
+          msg: "the agent does not answer this CHECK",
+          details: why,
+          ...(lookupFailed ? { lookup: "failed" } : {}),
+        });
+      if (!deps.check) return decline("this agent does not apply rules, so it does not check them");
+      let r: CheckResult;
+      try {
+        r = await deps.check(
+          parsed,
+          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]),
+        );
+      } catch (e) {
+        return decline(`checking failed: ${(e as Error).message}`);
+      }
+      if (!r.ok) return decline(r.why, r.lookupFailed === true);
+      const answer = r.answer;
+      // Reported here as the plugin would, when the plugin said when it started and takes it.
+      if (parsed.startedMs !== undefined && !req.signal.aborted) {
+        const text = JSON.stringify({ ...answer, reported: true });
+        if (
+          Buffer.byteLength(text) <= MAX_ANSWER_BYTES &&
+          typeof checkCheckAnswer(JSON.parse(text), parsed.env.CNI_ARGS) !== "string"
+        ) {
+          const answeredMs = epochNow();
+          const request = parsed;
+          setImmediate(() => deps.onReport(buildCheckReport(request, answer, answeredMs, request.version)));
+          return jsonText(200, text);
+        }
+      }
+      return json(200, answer);
+    }
     if (path === REPORTS_PATH) {
       if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
       const body = await readBody(req);
@@ -169,7 +218,8 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       return new Response(null, { status: 204 });
     }
     return bad(
-      `${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${ADD_PATH}, POST ${REPORTS_PATH})`,
+      `${req.method} ${path}: no such endpoint (GET /v1/pods/NAMESPACE/NAME, POST ${ADD_PATH}, POST ${CHECK_PATH}, ` +
+        `POST ${REPORTS_PATH})`,
     );
   };
 }

@@ -1,17 +1,20 @@
 // The node agent plans the plugin's ADD (POST /v1/add, wire/protocol.ts): the plugin's own run.ts,
 // run in the agent with planOnly, on PluginDeps that answer from the watch cache and write the
-// container's record. The agent is a warm process; the plugin then has only to apply the plan
-// (internal/plugin/agent/add.ts), so a warm ADD loads no config schema, no mesh profile and no API
-// client. Everything the agent cannot do for the plugin (the pod's namespace addresses, a
+// container's record. The agent is a warm process; an agent that can enter pods' namespaces
+// (internal/agent/apply/) then applies a meshed pod's plan itself and writes the record after the
+// rules, and the plugin only prints its result; otherwise the plugin applies the plan
+// (internal/plugin/agent/add.ts). Either way a warm ADD loads no config schema, no mesh profile
+// and no API client in the plugin. Everything the agent cannot do for the plugin (the pod's namespace addresses, a
 // Service, a pod it cannot look up, a dry run) is NotPlannable: 409, and the plugin runs the
 // whole ADD itself exactly as without an agent; so is a plugin of another version than the agent
 // (a rollout), which then decides with its own rules. The plugin checks every plan against the
 // model before applying it.
-import { CniError } from "../../cni/errors.ts";
+import { CniError, renderError } from "../../cni/errors.ts";
 import { parseK8sArgs } from "../../cni/k8s-args.ts";
 import { Code } from "../../cni/spec.ts";
 import { type KubeClient, NotPlannable, type PluginDeps } from "../../plugin/deps.ts";
-import { logContext, parseLevel } from "../../plugin/log.ts";
+import { logContext, parseLevel, renderLine } from "../../plugin/log.ts";
+import { escapeText } from "../../text/escape.ts";
 import { peekConf } from "../../plugin/peek.ts";
 import { safeContainerId } from "../../wire/state.ts";
 import { checkUid } from "../../plugin/pod-uid.ts";
@@ -21,6 +24,7 @@ import { cachedNamespace, cachedPod } from "../cache/parsed.ts";
 import { ADD_ENV_KEYS, type AddAnswer, type AddRequest, DEFAULT_STATE_DIR, type Report } from "../../wire/protocol.ts";
 import type { PodRecord } from "../../wire/state.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
+import type { Applier } from "../apply/apply.ts";
 
 export interface PlannerDeps {
   lookup: PodLookup;
@@ -44,6 +48,12 @@ export interface PlannerDeps {
   netnsProblem(path: string | undefined): string | undefined;
   /** Why the agent writes no more records (it holds its bound of them), or undefined. */
   recordsFull?(): string | undefined;
+  /**
+   * Applies a meshed pod's plan in its namespace: an agent that can enter namespaces
+   * (internal/agent/apply/apply.ts), with `netnsPath`, CNI_NETNS as the agent opens it (in its
+   * netns folder). Without it the plugin applies every plan.
+   */
+  apply?: { applier: Applier; netnsPath(cniNetns: string): string };
 }
 
 export type PlanAnswer =
@@ -89,10 +99,10 @@ export function epochNow(): number {
 }
 
 /**
- * Whether the agent may report this ADD itself: its answer has no rules (the plugin only prints
- * it, so it has nothing to add) and the plugin said when it started. An answer with rules is the
- * plugin's to report, once it knows how applying them went. (The handler also makes sure the
- * plugin will take the answer and is still waiting for it.)
+ * Whether the agent may report this ADD itself: its answer has no plan for the plugin to apply
+ * (no rules, or rules the agent applied: the plugin only prints it, so it has nothing to add) and
+ * the plugin said when it started. A plan is the plugin's to report, once it knows how applying it
+ * went. (The handler also makes sure the plugin will take the answer and is still waiting for it.)
  */
 export function reportsItself(req: AddRequest, a: AddAnswer): boolean {
   return a.apply === undefined && req.startedMs !== undefined;
@@ -105,6 +115,7 @@ export function reportsItself(req: AddRequest, a: AddAnswer): boolean {
 export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: number, version: string): Report {
   const startedMs = req.startedMs ?? answeredMs;
   const summary = completeSummary({ ...a.summary } as Summary, "ADD", req.env.CNI_ARGS);
+  if (a.applied) summary.backend = a.applied.backend;
   return buildReport({
     command: "ADD",
     containerId: req.env.CNI_CONTAINERID,
@@ -117,8 +128,8 @@ export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: n
 }
 
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
-function cacheClient(
-  d: PlannerDeps,
+export function cacheClient(
+  d: { lookup: PodLookup },
   uid: string | undefined,
   seen: (r: LookupResult) => void,
   plugin: AbortSignal,
@@ -196,6 +207,8 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     }
     const lines: string[] = [];
     let recorded = false;
+    // A meshed pod's record, held while the agent applies its rules: written after them.
+    let held: { dir: string; record: PodRecord } | undefined;
     const deps: PluginDeps = {
       openKube: async () => cacheClient(d, uid, d.onLookup, signal),
       openFirewall: notHere("the firewall"),
@@ -208,6 +221,11 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
         async write(dir, record) {
           if (signal.aborted) throw new NotPlannable("the plugin stopped waiting for this plan");
           if (record.decision !== "skipped") {
+            if (d.apply) {
+              held = { dir, record };
+              recorded = true;
+              return;
+            }
             await d.writeRecord(dir, record);
             recorded = true;
             return;
@@ -252,7 +270,51 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
       record: recorded,
     };
     if (out.cniVersion !== undefined) answer.cniVersion = out.cniVersion;
-    if (out.planned) answer.apply = { plan: out.planned.plan, settings: out.planned.settings };
+    if (!out.planned) return { ok: true, answer };
+    const planned = out.planned;
+    if (d.apply && held && req.env.CNI_NETNS) {
+      const r = await d.apply.applier({
+        path: d.apply.netnsPath(req.env.CNI_NETNS),
+        plan: planned.plan,
+        settings: planned.settings,
+        reason: planned.reason,
+        level,
+        context: answer.context,
+        signal,
+      });
+      if (r.kind === "applied") {
+        lines.push(...r.lines);
+        await d.writeRecord(held.dir, { ...held.record, backend: r.backend });
+        answer.applied = { backend: r.backend, rules: r.rules };
+        return { ok: true, answer };
+      }
+      if (r.kind === "failed") {
+        // Nothing applied (the backends roll back) and no record: the ADD fails, closed.
+        lines.push(...r.lines);
+        const e = r.error;
+        const reason = `${e.msg}${e.details ? `: ${e.details}` : ""}`;
+        const summary = { ...answer.summary, outcome: "failed" as const, reason, code: e.code };
+        delete summary.rules;
+        const failed: AddAnswer = {
+          ...answer,
+          stdout: renderError(e, out.cniVersion),
+          exitCode: 1,
+          summary,
+          record: false,
+        };
+        return { ok: true, answer: failed };
+      }
+      // The agent's image lacks what this pod needs: the plugin applies the plan, as before.
+      const line = renderLine(
+        level,
+        "debug",
+        answer.context,
+        escapeText(`the agent does not apply this plan: ${r.why}`),
+      );
+      if (line) lines.push(line);
+      await d.writeRecord(held.dir, held.record);
+    } else if (held) await d.writeRecord(held.dir, held.record);
+    answer.apply = { plan: planned.plan, settings: planned.settings };
     return { ok: true, answer };
   };
 }

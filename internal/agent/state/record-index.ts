@@ -103,6 +103,13 @@ export class RecordIndex {
     return at !== undefined && this.now() - at <= REMOVED_KEPT_MS;
   }
 
+  /** The container's record as the index holds it (undefined when none, or not a record). */
+  get(containerId: string): PodRecord | undefined {
+    const name = nameOf(this.stateDir, containerId);
+    const r = name === undefined ? undefined : this.byName.get(name)?.record;
+    return r === undefined || r === "unreadable" || r.containerId !== containerId ? undefined : r;
+  }
+
   /** The agent wrote this record. */
   wrote(record: PodRecord): void {
     const name = nameOf(this.stateDir, record.containerId);

@@ -66,6 +66,21 @@ function restoreVersion(bin: string): Promise<string | undefined> {
 }
 
 /**
+ * Asks each iptables-restore of the image for its version once, at the agent's start: the answer
+ * is cached for the xtables lock's plan, and the runtime's process machinery is set up before the
+ * first start inside a pod's namespace.
+ */
+export async function warmUpUserland(userland: Userland, envPath = process.env.PATH): Promise<void> {
+  const bins = ["iptables-legacy-restore", "iptables-nft-restore", "iptables-restore"];
+  await Promise.all(
+    bins.map((b) => {
+      const p = userland.has(b) ? which(b, envPath) : undefined;
+      return p ? restoreVersion(p) : undefined;
+    }),
+  );
+}
+
+/**
  * The Firewall for the namespace at `path` (the agent's view of CNI_NETNS in its netns folder),
  * or the Choice saying what its image lacks for this pod.
  */

@@ -1,8 +1,9 @@
-// A warm ADD: the node agent plans it (POST /v1/add, internal/agent/socket/plan-add.ts) and the plugin
-// applies the plan. The agent, a warm process with the pod in its watch cache, checks the
-// environment and config, decides and builds the rules with the plugin's own code (run.ts), and
-// writes the container's record; the plugin loads no config schema, mesh profile or API client,
-// only, for a meshed pod, the backend that applies the rules in the pod's network namespace.
+// A warm ADD: the node agent plans it (POST /v1/add, internal/agent/socket/plan-add.ts) and, when
+// it can enter pods' namespaces, applies the rules itself; otherwise the plugin applies the plan.
+// The agent, a warm process with the pod in its watch cache, checks the environment and config,
+// decides and builds the rules with the plugin's own code (run.ts), and writes the container's
+// record; the plugin loads no config schema, mesh profile or API client, and, unless it has a plan
+// to apply, no backend and starts no process.
 //
 // The plugin takes the agent's decision (the agent can write the plugin's binary, so deciding
 // again would guard nothing) but neither its result nor a decision it does not state in full:
@@ -126,6 +127,7 @@ export async function addThroughAgent(o: {
     stdout = renderAgentError(a, conf?.cniVersion);
   }
   const via = res.followUp ? { followUp: res.followUp } : {};
+  // The agent applied the rules (a.applied) or there are none: the plugin only prints and reports.
   if (!a.apply) {
     for (const l of agentLines(a.lines)) o.sink(l);
     if (a.summary.outcome === "skipped") {
@@ -134,12 +136,14 @@ export async function addThroughAgent(o: {
       const line = renderLine(level, "info", logContext("ADD", o.env.CNI_CONTAINERID), skipLine(a.summary));
       if (line) o.sink(line);
     }
+    const summary = { ...a.summary } as Summary;
+    if (a.applied) summary.backend = a.applied.backend;
     // Reported by the agent as it answered: the connection has nothing more to carry.
     if (a.reported) {
       res.close?.();
-      return { kind: "done", stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, reported: true };
+      return { kind: "done", stdout, exitCode: a.exitCode, summary, reported: true };
     }
-    return { kind: "done", stdout, exitCode: a.exitCode, summary: { ...a.summary } as Summary, ...via };
+    return { kind: "done", stdout, exitCode: a.exitCode, summary, ...via };
   }
   // Rules to apply: the check and the backend load only now (an ADD without rules never parses them).
   const { applyPlanned } = await import("./apply.ts");
@@ -171,7 +175,7 @@ export function skipLine(s: AddAnswer["summary"]): string {
  * failure has one) with the message and details of the error the agent wrote, in the request's
  * version. Whatever the text, exit status 1 fails the ADD: a failure can only fail closed.
  */
-export function renderAgentError(a: AddAnswer, requestVersion: unknown): string {
+export function renderAgentError(a: Pick<AddAnswer, "summary" | "stdout">, requestVersion: unknown): string {
   let msg = a.summary.reason;
   let details = "";
   try {

@@ -1,8 +1,8 @@
 // After the result is on stdout: the command's report to the node agent, bounded at
 // REPORT_TIMEOUT_MS, or, when the agent does not take it, its lines appended to the fallback log
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
-// Also the DEL that needs nothing loaded: a container without a record, or whose record says its
-// pod got no rules, runs no process and loads none of the plugin's rule code.
+// Also DEL, which needs nothing else loaded: it removes the container's record, if there is one,
+// runs no process and loads none of the plugin's rule code (the rules stay with the namespace).
 import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, REPORTS_PATH } from "../../wire/protocol.ts";
 import { recordPath } from "../../wire/state.ts";
 import { isSupportedVersion } from "../../cni/spec.ts";
@@ -12,7 +12,7 @@ import { safeContainerId } from "../../wire/state.ts";
 import { escapeText } from "../../text/escape.ts";
 import { VERSION } from "../../version.ts";
 import { peekConf } from "../peek.ts";
-import { skippedReason } from "../records.ts";
+import { NO_REMOVAL, skippedReason } from "../records.ts";
 import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "../../wire/summary.ts";
 
 /**
@@ -70,15 +70,12 @@ export async function report(o: {
 }
 
 /**
- * DEL of a container with no record, or with one saying its pod got no rules, decided before
- * the rest of the plugin loads: it answers success and runs no process. Undefined when the full
- * path must decide (a meshed or unreadable record, or input that is not a plain, valid DEL: the
- * full path then answers its error).
+ * DEL, decided before the rest of the plugin loads: the container's record goes (records.ts's
+ * delByRecord does the same on the full path), no rule is removed and no process runs; the
+ * answer is success. Undefined when the full path must decide (input that is not a plain, valid
+ * DEL, or a dry run: the full path then answers its error or does nothing).
  */
-export async function untouchedDel(
-  stdin: string,
-  env: Record<string, string | undefined>,
-): Promise<Summary | undefined> {
+export async function answerDel(stdin: string, env: Record<string, string | undefined>): Promise<Summary | undefined> {
   if (env.CNI_COMMAND !== "DEL" || env.MESHCNI_DRY_RUN_FILE || !env.CNI_IFNAME) return undefined;
   const id = env.CNI_CONTAINERID;
   const { stateDir, conf } = agentPaths(stdin);
@@ -94,29 +91,31 @@ export async function untouchedDel(
     if (conf[k] !== undefined && (typeof conf[k] !== "string" || !(conf[k] as string).startsWith("/")))
       return undefined;
   }
-  // A record is never empty; a missing file's size is 0 (a synchronous stat).
-  if (Bun.file(recordPath(stateDir, id)).size > 0) return skippedDel(stateDir, id);
-  const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
   const pod = podOfArgs(env.CNI_ARGS);
+  // A record is never empty; a missing file's size is 0 (a synchronous stat).
+  if (Bun.file(recordPath(stateDir, id)).size > 0) return recordedDel(stateDir, id, pod);
+  const s: Summary = { outcome: "untouched", reason: "no record of this container: meshcni applied no rules to it" };
   if (pod) s.pod = pod;
   return s;
 }
 
 /**
- * DEL of a container whose record says its pod got no rules: the record goes and nothing else
- * runs, as records.ts's delByRecord does. Any other record (meshed, unreadable) is the full path's.
+ * DEL of a container with a record: the record goes, and nothing else runs. One that does not
+ * read as this container's record is the full path's, which removes it without following a link.
  */
-async function skippedDel(stateDir: string, id: string): Promise<Summary | undefined> {
+async function recordedDel(stateDir: string, id: string, pod: Summary["pod"]): Promise<Summary | undefined> {
   const r = await readRecord(stateDir, id);
-  if (typeof r !== "object" || r.decision !== "skipped") return undefined;
+  if (r === "unreadable") return undefined;
+  if (r === undefined) {
+    // Gone since the stat (a DEL at the same time).
+    return { outcome: "untouched", reason: "no record of this container", ...(pod ? { pod } : {}) };
+  }
   // unlink(2) by path, without loading the C library (state.ts's removeRecord): it removes
-  // a link at the name itself, and only what just read as this container's skipped record.
+  // a link at the name itself, and only what just read as this container's record.
   await Bun.file(recordPath(stateDir, id))
     .delete()
     .catch(() => {});
-  return {
-    outcome: "untouched",
-    reason: skippedReason(r),
-    pod: { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) },
-  };
+  const named = { namespace: r.namespace, name: r.name, ...(r.uid ? { uid: r.uid } : {}) };
+  if (r.decision === "skipped") return { outcome: "untouched", reason: skippedReason(r), pod: named };
+  return { outcome: "ok", reason: NO_REMOVAL, pod: named, ...(r.backend ? { backend: r.backend } : {}) };
 }
