@@ -236,6 +236,7 @@ async function runAgent(
   const handler = createSocketHandler({
     lookup: source.lookup,
     ...(checker ? { check: checker } : {}),
+    applies: () => ({ applies: ability.applies, reason: ability.reason }),
     planAdd: async (req, signal) => {
       const r = await planner(req, signal);
       if (r.ok) {

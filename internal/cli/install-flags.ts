@@ -186,6 +186,13 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
       "respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), " +
       "each with an Event, or only reports them (off); pods with no record of an ADD are only reported",
   },
+  "agent-applies": {
+    type: "string",
+    arg: "true|false",
+    default: "true",
+    choices: ["true", "false"],
+    help: "the agent applies meshed pods' rules in their network namespaces with its image's userland, so the host needs no iptables, nft or nsenter (its container gets NET_ADMIN and SYS_ADMIN, never privileged); false: the capability-free DaemonSet, and the plugin applies the rules with the host's userland",
+  },
   "startup-taint": {
     type: "string",
     arg: "KEY",
@@ -445,6 +452,8 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
       );
     }
     set("repair", choice(flags, "repair", REPAIR_VALUES));
+    const applies = choice(flags, "agent-applies", ["true", "false"] as const);
+    if (applies !== undefined) input.agentApplies = applies === "true";
     const taint = str(flags, "startup-taint");
     if (taint !== undefined && !TAINT_KEY.test(taint))
       throw bad("startup-taint", taint, "is not a taint key ([prefix/]name)");

@@ -20,6 +20,8 @@
 //                                     namespace with the backend's CHECK, as the plugin would
 //     409 AgentError                  an agent that does not apply, or cannot look: the plugin runs
 //                                     CHECK itself
+//   GET  /v1/applies               whether the agent applies rules (AppliesAnswer): the plugin's
+//     200 AppliesAnswer             STATUS on a host without its own userland asks
 //   POST /v1/reports  Report  ->  204   one plugin command's outcome and log lines (a DEL's report
 //                                       is printed only for a container the agent held a record of)
 //   POST /v1/add  AddRequest          the agent plans an ADD (agent/socket/plan-add.ts): it checks the
@@ -59,6 +61,13 @@ export function podLookupPath(namespace: string, name: string, uid?: string): st
 export const REPORTS_PATH = "/v1/reports";
 export const ADD_PATH = "/v1/add";
 export const CHECK_PATH = "/v1/check";
+export const APPLIES_PATH = "/v1/applies";
+
+/** 200 answer to GET /v1/applies: whether this agent applies pods' rules itself, and why. */
+export interface AppliesAnswer {
+  applies: boolean;
+  reason: string;
+}
 
 /** The CNI variables the plugin passes on in an AddRequest (PATH stays with the plugin: binaries are the host's). */
 export const ADD_ENV_KEYS = [

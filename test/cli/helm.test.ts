@@ -232,6 +232,16 @@ const MATRIX: { name: string; namespace: string; args: string[]; check: (objs: O
     },
   },
   {
+    name: "agentApplies false: the capability-free DaemonSet, the agent told so",
+    namespace: "meshcni",
+    args: ["--set", "agentApplies=false"],
+    check: (objs) => {
+      const c = podSpec(objs).containers[0];
+      expect(c.securityContext.capabilities).toEqual({ drop: ["ALL"] });
+      expect(c.args).toContain("--agent-applies=false");
+    },
+  },
+  {
     name: "the host check's mounts without recursiveReadOnly (API servers before 1.30)",
     namespace: "meshcni",
     args: ["--set", "hostMounts.recursiveReadOnly="],

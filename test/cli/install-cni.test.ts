@@ -94,7 +94,20 @@ describe("install-cni objects", () => {
     expect(entryOf(istio)).toEqual(defaultPluginEntry("istio"));
   });
 
-  test("the DaemonSet runs the agent unprivileged on every Linux node", () => {
+  test("--agent-applies=false: the capability-free DaemonSet, and the agent told so", () => {
+    for (const flag of [["--agent-applies=false"], ["--agent-applies", "false"], ["--set", "agentApplies=false"]]) {
+      const objs = parseStream(runCli(["install-cni", ...flag]).stdout);
+      const c = container(objs);
+      expect(c.securityContext.capabilities).toEqual({ drop: ["ALL"] });
+      expect(c.securityContext.privileged).toBe(false);
+      expect(c.args).toContain("--agent-applies=false");
+    }
+    const bad = runCli(["install-cni", "--agent-applies", "maybe"]);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("agent-applies");
+  });
+
+  test("the DaemonSet runs the agent unprivileged on every Linux node, with exactly NET_ADMIN and SYS_ADMIN", () => {
     const objs = parseStream(runCli(["install-cni"]).stdout);
     const ds = daemonSet(objs);
     const pod = ds.spec.template.spec;
@@ -110,9 +123,9 @@ describe("install-cni objects", () => {
       allowPrivilegeEscalation: false,
       readOnlyRootFilesystem: true,
       runAsUser: 0,
-      capabilities: { drop: ["ALL"] },
+      capabilities: { drop: ["ALL"], add: ["NET_ADMIN", "SYS_ADMIN"] },
     });
-    expect(c.securityContext.capabilities.add).toBeUndefined();
+    expect(c.args).not.toContain("--agent-applies=false");
     expect(c.livenessProbe.httpGet).toEqual({ path: "/healthz", port: "health" });
     expect(c.readinessProbe.httpGet).toEqual({ path: "/readyz", port: "health" });
     expect(c.ports).toEqual([{ name: "health", containerPort: 9813, protocol: "TCP" }]);

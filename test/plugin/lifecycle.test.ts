@@ -293,19 +293,20 @@ describe("bad input leaves the namespace untouched", () => {
     expect(JSON.parse(r.stdout).code).toBe(4);
   });
 
-  test("a host without the iptables binaries: code 101 naming the one it needs", async () => {
+  test("a host without the iptables binaries and no agent: fails closed, retryable (11), naming the one it needs", async () => {
     lab.api.addPod(withAnnotations(await readFixture("testdata/pods/linkerd-meshed.json"), "web-nobin", {}));
     const r = await hidden("/usr/sbin", cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-nobin") }), conf());
     const err = JSON.parse(r.stdout);
-    expect(err.code).toBe(101);
+    expect(err.code).toBe(11);
+    expect(err.details).toContain("the meshcni agent applies the rules");
     expect(err.msg).toBe("iptables-nft-restore not found on the host");
     expect(strip(netns.save("nft"))).toBe(strip(before.nft!));
   });
 
-  test("a host without nsenter: code 101 naming it", async () => {
+  test("a host without nsenter and no agent: fails closed, retryable (11), naming it", async () => {
     const r = await hidden("/usr/bin", cniEnv("ADD", { CNI_NETNS: netns.path, CNI_ARGS: args("web-nobin") }), conf());
     const err = JSON.parse(r.stdout);
-    expect(err.code).toBe(101);
+    expect(err.code).toBe(11);
     expect(err.msg).toBe("nsenter not found on the host");
     expect(strip(netns.save("nft"))).toBe(strip(before.nft!));
   });

@@ -7,6 +7,8 @@ import { buildCheckReport, type CheckResult } from "./check.ts";
 import {
   ADD_PATH,
   AGENT_TIMEOUT_MS,
+  APPLIES_PATH,
+  type AppliesAnswer,
   CHECK_PATH,
   type AddRequest,
   type AgentError,
@@ -31,6 +33,8 @@ export interface SocketDeps {
   planAdd?(req: AddRequest, signal: AbortSignal): Promise<PlanAnswer>;
   /** Called with every ADD the agent declined to plan, and why. */
   onDeclined?(why: string): void;
+  /** Whether the agent applies rules (GET /v1/applies); absent: it does not. */
+  applies?(): AppliesAnswer;
   /** Answers CHECK (check.ts): an agent that applies rules; without it POST /v1/check answers 409. */
   check?(req: AddRequest, signal: AbortSignal): Promise<CheckResult>;
 }
@@ -161,6 +165,10 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         }
       }
       return json(200, answer);
+    }
+    if (path === APPLIES_PATH) {
+      if (req.method !== "GET") return bad(`${req.method} ${path}: only GET`, 405);
+      return json(200, deps.applies?.() ?? { applies: false, reason: "this agent does not apply rules" });
     }
     if (path === CHECK_PATH) {
       if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);

@@ -251,15 +251,25 @@ export function buildDaemonSet(values: Values): K8sObject {
   const labels = { ...commonLabels(), "app.kubernetes.io/component": "node" };
   const securityContext: Record<string, unknown> = {
     // The host's CNI folders belong to root: uid 0 writes them as their owner, with every
-    // capability dropped (no CAP_DAC_OVERRIDE, no NET_ADMIN: the plugin, not this pod, touches
-    // pods' iptables).
+    // capability dropped (no CAP_DAC_OVERRIDE) but the two applying rules needs, and only those.
     runAsUser: 0,
     runAsGroup: 0,
     runAsNonRoot: false,
     privileged: false,
     allowPrivilegeEscalation: false,
     readOnlyRootFilesystem: true,
-    capabilities: { drop: ["ALL"] },
+    capabilities: values.agentApplies
+      ? {
+          drop: ["ALL"],
+          // The agent applies meshed pods' rules in their network namespaces (internal/agent/apply/):
+          // - NET_ADMIN: nf_tables' netlink messages (a listing too) and iptables' setsockopt
+          //   need it in the pod's namespace;
+          // - SYS_ADMIN: setns(2) into a pod's network namespace, which the host's user namespace
+          //   owns (the runtime's default seccomp profile allows setns only with it).
+          // Without them (agentApplies false) the agent says so and the plugin applies.
+          add: ["NET_ADMIN", "SYS_ADMIN"],
+        }
+      : { drop: ["ALL"] },
   };
   if (values.platform === "openshift") securityContext.seLinuxOptions = { type: "spc_t" };
   const podSpec: Record<string, unknown> = {
@@ -291,6 +301,7 @@ export function buildDaemonSet(values: Values): K8sObject {
           String(values.healthPort),
           // One argument each: a bare `off` is a boolean to YAML 1.1 readers (kubectl's).
           `--repair=${values.repair}`,
+          ...(values.agentApplies ? [] : ["--agent-applies=false"]),
           ...(values.startupTaint ? [`--startup-taint=${values.startupTaint}`] : []),
         ],
         env: [
@@ -324,7 +335,8 @@ export function buildDaemonSet(values: Values): K8sObject {
           // The agent's socket and the records (see the volume).
           { name: "agent-state", mountPath: CONTAINER.stateDir },
           // Pods' network namespaces are bind mounts the runtime makes there after the agent
-          // started: HostToContainer shows them here. Read only: the agent only looks (lstat, statfs).
+          // started: HostToContainer shows them here. Read only: the agent looks (lstat, statfs)
+          // and opens them to enter them (setns), which needs no write.
           { name: "host-netns", mountPath: CONTAINER.netnsDir, readOnly: true, mountPropagation: "HostToContainer" },
           { name: "tmp", mountPath: "/tmp" },
           ...hostCheckMounts(values),

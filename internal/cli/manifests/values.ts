@@ -190,6 +190,12 @@ export const ValuesSchema = v.object({
    */
   repair: v.optional(v.picklist(REPAIR_VALUES), "evict"),
   /**
+   * The agent applies meshed pods' rules in their network namespaces (its container gets NET_ADMIN
+   * and SYS_ADMIN); false renders the capability-free DaemonSet and the plugin applies them with
+   * the host's userland.
+   */
+  agentApplies: v.optional(v.boolean(), true),
+  /**
    * The agent's --startup-taint: "" for none; else the taint key it removes from its node (RBAC:
    * get and patch nodes).
    */

@@ -3,7 +3,7 @@
 // agent could not answer, or for a namespace the agent did not send. The firewall code (backends,
 // binaries, the xtables lock, libnftables) is imported only when a command touches rules, so an
 // ADD of a pod that is not meshed never loads it.
-import type { LookupSource } from "../../wire/protocol.ts";
+import { APPLIES_PATH, DEFAULT_AGENT_SOCKET, type LookupSource } from "../../wire/protocol.ts";
 import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
 import { type Namespace, parseNamespace, parsePod, type Pod } from "../../kube/objects.ts";
@@ -61,6 +61,32 @@ function earlyClient(early: EarlyLookup): KubeClient {
   };
 }
 
+/**
+ * The host lacks what the plugin needs to apply rules itself: retryable (11), since on such a
+ * node the agent applies them, and it did not answer or declined this time. No pod starts
+ * unmeshed; the runtime tries again.
+ */
+function retryable(e: unknown): unknown {
+  if (!(e instanceof CniError) || e.code !== Code.MissingBinary) return e;
+  return new CniError(
+    Code.TryAgainLater,
+    e.msg,
+    `${e.details}; where the host lacks it, the meshcni agent applies the rules, and it did not apply them ` +
+      "this time (not running, not answering in time, or unable to enter namespaces): the runtime will try again",
+  );
+}
+
+/** Whether the agent at `socket` says it applies rules (GET /v1/applies), within a short bound. */
+async function agentApplies(socket: string | undefined): Promise<boolean> {
+  const { agentRequest } = await import("../agent/client.ts");
+  try {
+    const r = await agentRequest(socket ?? DEFAULT_AGENT_SOCKET, "GET", APPLIES_PATH, undefined, 500);
+    return r.status === 200 && (JSON.parse(r.body) as { applies?: unknown }).applies === true;
+  } catch {
+    return false;
+  }
+}
+
 export function createPluginDeps(
   env: Record<string, string | undefined>,
   logSink: (line: string) => void,
@@ -72,14 +98,22 @@ export function createPluginDeps(
       if (early) return earlyClient(early);
       return kubeconfigClient(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
     },
-    openFirewall: async (netns, settings, families) =>
-      (await import("../../firewall/io/open.ts")).openFirewall(netns, settings, families, envPath),
+    openFirewall: async (netns, settings, families) => {
+      try {
+        return await (await import("../../firewall/io/open.ts")).openFirewall(netns, settings, families, envPath);
+      } catch (e) {
+        throw retryable(e);
+      }
+    },
     async hostProblems(conf, settings, families) {
       const problems: string[] = [];
       const { resolveFirewallBinaries } = await import("../../firewall/io/open.ts");
       const { nsenter, chosen, inProcess } = await resolveFirewallBinaries(settings, families, envPath);
-      if (!nsenter && !inProcess) problems.push("nsenter not found on the host");
-      if ("missing" in chosen) problems.push(`${chosen.missing} not found on the host`);
+      const userland: string[] = [];
+      if (!nsenter && !inProcess) userland.push("nsenter not found on the host");
+      if ("missing" in chosen) userland.push(`${chosen.missing} not found on the host`);
+      // A host without the userland is served when the agent applies the rules.
+      if (userland.length > 0 && !(await agentApplies(conf.agent_socket))) problems.push(...userland);
       try {
         const { readKubeconfig } = await import("./kube-http.ts");
         readKubeconfig(conf.kubernetes.kubeconfig, conf.kubernetes.allow_insecure_http);
