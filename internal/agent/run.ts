@@ -35,6 +35,7 @@ import { netnsName, readNetnsProblem } from "./socket/netns.ts";
 import type { Ability } from "./apply/ability.ts";
 import { createApplier } from "./apply/apply.ts";
 import { readAbility } from "./apply/io/probe.ts";
+import { restrictSelf } from "./apply/io/seccomp.ts";
 import { agentUserland, openAgentFirewall, warmUpUserland } from "../firewall/io/open-in-netns.ts";
 import { RecordIndex } from "./state/record-index.ts";
 import { checkBinaryOnHost, readHostLibc } from "./install/io/host-root.ts";
@@ -104,7 +105,18 @@ async function startApplying(opts: AgentOptions, log: Logger): Promise<Ability> 
     nftInProcess: Bun.env.MESHCNI_NFT_INPROCESS !== "0",
   });
   if (ability.applies) {
-    log.info(ability.reason);
+    // CAP_SYS_ADMIN left for setns alone: no mounts, no new namespaces, in any thread or child.
+    const refused = await restrictSelf();
+    if (refused !== undefined) {
+      const no: Ability = {
+        ...ability,
+        applies: false,
+        reason: `the agent could not restrict its CAP_SYS_ADMIN to setns (${refused}): the plugin applies pods' rules`,
+      };
+      log.warn(`the agent does not apply pods' rules: ${no.reason}`);
+      return no;
+    }
+    log.info(`${ability.reason}; seccomp: mounts, new namespaces and setns into other kinds refused`);
     await warmUpUserland(agentUserland(ability.nftInProcess));
   } else if (opts.agentApplies) log.warn(`the agent does not apply pods' rules: ${ability.reason}`);
   else log.info(`the agent does not apply pods' rules: ${ability.reason}`);

@@ -268,6 +268,8 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
     for (const [i, b] of boxes.entries()) expect(i % 2 ? inIptables(b) : inNft(b)).toBe(true);
     expect(samples).toBeGreaterThan(3);
     expect(foreign).toEqual([]);
+    // Its own seccomp filter: CAP_SYS_ADMIN serves setns alone (test/agent/apply-seccomp.test.ts).
+    expect(readFileSync(`/proc/${pid}/status`, "utf8")).toMatch(/Seccomp_filters:\s+[1-9]/);
     // And in its own namespace it has them: the health port, the API server's connections.
     const own = sh(["ss", "-Htanp"])
       .stdout.split("\n")
