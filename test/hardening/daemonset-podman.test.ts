@@ -211,8 +211,9 @@ describe.skipIf(!canRun)(
 
     test("the container runs with exactly the rendered security context", () => {
       expect(probe.uid).toBe(0);
-      expect(probe.capEff).toBe("0000000000000000");
-      expect(probe.capBnd).toBe("0000000000000000");
+      // CAP_NET_ADMIN (12) and CAP_SYS_ADMIN (21) alone: what the agent applies rules with.
+      expect(probe.capEff).toBe("0000000000201000");
+      expect(probe.capBnd).toBe("0000000000201000");
       expect(probe.noNewPrivs).toBe("1");
       // RuntimeDefault: podman's default profile, a seccomp filter (mode 2).
       expect(probe.seccomp).toBe("2");

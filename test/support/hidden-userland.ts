@@ -39,7 +39,7 @@ export interface HiddenUserland {
 
 export function hiddenUserland(
   dir: string,
-  opts: { strace?: boolean; binds?: { source: string; target: string }[] } = {},
+  opts: { strace?: boolean; binds?: { source: string; target: string }[]; hide?: boolean } = {},
 ): HiddenUserland {
   const pluginDir = join(dir, "plugins");
   const traceDir = join(dir, "traces");
@@ -47,7 +47,8 @@ export function hiddenUserland(
   mkdirSync(traceDir, { recursive: true });
   const empty = join(dir, "empty");
   writeFileSync(empty, "", { mode: 0o644 });
-  const hidden = hostUserland();
+  // hide: false keeps the host's userland (the binds alone).
+  const hidden = opts.hide === false ? [] : hostUserland();
   const enter = [
     "#!/bin/sh",
     "set -e",

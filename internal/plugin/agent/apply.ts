@@ -15,6 +15,7 @@ import { agentLines, type PlannedAdd } from "./planned.ts";
 import { openFirewall } from "../../firewall/io/open.ts";
 import { applyPlan } from "../../firewall/apply.ts";
 import { pathExists } from "../../firewall/io/which.ts";
+import { retryableWhereAgentApplies } from "../missing-userland.ts";
 
 export async function applyPlanned(o: {
   answer: AddAnswer;
@@ -53,7 +54,9 @@ export async function applyPlanned(o: {
     }
     const families: Family[] = [];
     for (const f of plan.families) families.push(f.family);
-    const fw = await openFirewall(netns, settings, families, o.env.PATH);
+    const fw = await openFirewall(netns, settings, families, o.env.PATH).catch((e) => {
+      throw retryableWhereAgentApplies(e);
+    });
     if (fw.warning) log.warn(fw.warning);
     await applyPlan(fw, plan, log, o.signal);
     log.info(`${summary.reason}; applied ${countRules(plan)} rules (${fw.backend}, IPv${families.join("+IPv")})`);

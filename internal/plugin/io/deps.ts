@@ -11,6 +11,7 @@ import type { KubeClient, PluginDeps } from "../deps.ts";
 import type { EarlyLookup } from "./early-lookup.ts";
 import { pruneRecords, readRecord, removeRecord, writeRecord } from "./state.ts";
 import { pathExists } from "../../firewall/io/which.ts";
+import { retryableWhereAgentApplies } from "../missing-userland.ts";
 
 async function kubeconfigClient(path: string | undefined, allowHttp: boolean): Promise<KubeClient> {
   const [{ kubeClient }, { readKubeconfig }] = await Promise.all([import("./kube.ts"), import("./kube-http.ts")]);
@@ -61,21 +62,6 @@ function earlyClient(early: EarlyLookup): KubeClient {
   };
 }
 
-/**
- * The host lacks what the plugin needs to apply rules itself: retryable (11), since on such a
- * node the agent applies them, and it did not answer or declined this time. No pod starts
- * unmeshed; the runtime tries again.
- */
-function retryable(e: unknown): unknown {
-  if (!(e instanceof CniError) || e.code !== Code.MissingBinary) return e;
-  return new CniError(
-    Code.TryAgainLater,
-    e.msg,
-    `${e.details}; where the host lacks it, the meshcni agent applies the rules, and it did not apply them ` +
-      "this time (not running, not answering in time, or unable to enter namespaces): the runtime will try again",
-  );
-}
-
 /** Whether the agent at `socket` says it applies rules (GET /v1/applies), within a short bound. */
 async function agentApplies(socket: string | undefined): Promise<boolean> {
   const { agentRequest } = await import("../agent/client.ts");
@@ -102,7 +88,7 @@ export function createPluginDeps(
       try {
         return await (await import("../../firewall/io/open.ts")).openFirewall(netns, settings, families, envPath);
       } catch (e) {
-        throw retryable(e);
+        throw retryableWhereAgentApplies(e);
       }
     },
     async hostProblems(conf, settings, families) {
