@@ -2,7 +2,8 @@
 // userland (this machine's libnftables and iptables) standing in for its image's, and the
 // compiled plugin on a node whose iptables, nft, nsenter and libnftables are hidden from it (a
 // private mount namespace, test/support/hidden-userland.ts), chained after bridge + host-local
-// without ipMasq (which would need iptables too). The plugin starts no process on ADD, CHECK and
+// without ipMasq (which would need iptables too), driven by the spec's call sequence, by podman
+// and by containerd's CRI. The plugin starts no process on ADD, CHECK and
 // DEL (strace -f); real TCP reaches the stand-in proxy ports through the rules the agent applied
 // in process (auto) and with its iptables-nft binaries (nft); while applies run, the agent's
 // listening sockets and API connections stay in its own namespace; and with the agent killed
@@ -24,7 +25,9 @@ import {
   startInstaller,
   until,
 } from "../agent/harness.ts";
-import { type Attachment, CniRuntime, type Conflist } from "../support/cni-runtime.ts";
+import { type Attachment, bridgeConflist, CniRuntime, type Conflist } from "../support/cni-runtime.ts";
+import { Cri } from "../support/cri.ts";
+import { PodmanLab, tagScript } from "../support/podman.ts";
 import { type HiddenUserland, hiddenUserland, startedProcesses } from "../support/hidden-userland.ts";
 import { isRoot, type Listener, listen, Netns, probe, sh, uniq } from "../support/netns.ts";
 import { DIST, REFERENCE_PLUGINS } from "../support/pod-lab.ts";
@@ -223,6 +226,95 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
       for (const r of runs) expect(r).toEqual({ execs: [join(DIST, "meshcni")], forks: [] });
     }, 60_000);
   }
+
+  /** The meshcni entry the agent chained into the host's folder (its socket, state folder, kubeconfig). */
+  const chainedEntry = () => {
+    const conflist = JSON.parse(readFileSync(join(dirs.net, PRIMARY), "utf8")) as Conflist;
+    const { type: _, ...entry } = conflist.plugins.find((x) => x.type === "meshcni") as Record<string, unknown>;
+    return entry;
+  };
+
+  test("podman drives the chain: a meshed pod's TCP reaches its proxy; the plugin started no process", async () => {
+    const pm = new PodmanLab({ pluginDirs: [REFERENCE_PLUGINS, hidden.pluginDir] });
+    const podmanBridge = `mcq${uniq()}`.slice(0, 15);
+    const subnet = `10.${60 + (process.pid % 90)}.23.0/24`;
+    const network = `applies${uniq()}`;
+    pm.writeNetwork(
+      "10-applies.conflist",
+      bridgeConflist({
+        name: network,
+        bridge: podmanBridge,
+        subnet,
+        ipamDir: `${pm.dir}/ipam`,
+        meshcni: chainedEntry(),
+      }),
+      podmanBridge,
+    );
+    try {
+      await seen(pod("web-podman"));
+      const from = hidden.traces().length;
+      const ip = await pm.run(
+        "web-podman",
+        network,
+        tagScript({ 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }),
+        `K8S_POD_NAMESPACE=${NS}`,
+      );
+      await pm.waitListening("web-podman", 4143);
+      expect(probe(undefined, ip, 8080)).toBe("proxy-inbound port=4143");
+      const gw = subnet.replace(/0\/24$/, "1");
+      expect((await pm.exec("web-podman", ["nc", "-w", "3", gw, "19997"])).stdout.trim()).toBe(
+        "proxy-outbound port=4140",
+      );
+      const line = await agent.waitForLog(/plugin ADD pod=emojivoto\/web-podman outcome=meshed .*/, 5000);
+      expect(line).toContain("nftables in process");
+      await pm.rm("web-podman");
+      await agent.waitForLog(/plugin DEL pod=emojivoto\/web-podman outcome=ok /, 5000);
+      const runs = startedSince(from);
+      expect(runs.length).toBeGreaterThanOrEqual(2);
+      for (const r of runs) expect(r).toEqual({ execs: [join(DIST, "meshcni")], forks: [] });
+    } finally {
+      await pm.close();
+    }
+  }, 120_000);
+
+  test("containerd's CRI drives the chain: RunPodSandbox meshes through the agent, Stop and Remove DEL start nothing", async () => {
+    const cri = await Cri.start({ plugins: { meshcni: join(hidden.pluginDir, "meshcni") }, record: ["meshcni"] });
+    try {
+      const criBridge = `mcr${uniq()}`.slice(0, 15);
+      const subnet = `10.${60 + (process.pid % 90)}.24.0/24`;
+      await cri.writeConflist(
+        "10-pods.conflist",
+        bridgeConflist({
+          name: `cri-${uniq()}`,
+          bridge: criBridge,
+          subnet,
+          ipamDir: join(cri.dir, "ipam"),
+          meshcni: chainedEntry(),
+        }),
+      );
+      const p = pod("web-cri");
+      await seen(p);
+      const from = hidden.traces().length;
+      const sb = await cri.runPodSandbox({ name: p.metadata.name, namespace: NS, uid: p.metadata.uid });
+      expect(sb.netns.exec(["nft", "list", "table", "ip", "meshcni"]).stdout).toContain("PROXY_INIT_REDIRECT");
+      listeners.push(await listen(sb.netns, { 4143: "proxy-inbound", 8080: "app" }));
+      expect(probe(undefined, sb.ip, 8080)).toBe("proxy-inbound port=4143");
+      await agent.waitForLog(/plugin ADD pod=emojivoto\/web-cri outcome=meshed .*nftables in process/, 5000);
+      await cri.stopPodSandbox(sb.id);
+      await cri.removePodSandbox(sb.id);
+      const calls = cri.calls("meshcni").filter((c) => c.env.CNI_CONTAINERID === sb.id);
+      expect(calls.map((c) => [c.command, c.exitCode])).toEqual([
+        ["ADD", 0],
+        ["DEL", 0],
+        ["DEL", 0],
+      ]);
+      const runs = startedSince(from);
+      expect(runs.length).toBe(3);
+      for (const r of runs) expect(r).toEqual({ execs: [join(DIST, "meshcni")], forks: [] });
+    } finally {
+      await cri.close();
+    }
+  }, 180_000);
 
   test("while applies run, the agent's listening sockets and API connections stay in its own namespace", async () => {
     const pid = agent.proc.pid;
