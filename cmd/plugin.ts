@@ -1,15 +1,18 @@
 // meshcni: the CNI plugin the container runtime runs for every pod. Start-up is on every pod's
-// critical path, so VERSION is answered here with nothing else loaded, a DEL of a container
-// without a record right after stdin, an ADD the node agent plans with the plan's backend alone,
-// and the rest of the plugin is imported only for the other commands and when the agent cannot
-// plan. Every command's outcome goes to the node agent after the result is on stdout.
+// critical path, so VERSION is answered here with nothing else loaded, DEL right after stdin, an
+// ADD the node agent applies with its answer's check alone (an ADD it plans, with the plan's
+// backend), and the rest of the plugin is imported only for the other commands and when the agent
+// cannot plan. Every command's outcome goes to the node agent after the result is on stdout (the
+// agent reports an ADD or CHECK it answered in full itself).
 import { renderVersionInfo } from "../internal/cni/spec.ts";
 import { addThroughAgent } from "../internal/plugin/agent/add.ts";
-import { checkThroughAgent } from "../internal/plugin/agent/check.ts";
+import { agentPaths } from "../internal/plugin/agent/paths.ts";
 import type { PlannedAdd } from "../internal/plugin/agent/planned.ts";
-import { lookupTarget, startEarlyLookup } from "../internal/plugin/io/early-lookup.ts";
-import { agentPaths, answerDel, report } from "../internal/plugin/io/report.ts";
+import { lookupTarget } from "../internal/plugin/lookup-target.ts";
 import { VERSION } from "../internal/version.ts";
+
+/** Reports and DEL, loaded only when a command needs them. */
+const reporting = () => import("../internal/plugin/io/report.ts");
 
 export async function main(): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
@@ -21,11 +24,14 @@ export async function main(): Promise<number> {
   const stdin = Bun.env.CNI_COMMAND ? await Bun.file(0).text() : "";
   // DEL: the record goes, the rules stay with the namespace the runtime destroys. Answered here,
   // with no process and no rule code loaded.
-  const deleted = await answerDel(stdin, Bun.env);
-  if (deleted) {
-    // Success with an empty stdout: nothing to write.
-    await report({ env: Bun.env, stdin, summary: deleted, lines: [], started, t0 });
-    return 0;
+  if (Bun.env.CNI_COMMAND === "DEL") {
+    const { answerDel, report } = await reporting();
+    const deleted = await answerDel(stdin, Bun.env);
+    if (deleted) {
+      // Success with an empty stdout: nothing to write.
+      await report({ env: Bun.env, stdin, summary: deleted, lines: [], started, t0 });
+      return 0;
+    }
   }
   const lines: string[] = [];
   const pending: Promise<number>[] = [];
@@ -42,7 +48,8 @@ export async function main(): Promise<number> {
   const deadline = target ? AbortSignal.timeout(target.seconds * 1000) : undefined;
   const command = Bun.env.CNI_COMMAND;
   if (target && deadline && (command === "ADD" || command === "CHECK") && !Bun.env.MESHCNI_DRY_RUN_FILE) {
-    const ask = command === "ADD" ? addThroughAgent : checkThroughAgent;
+    const ask =
+      command === "ADD" ? addThroughAgent : (await import("../internal/plugin/agent/check.ts")).checkThroughAgent;
     planned = await ask({
       socket: target.socket,
       stateDir: agentPaths(stdin).stateDir,
@@ -58,16 +65,19 @@ export async function main(): Promise<number> {
       await Bun.write(Bun.stdout, planned.stdout);
       await Promise.all(pending);
       // An answer without rules the agent reported itself as it answered.
-      if (!planned.reported)
+      if (!planned.reported) {
+        const { report } = await reporting();
         await report({ env: Bun.env, stdin, summary: planned.summary, lines, started, t0, via: planned.followUp });
+      }
       return planned.exitCode;
     }
   }
   // Otherwise the plugin runs the command itself. Start the pod lookup first, so reading the
   // kubeconfig and the API round trip overlap with loading the rest of the plugin (its module is
-  // small and in this entry chunk for that). An agent that did not answer just now is not asked again.
+  // small). An agent that did not answer just now is not asked again.
   const agentDown =
     planned?.kind === "unavailable" || (planned?.kind === "declined" && planned.lookupFailed) ? planned.why : undefined;
+  const { startEarlyLookup } = await import("../internal/plugin/io/early-lookup.ts");
   const early = startEarlyLookup(target, agentDown, deadline);
   // A successful ADD of a pod writes its record through the C library: open it while the agent answers.
   if (early && Bun.env.CNI_COMMAND === "ADD" && !Bun.env.MESHCNI_DRY_RUN_FILE)
@@ -97,7 +107,7 @@ export async function main(): Promise<number> {
   await Bun.write(Bun.stdout, outcome.stdout);
   await Promise.all(pending);
   // The result is out; the report to the agent (bounded) or the fallback log comes after it.
-  await report({ env: Bun.env, stdin, summary: outcome.summary, lines, started, t0 });
+  await (await reporting()).report({ env: Bun.env, stdin, summary: outcome.summary, lines, started, t0 });
   return outcome.exitCode;
 }
 

@@ -10,6 +10,10 @@
 // CNI_NETNS as the plugin must (Bun.spawn of nsenter + iptables-nft-restore) and then reports
 // on the same connection: what a meshed pod's ADD costs any Bun plugin, the process start
 // included.
+// With LEAST_VERSION (the plugin's version) instead, an ADD is the plugin's own request to an
+// agent that applies: POST /v1/add with the command (the agent decides, applies in the pod's
+// namespace, writes the record and reports), its whole answer read, the result printed: the
+// least a plugin does when the agent does the work.
 const stdin = await Bun.file(0).text();
 const conf = JSON.parse(stdin) as { agent_socket: string; state_dir: string };
 const env = Bun.env;
@@ -49,6 +53,40 @@ if (env.CNI_COMMAND === "DEL") {
       },
     }).catch(() => done());
   });
+} else if (env.LEAST_VERSION) {
+  const keys = ["CNI_COMMAND", "CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"];
+  const e: Record<string, string> = {};
+  for (const k of keys) if (env[k] !== undefined) e[k] = env[k];
+  const body = JSON.stringify({ v: 1, version: env.LEAST_VERSION, env: e, stdin, startedMs: Date.now() });
+  const req = `POST /v1/add HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const answer = await new Promise<string>((done) => {
+    let got = "";
+    Bun.connect({
+      unix: conf.agent_socket,
+      socket: {
+        open(s) {
+          s.write(req);
+        },
+        data(_s, d) {
+          got += d.toString("latin1");
+        },
+        close() {
+          done(got);
+        },
+        error() {
+          done(got);
+        },
+        connectError() {
+          done(got);
+        },
+      },
+    }).catch(() => done(got));
+  });
+  if (!answer.includes('"applied"')) {
+    await Bun.write(Bun.stderr, `the agent did not apply: ${answer.slice(0, 500)}\n`);
+    process.exit(1);
+  }
+  await Bun.write(Bun.stdout, `${JSON.stringify(conf)}\n`);
 } else {
   await new Promise<void>((done) => {
     let got = "";

@@ -7,15 +7,15 @@
 // API request and loads no fetch or TLS code. Its 404 is final (CNI error 106). Anything else (no
 // socket, refused, no answer within AGENT_TIMEOUT_MS, 503) falls back to the plugin's own GET
 // through its kubeconfig, loaded only then; failing closed is unchanged.
-import { AGENT_TIMEOUT_MS, DEFAULT_AGENT_SOCKET, type LookupSource } from "../../wire/protocol.ts";
+import type { LookupSource } from "../../wire/protocol.ts";
 import { CniError } from "../../cni/errors.ts";
-import { parseK8sArgs } from "../../cni/k8s-args.ts";
 import { Code } from "../../cni/spec.ts";
-import { peekConf } from "../peek.ts";
 import { checkUid } from "../pod-uid.ts";
-import { skipBeforeLookup } from "../pre-api.ts";
 import { askAgent } from "../agent/client.ts";
 import type { Connection } from "./kube-http.ts";
+import type { LookupTarget } from "../lookup-target.ts";
+
+export { type LookupTarget, lookupTarget } from "../lookup-target.ts";
 
 export interface PodFound {
   body: unknown;
@@ -34,72 +34,6 @@ export interface EarlyLookup {
   /** The kubeconfig's connection: read when the fallback needs it, or later for a namespace. */
   connection(): Promise<Connection>;
   pod: Promise<PodFound>;
-}
-
-function strings(v: unknown): string[] {
-  const out: string[] = [];
-  if (Array.isArray(v)) for (const x of v) if (typeof x === "string") out.push(x);
-  return out;
-}
-
-/** What the plugin needs to ask for a pod before its config is validated; undefined when no ask is due. */
-export interface LookupTarget {
-  socket: string;
-  namespace: string;
-  name: string;
-  uid: string | undefined;
-  kubeconfig: string | undefined;
-  allowHttp: boolean;
-  /** The plugin's own bound (timeout_seconds, at most 60). */
-  seconds: number;
-  /** At most half of the plugin's bound, so the fallback GET always has the other half. */
-  agentTimeoutMs: number;
-}
-
-/**
- * The pod an ADD or CHECK is for, when it is a Kubernetes pod the pre-API decisions do not pass
- * through (excluded namespaces, meshcni's own pods and non-Kubernetes containers never reach
- * the agent or the API). Undefined otherwise, and for input the plugin will answer with an error.
- */
-export function lookupTarget(stdin: string, env: Record<string, string | undefined>): LookupTarget | undefined {
-  if (env.CNI_COMMAND !== "ADD" && env.CNI_COMMAND !== "CHECK") return undefined;
-  const conf = peekConf(stdin) as
-    | { kubernetes?: Record<string, unknown>; timeout_seconds?: unknown; agent_socket?: unknown }
-    | undefined;
-  if (!conf) return undefined; // the plugin will answer with the error
-  let args: ReturnType<typeof parseK8sArgs>;
-  try {
-    args = parseK8sArgs(env.CNI_ARGS);
-  } catch {
-    return undefined; // the plugin will answer with the error
-  }
-  const k = conf.kubernetes;
-  if (!args.podName || !args.podNamespace) return undefined;
-  const podNamespace = typeof k?.pod_namespace === "string" ? k.pod_namespace : undefined;
-  if (
-    skipBeforeLookup(
-      { exclude_namespaces: strings(k?.exclude_namespaces), pod_namespace: podNamespace },
-      args.podNamespace,
-      args.podName,
-    )
-  ) {
-    return undefined;
-  }
-  const seconds =
-    typeof conf.timeout_seconds === "number" && conf.timeout_seconds > 0 ? Math.min(conf.timeout_seconds, 60) : 5;
-  return {
-    socket:
-      typeof conf.agent_socket === "string" && conf.agent_socket.startsWith("/")
-        ? conf.agent_socket
-        : DEFAULT_AGENT_SOCKET,
-    namespace: args.podNamespace,
-    name: args.podName,
-    uid: args.podUid,
-    kubeconfig: typeof k?.kubeconfig === "string" ? k.kubeconfig : undefined,
-    allowHttp: k?.allow_insecure_http === true,
-    seconds,
-    agentTimeoutMs: Math.min(AGENT_TIMEOUT_MS, seconds * 500),
-  };
 }
 
 /**

@@ -3,7 +3,10 @@
 // in the state folder (the agent prints and empties it when it starts). Never fails the command.
 // Also DEL, which needs nothing else loaded: it removes the container's record, if there is one,
 // runs no process and loads none of the plugin's rule code (the rules stay with the namespace).
-import { COMMANDS, type Command, DEFAULT_AGENT_SOCKET, DEFAULT_STATE_DIR, REPORTS_PATH } from "../../wire/protocol.ts";
+import { COMMANDS, type Command, REPORTS_PATH } from "../../wire/protocol.ts";
+import { agentPaths } from "../agent/paths.ts";
+
+export { agentPaths };
 import { recordPath } from "../../wire/state.ts";
 import { isSupportedVersion } from "../../cni/spec.ts";
 import { type FollowUp, sendReport } from "../agent/client.ts";
@@ -11,24 +14,8 @@ import { readRecord } from "./state.ts";
 import { safeContainerId } from "../../wire/state.ts";
 import { escapeText } from "../../text/escape.ts";
 import { VERSION } from "../../version.ts";
-import { peekConf } from "../peek.ts";
 import { NO_REMOVAL, skippedReason } from "../records.ts";
 import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "../../wire/summary.ts";
-
-/**
- * Where the agent and the state folder are, read from stdin without the schema (the schema checks
- * them when it runs).
- */
-export function agentPaths(stdin: string): { socket: string; stateDir: string; conf?: Record<string, unknown> } {
-  const conf = peekConf(stdin);
-  const path = (x: unknown, d: string) => (typeof x === "string" && x.startsWith("/") && !x.includes("\0") ? x : d);
-  const out: { socket: string; stateDir: string; conf?: Record<string, unknown> } = {
-    socket: path(conf?.agent_socket, DEFAULT_AGENT_SOCKET),
-    stateDir: path(conf?.state_dir, DEFAULT_STATE_DIR),
-  };
-  if (conf) out.conf = conf;
-  return out;
-}
 
 export async function report(o: {
   env: Record<string, string | undefined>;
