@@ -21,7 +21,6 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
-  readlinkSync,
   realpathSync,
   rmSync,
   symlinkSync,
@@ -37,7 +36,6 @@ import { ensureBuilt, PLUGIN } from "../agent/harness.ts";
 import { type ApiServer, startApiServer } from "../support/apiserver.ts";
 import { bridgeConflist, CniRuntime } from "../support/cni-runtime.ts";
 import { translatePod } from "../support/daemonset-podman.ts";
-import { repoPath } from "../support/golden.ts";
 import { hiddenUserland } from "../support/hidden-userland.ts";
 import { type Relay, relayInto } from "../support/netns-relay.ts";
 import { isRoot, type Listener, listen, Netns, probe, sh, uniq } from "../support/netns.ts";
