@@ -11,6 +11,7 @@ const SUITES: [file: string, fn: string][] = [
   ["backends.ts", "benchBackends"],
   ["startup-instructions.ts", "benchStartupInstructions"],
   ["burst.ts", "benchBurst"],
+  ["agent-applies.ts", "benchAgentApplies"],
   ["installer-rechain.ts", "benchRechain"],
   ["installer-idle.ts", "benchIdle"],
   ["agent-cache.ts", "benchAgentCache"],
