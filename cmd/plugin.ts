@@ -56,7 +56,7 @@ export async function main(): Promise<number> {
       stdin,
       env: Bun.env,
       version: VERSION,
-      timeoutMs: target.agentTimeoutMs,
+      timeoutMs: target.applyTimeoutMs,
       deadline,
       sink,
       t0,

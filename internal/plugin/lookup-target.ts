@@ -4,7 +4,7 @@
 // the agent or the API). Pure; on the plugin's hot path, which loads the lookup itself
 // (io/early-lookup.ts) only when the agent does not answer.
 import { parseK8sArgs } from "../cni/k8s-args.ts";
-import { AGENT_TIMEOUT_MS, DEFAULT_AGENT_SOCKET } from "../wire/protocol.ts";
+import { AGENT_APPLY_TIMEOUT_MS, AGENT_TIMEOUT_MS, DEFAULT_AGENT_SOCKET } from "../wire/protocol.ts";
 import { peekConf } from "./peek.ts";
 import { skipBeforeLookup } from "./pre-api.ts";
 
@@ -26,6 +26,8 @@ export interface LookupTarget {
   seconds: number;
   /** At most half of the plugin's bound, so the fallback GET always has the other half. */
   agentTimeoutMs: number;
+  /** The wait for the agent's answer to an ADD or CHECK (its apply included), at most half of the bound too. */
+  applyTimeoutMs: number;
 }
 
 /**
@@ -71,5 +73,6 @@ export function lookupTarget(stdin: string, env: Record<string, string | undefin
     allowHttp: k?.allow_insecure_http === true,
     seconds,
     agentTimeoutMs: Math.min(AGENT_TIMEOUT_MS, seconds * 500),
+    applyTimeoutMs: Math.min(AGENT_APPLY_TIMEOUT_MS, seconds * 500),
   };
 }

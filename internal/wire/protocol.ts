@@ -51,6 +51,13 @@ export const DEFAULT_AGENT_SOCKET = `${DEFAULT_STATE_DIR}/agent.sock`;
  */
 export const AGENT_TIMEOUT_MS = 1500;
 export const AGENT_WATCH_WAIT_MS = 300;
+/**
+ * How long the plugin waits for the agent's answer to an ADD or CHECK (at most half of its own
+ * bound, like AGENT_TIMEOUT_MS): an agent that applies answers after the rules are in, and on a
+ * busy node (110 pods at once on 2 cores) that can take longer than a lookup. The agent gives up
+ * on the same bound, so it never applies for a plugin that went on without it.
+ */
+export const AGENT_APPLY_TIMEOUT_MS = 2500;
 export const AGENT_GET_TIMEOUT_MS = 1000;
 
 /** Names are Kubernetes names (checked by parseK8sArgs); the UID is percent-encoded. */

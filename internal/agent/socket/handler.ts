@@ -6,6 +6,7 @@ import { checkAddAnswer, checkCheckAnswer } from "../../wire/answer.ts";
 import { buildCheckReport, type CheckResult } from "./check.ts";
 import {
   ADD_PATH,
+  AGENT_APPLY_TIMEOUT_MS,
   AGENT_TIMEOUT_MS,
   APPLIES_PATH,
   type AppliesAnswer,
@@ -144,7 +145,7 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
         // answer must not find a record written after it.
         planned = await deps.planAdd(
           parsed,
-          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]),
+          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_APPLY_TIMEOUT_MS)]),
         );
       } catch (e) {
         return decline(`planning failed: ${(e as Error).message}`);
@@ -193,7 +194,7 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       try {
         r = await deps.check(
           parsed,
-          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_TIMEOUT_MS)]),
+          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_APPLY_TIMEOUT_MS)]),
         );
       } catch (e) {
         return decline(`checking failed: ${(e as Error).message}`);
