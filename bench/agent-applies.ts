@@ -179,6 +179,7 @@ export async function benchAgentApplies(): Promise<string> {
         interfaces: [{ name: "eth0", sandbox: netnsPath }],
       },
     });
+    const uid0 = (api.objects.get(`/api/v1/namespaces/${NS}/pods/web-0`) as { metadata: { uid: string } }).metadata.uid;
     const env = (command: string, id = "bench") => ({
       PATH: Bun.env.PATH!,
       CNI_COMMAND: command,
@@ -186,7 +187,7 @@ export async function benchAgentApplies(): Promise<string> {
       CNI_NETNS: netnsPath,
       CNI_IFNAME: "eth0",
       CNI_PATH: "/opt/cni/bin",
-      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=web-0;K8S_POD_UID=${(api.objects.get(`/api/v1/namespaces/${NS}/pods/web-0`) as { metadata: { uid: string } }).metadata.uid}`,
+      CNI_ARGS: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${NS};K8S_POD_NAME=web-0;K8S_POD_UID=${uid0}`,
     });
     // Each ADD into a namespace as the runtime hands it over: no rules of either kind.
     const reset = () => sh(["ip", "netns", "exec", netns, "nft", "flush", "ruleset"]);
