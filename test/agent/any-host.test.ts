@@ -257,7 +257,17 @@ for (const c of CASES) {
       // and /etc/cni/net.d (--dest-*), the socket folder at its own path. --host-root: the root.
       port = freePort();
       bin = dirs.bin;
-      const common = ["--dest-bin-dir", "/opt/cni/bin", "--host-root", root, "--resync-seconds", "3600"];
+      // The plugin applies the rules itself, in the root, with the root's tools: what this test is
+      // about (an agent that applies would leave the plugin only printing).
+      const common = [
+        "--dest-bin-dir",
+        "/opt/cni/bin",
+        "--host-root",
+        root,
+        "--resync-seconds",
+        "3600",
+        "--agent-applies=false",
+      ];
       if (c.arch === "amd64") {
         agent = startInstaller(dirs, [...common, "--health-port", String(port)], cluster.env);
       } else {
