@@ -11,10 +11,20 @@ const label = (c: Awaited<ReturnType<typeof chooseBackend>>) =>
 
 describe("the agent's backend for a pod", () => {
   const full = image([...IPT_NFT, ...IPT_LEGACY, "nft", "ip"], true);
-  test("auto: nftables in process in a namespace without legacy tables", async () => {
+  test("auto: iptables-nft in a namespace without legacy tables, as the plugin's auto on an iptables-nft host", async () => {
     const c = await chooseBackend({ mode: "auto", families: [4, 6], userland: full, tables: () => empty });
-    expect(label(c)).toBe("nftables in process");
+    expect(label(c)).toBe("nft");
     expect("why" in c && c.why).toContain("no legacy iptables tables");
+    // Native nftables (in process) only without iptables-nft, or when the mode says so.
+    const noIptNft = await chooseBackend({
+      mode: "auto",
+      families: [4],
+      userland: image(["nft"], true),
+      tables: () => empty,
+    });
+    expect(label(noIptNft)).toBe("nftables in process");
+    const explicit = await chooseBackend({ mode: "nftables", families: [4, 6], userland: full, tables: () => empty });
+    expect(label(explicit)).toBe("nftables in process");
   });
   test("auto: iptables-legacy where the namespace already holds legacy tables (either family)", async () => {
     const c = await chooseBackend({ mode: "auto", families: [4, 6], userland: full, tables: () => legacyNat });

@@ -8,9 +8,12 @@
 // 1. legacy iptables tables already in the pod's namespace (ip_tables_names or ip6_tables_names
 //    there lists a table): iptables-legacy, so meshcni's rules sit beside them in the same
 //    tables and hooks instead of racing them from nf_tables;
-// 2. else nftables, applied in process through libnftables, when it loaded at start (it then
-//    listed the agent's own tables, so the kernel offers nf_tables);
-// 3. else iptables-nft, then the `nft` binary, then iptables-legacy, whichever the image has.
+// 2. else iptables-nft, as the plugin's own `auto` takes on a host whose `iptables` is
+//    iptables-nft: the rules Linkerd's and Istio's CNI write, where `iptables-save` shows them
+//    (the contract: `auto` picks native nftables only where there are no iptables binaries);
+// 3. else nftables, applied in process through libnftables when it loaded at start, then the
+//    `nft` binary, then iptables-legacy, whichever the image has.
+// `iptables-mode: nftables` chooses native nftables (in process where it can) explicitly.
 // An explicit mode is the plugin's rule: that backend, with the image's binaries of it (and, as
 // linkerd-cni does, another iptables variant with a warning when the image lacks the one named).
 // CHECK takes the backend the container's record names, so it looks where ADD put the rules.
@@ -83,22 +86,24 @@ export async function chooseBackend(o: {
     const why = `auto: the pod's namespace holds legacy iptables tables (IPv${held.join("+IPv")})`;
     return "missing" in tools ? { missing: tools.missing, why } : { backend: iptables, tools, why };
   }
-  if (o.userland.nftInProcess) {
-    const tools = nftables.tools("nftables", o.families, host);
-    if (!("missing" in tools))
-      return { backend: nftables, tools, why: "auto: no legacy iptables tables in the pod's namespace, nf_tables" };
+  const ipt = strictIptables(iptables, "nft", o.families, host);
+  if (!("missing" in ipt)) {
+    return {
+      backend: iptables,
+      tools: ipt,
+      why: "auto: no legacy iptables tables in the pod's namespace; iptables-nft",
+    };
   }
-  const noLib = { ...host, nftLibrary: false };
-  for (const [backend, variant] of [
-    [iptables, "nft"],
-    [nftables, "nftables"],
-    [iptables, "legacy"],
-  ] as const) {
-    const tools =
-      backend === iptables
-        ? strictIptables(iptables, variant, o.families, noLib)
-        : backend.tools(variant, o.families, noLib);
-    if (!("missing" in tools)) return { backend, tools, why: `auto: no libnftables in the agent; ${tools.label}` };
+  const nft = nftables.tools("nftables", o.families, host);
+  if (!("missing" in nft))
+    return { backend: nftables, tools: nft, why: `auto: no iptables-nft in the agent; ${nft.label}` };
+  const legacyTools = strictIptables(iptables, "legacy", o.families, host);
+  if (!("missing" in legacyTools)) {
+    return {
+      backend: iptables,
+      tools: legacyTools,
+      why: "auto: neither iptables-nft nor nftables in the agent; legacy",
+    };
   }
   return { missing: "iptables-restore, nft or libnftables", why: "auto: the agent's image has no firewall userland" };
 }

@@ -103,7 +103,7 @@ describe.skipIf(!isRoot())("the agent in pods' namespaces", () => {
     });
   }
 
-  test("auto in a fresh namespace: nftables in process, said in the applied line", async () => {
+  test("auto in a fresh namespace: iptables-nft, said in the applied line", async () => {
     const ns = fresh();
     const apply = createApplier({ userland, open: openAgentFirewall });
     const r = await apply({
@@ -117,7 +117,7 @@ describe.skipIf(!isRoot())("the agent in pods' namespaces", () => {
     });
     expect(r.kind).toBe("applied");
     if (r.kind !== "applied") return;
-    expect(r.lines.join("")).toContain("(nftables in process, IPv4) by the agent; auto: no legacy iptables tables");
+    expect(r.lines.join("")).toContain("(nft, IPv4) by the agent; auto: no legacy iptables tables");
   });
 
   test("a plan with ip commands and no ip in the image: declined, nothing applied", async () => {

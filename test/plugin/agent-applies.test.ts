@@ -190,10 +190,10 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
     expect(hidden.hidden.some((p) => p.endsWith("/nsenter"))).toBe(true);
   });
 
-  for (const mode of [undefined, "nft"] as const) {
+  for (const mode of [undefined, "nftables"] as const) {
     const what = mode
-      ? "iptables-mode nft (the agent's iptables-nft-restore, started in the namespace)"
-      : "auto (nftables in process)";
+      ? "iptables-mode nftables (in process, through the agent's libnftables)"
+      : "auto (the agent's iptables-nft-restore, started in the namespace)";
     test(`${what}: ADD, CHECK and DEL start no process in the plugin; real TCP reaches the proxy`, async () => {
       const p = pod(`web-${mode ?? "auto"}`);
       await seen(p);
@@ -202,14 +202,14 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
       await b.runtime.add(b.a).catch((e) => {
         throw new Error(failMsg(e));
       });
-      expect(mode ? inIptables(b) : inNft(b)).toBe(true);
+      expect(mode ? inNft(b) : inIptables(b)).toBe(true);
       const rec = JSON.parse(readFileSync(recordPath(dirs.state, b.a.containerId), "utf8"));
-      expect(rec).toMatchObject({ decision: "meshed", backend: mode ? "nft" : "nftables in process" });
+      expect(rec).toMatchObject({ decision: "meshed", backend: mode ? "nftables in process" : "nft" });
       const line = await agent.waitForLog(
         new RegExp(`plugin ADD pod=${NS}/${p.metadata.name} outcome=meshed .*`),
         5000,
       );
-      expect(line).toContain(mode ? "backend=nft" : "nftables in process");
+      expect(line).toContain(mode ? "nftables in process" : "backend=nft ");
       // Real TCP: in to the proxy's inbound port, out to its outbound port, the proxy's own user past it.
       listeners.push(await listen(b.netns, { 4143: "proxy-inbound", 4140: "proxy-outbound", 8080: "app" }));
       const ip = b.netns.exec(["ip", "-4", "-o", "addr", "show", "eth0"]).stdout.match(/inet (\S+)\//)![1]!;
@@ -266,7 +266,7 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
         "proxy-outbound port=4140",
       );
       const line = await agent.waitForLog(/plugin ADD pod=emojivoto\/web-podman outcome=meshed .*/, 5000);
-      expect(line).toContain("nftables in process");
+      expect(line).toContain("backend=nft ");
       await pm.rm("web-podman");
       await agent.waitForLog(/plugin DEL pod=emojivoto\/web-podman outcome=ok /, 5000);
       const runs = startedSince(from);
@@ -296,10 +296,10 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
       await seen(p);
       const from = hidden.traces().length;
       const sb = await cri.runPodSandbox({ name: p.metadata.name, namespace: NS, uid: p.metadata.uid });
-      expect(sb.netns.exec(["nft", "list", "table", "ip", "meshcni"]).stdout).toContain("PROXY_INIT_REDIRECT");
+      expect(sb.netns.save("nft", 4)).toContain("PROXY_INIT_REDIRECT");
       listeners.push(await listen(sb.netns, { 4143: "proxy-inbound", 8080: "app" }));
       expect(probe(undefined, sb.ip, 8080)).toBe("proxy-inbound port=4143");
-      await agent.waitForLog(/plugin ADD pod=emojivoto\/web-cri outcome=meshed .*nftables in process/, 5000);
+      await agent.waitForLog(/plugin ADD pod=emojivoto\/web-cri outcome=meshed .*backend=nft /, 5000);
       await cri.stopPodSandbox(sb.id);
       await cri.removePodSandbox(sb.id);
       const calls = cri.calls("meshcni").filter((c) => c.env.CNI_CONTAINERID === sb.id);
@@ -321,7 +321,7 @@ describe.skipIf(!isRoot())("the agent applies; the plugin needs nothing on the h
     const pods = Array.from({ length: 12 }, (_, i) => pod(`web-ns-${i}`));
     for (const p of pods) cluster.api.addPod(p);
     await until(async () => (await status()).cache.pods.objects >= pods.length, 15_000, "the watch");
-    const boxes = pods.map((p, i) => box(p, i % 2 ? "nft" : undefined));
+    const boxes = pods.map((p, i) => box(p, i % 2 ? undefined : "nftables"));
     const foreign: string[] = [];
     let sampling = true;
     let samples = 0;
