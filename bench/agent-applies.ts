@@ -1,7 +1,7 @@
 // The agent applies (issue 22): every figure a ratio to a floor measured in the same run, with
 // the real compiled agent (dist/meshcni-installer) on this host against the stand-in API server,
 // its cache in sync before anything is timed.
-// - The plugin's own cost: a meshed ADD through an agent that applies (auto: nftables in process)
+// - The plugin's own cost: a meshed ADD through an agent that applies (iptables-mode nftables: in process)
 //   against the least agent client (bench/support/least-client.ts, compiled as the plugin is)
 //   asking the same agent for the same pod with the same request, the agent applying in both:
 //   wall time, and CPU (user + sys of the process and its children, from wait4's rusage);
@@ -223,8 +223,13 @@ export async function benchAgentApplies(): Promise<string> {
       writeFileSync(recordPath(applying.dirs.state, "bench-del"), meshed);
     };
     const cmds: Cmd[] = [
-      addVia("meshcni ADD, meshed pod, the agent applies (auto: nftables in process)", [PLUGIN], applying, "auto"),
-      addVia("least client ADD, the same request to the same agent (it applies)", [least], applying, "auto", {
+      addVia(
+        "meshcni ADD, meshed pod, the agent applies (iptables-mode nftables: in process)",
+        [PLUGIN],
+        applying,
+        "nftables",
+      ),
+      addVia("least client ADD, the same request to the same agent (it applies)", [least], applying, "nftables", {
         LEAST_VERSION: VERSION,
       }),
       addVia("today: meshcni ADD, warm agent plans, the plugin applies (iptables-nft)", [PLUGIN], planning, "nft"),
@@ -241,25 +246,25 @@ export async function benchAgentApplies(): Promise<string> {
         name: "meshcni DEL, meshed pod (its record there)",
         argv: [PLUGIN],
         env: env("DEL", "bench-del"),
-        stdin: JSON.stringify(entry(applying, "auto")),
+        stdin: JSON.stringify(entry(applying, "nftables")),
         before: plantRecord,
       },
       {
         name: "least client DEL (a stat, one report)",
         argv: [least],
         env: env("DEL", "bench-del"),
-        stdin: JSON.stringify(entry(applying, "auto")),
+        stdin: JSON.stringify(entry(applying, "nftables")),
         before: plantRecord,
       },
     ];
     const r = measureCpu(cmds, RUNS);
-    // The auto rows applied in process, as meant (a namespace with legacy tables would take legacy).
+    // The nftables rows applied in process, as meant.
     const rec = JSON.parse(readFileSync(recordPath(applying.dirs.state, "bench"), "utf8"));
     cmds[0]!.before!();
     Bun.spawnSync(cmds[0]!.argv, { env: cmds[0]!.env!, stdin: new TextEncoder().encode(cmds[0]!.stdin!) });
     const auto = JSON.parse(readFileSync(recordPath(applying.dirs.state, "bench"), "utf8")).backend;
-    if (auto !== "nftables in process") throw new Error(`auto applied with ${auto} (${rec.backend} before)`);
-    // The agent's own CPU per meshed ADD: a series of the plugin's ADDs alone (auto).
+    if (auto !== "nftables in process") throw new Error(`nftables applied with ${auto} (${rec.backend} before)`);
+    // The agent's own CPU per meshed ADD: a series of the plugin's ADDs alone (nftables in process).
     const cpu0 = applying.cpuMs();
     measureCpu([cmds[0]!], RUNS, 0);
     const agentCpuPerAdd = (applying.cpuMs() - cpu0) / RUNS;
@@ -344,12 +349,12 @@ export async function benchAgentApplies(): Promise<string> {
       "",
     ];
     for (let k = 0; k < ROUNDS; k++) {
-      rows.bridge.push(await burst(runtime(false, applying, "auto", [DIST], `b${k}`), `b${k}`));
+      rows.bridge.push(await burst(runtime(false, applying, "nftables", [DIST], `b${k}`), `b${k}`));
       const c0 = applying.cpuMs();
-      rows.meshcni.push(await burst(runtime(true, applying, "auto", [DIST], `m${k}`), `m${k}`));
+      rows.meshcni.push(await burst(runtime(true, applying, "nftables", [DIST], `m${k}`), `m${k}`));
       burstCpu.push((applying.cpuMs() - c0) / BURST);
       rows.least.push(
-        await burst(runtime(true, applying, "auto", [leastDir], `l${k}`, { LEAST_VERSION: VERSION }), `l${k}`),
+        await burst(runtime(true, applying, "nftables", [leastDir], `l${k}`, { LEAST_VERSION: VERSION }), `l${k}`),
       );
       rows.today.push(await burst(runtime(true, planning, "nft", [DIST], `t${k}`), `t${k}`));
       rows.version.push(await versionBurst());
@@ -396,7 +401,7 @@ export async function benchAgentApplies(): Promise<string> {
       "| chain | wall |",
       "|---|---|",
       `| bridge alone | ${ms(b)} |`,
-      `| bridge + meshcni, the agent applies (auto) | ${ms(m)} |`,
+      `| bridge + meshcni, the agent applies (nftables in process) | ${ms(m)} |`,
       `| bridge + least client asking the same agent (it applies) | ${ms(l)} |`,
       `| bridge + meshcni, today's path (agent plans, plugin applies, iptables-nft) | ${ms(t)} |`,
       `| ${BURST} × meshcni VERSION | ${ms(v)} |`,
