@@ -32,11 +32,14 @@ const GLIBC_FILES = ["ld-linux-x86-64.so.2", "libc.so.6", "libdl.so.2", "libm.so
 let dir: string;
 /** A private folder path of over 200 bytes, on this machine and inside each scratch root. */
 let longPath: string;
+/** Debian's arm64 libc6, unpacked once (downloaded on a fresh clone: not within a test's time). */
+let armSysroot = "";
 beforeAll(() => {
   ensureBuilt();
+  if (QEMU !== null) armSysroot = debianSysroot("arm64");
   dir = mkdtempSync(join(tmpdir(), "meshcni-elf-"));
   longPath = join(dir, `cni-bin-${"k".repeat(100)}`, `data-${"0123456789abcdef".repeat(6)}`, "meshcni.d");
-}, 120_000);
+}, 300_000);
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Files under `root`, as paths inside it (not descending into /proc and /dev). */
@@ -200,7 +203,7 @@ describe("small executables, as a linker lays them out, run with a private loade
     "%s: mapped and loaded, libc from the folder, exit 42",
     (_, spec) => {
       const arm = spec.machine === 183;
-      const sysroot = arm ? debianSysroot("arm64") : "/";
+      const sysroot = arm ? armSysroot : "/";
       const interpreter = arm ? "/lib/ld-linux-aarch64.so.1" : "/lib64/ld-linux-x86-64.so.2";
       const exe = join(dir, `small-${arm ? "arm64" : "amd64"}-${spec.type}`);
       writeFileSync(exe, makeExecutable({ ...spec, interpreter, needed: ["libc.so.6", "libm.so.6"] }));
@@ -225,7 +228,7 @@ describe.skipIf(!isRoot() || QEMU === null)("the arm64 build under qemu-user", (
   beforeAll(async () => {
     arm = join(dir, "meshcni-arm64");
     await buildBinary("meshcni", { target: "bun-linux-arm64", outfile: arm, version: await describeVersion() });
-    sysroot = debianSysroot("arm64");
+    sysroot = armSysroot;
   }, 300_000);
 
   test("answers VERSION in a root with no C library, every library from the private folder", () => {

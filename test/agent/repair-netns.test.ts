@@ -491,8 +491,9 @@ describe.skipIf(!isRoot())("repair acts on the validator's latest run (real netw
       report(running, RUNNING_AFTER_FAILURE(95));
       report(budgeted, LATEST_FAILED(95));
 
+      // At least: on a loaded machine the retry (2 s later) may come before this looks.
       await until(
-        () => writes.evicted.length === 1 && writes.refused.length === 1,
+        () => writes.evicted.length >= 1 && writes.refused.length >= 1,
         15_000,
         "the eviction and the refusal",
       ).catch(withLog(agent.proc));
@@ -503,7 +504,7 @@ describe.skipIf(!isRoot())("repair acts on the validator's latest run (real netw
         "event emojivoto/web-4",
         "evict emojivoto/web-4",
       ]);
-      expect(writes.order.filter((o) => o.endsWith("/vote-bot-4"))).toEqual([
+      expect(writes.order.filter((o) => o.endsWith("/vote-bot-4")).slice(0, 2)).toEqual([
         "event emojivoto/vote-bot-4",
         "refused emojivoto/vote-bot-4",
       ]);
@@ -520,29 +521,32 @@ describe.skipIf(!isRoot())("repair acts on the validator's latest run (real netw
       );
 
       // The refusal: on /status with the server's message, counted, said on the log.
-      await until(async () => (await h.status(agent.port)).repair.refusals === 1, 5000, "the refusal noted");
+      await until(async () => (await h.status(agent.port)).repair.refusals >= 1, 5000, "the refusal noted");
       const s = await h.status(agent.port);
       const refused = s.repair.bypassing.find((b: any) => b.name === budgeted.metadata.name);
       expect(refused).toMatchObject({
         action: "refused",
         refusal: { message: PDB_REFUSAL, retryAt: expect.any(String) },
       });
-      expect(s.repair.refusals).toBe(1);
-      expect((await h.metrics(agent.port)).get("meshcni_repair_refusals_total")).toBe(1);
+      expect(s.repair.refusals).toBeGreaterThanOrEqual(1);
+      expect((await h.metrics(agent.port)).get("meshcni_repair_refusals_total")).toBeGreaterThanOrEqual(1);
       expect(agent.proc.log()).toContain(
         `repair: the eviction of pod emojivoto/vote-bot-4 (uid ` +
           `${budgeted.metadata.uid}) was refused (trying again later): ${PDB_REFUSAL}`,
       );
       // Tried again after --repair-retry-seconds; allowed once the budget allows it.
-      await until(() => writes.refused.length === 2, 10_000, "the second try").catch(withLog(agent.proc));
+      await until(() => writes.refused.length >= 2, 10_000, "the second try").catch(withLog(agent.proc));
       writes.refuse.clear();
       await until(() => writes.evicted.length === 2, 15_000, "the eviction once allowed").catch(withLog(agent.proc));
       expect(writes.evicted).toEqual([key(failed), key(budgeted)]);
+      // Each try an Event, then the act: refused at least twice, then evicted.
+      const refusals = writes.refused.length;
+      expect(refusals).toBeGreaterThanOrEqual(2);
       expect(writes.order.filter((o) => o.endsWith("/vote-bot-4"))).toEqual([
-        "event emojivoto/vote-bot-4",
-        "refused emojivoto/vote-bot-4",
-        "event emojivoto/vote-bot-4",
-        "refused emojivoto/vote-bot-4",
+        ...Array.from({ length: refusals }, () => [
+          "event emojivoto/vote-bot-4",
+          "refused emojivoto/vote-bot-4",
+        ]).flat(),
         "event emojivoto/vote-bot-4",
         "evict emojivoto/vote-bot-4",
       ]);
@@ -555,7 +559,7 @@ describe.skipIf(!isRoot())("repair acts on the validator's latest run (real netw
       }
       expect(writes.evicted.length).toBe(2);
       const after = await h.status(agent.port);
-      expect(after.repair).toMatchObject({ repaired: 2, refusals: 2, unverified: [] });
+      expect(after.repair).toMatchObject({ repaired: 2, refusals, unverified: [] });
       expect((await h.metrics(agent.port)).get("meshcni_repairs_total")).toBe(2);
       expect(writes.deleted).toEqual([]);
     } finally {
