@@ -10,8 +10,8 @@ import {
   DEFAULT_RETRY_SECONDS,
   REPAIR_MODES,
   type RepairMode,
-  RESERVED_REPAIR_MODES,
 } from "./repair/plan.ts";
+import { DEFAULT_VERIFY_SECONDS } from "./verify/plan.ts";
 import { NAMES } from "../config/entry.ts";
 import { isDnsSubdomain } from "../kube/names.ts";
 import { DEFAULT_TOKEN_SECONDS, MIN_TOKEN_SECONDS } from "./install/token.ts";
@@ -61,8 +61,14 @@ export interface AgentOptions {
   daemonSetName: string;
   /** Chain, binary and kubeconfig are checked this often besides inotify. */
   resyncSeconds: number;
-  /** Pods of the node with evidence of bypassing the mesh: evicted or deleted (with an Event), or only reported. */
-  repair: RepairMode;
+  /**
+   * Pods of the node with evidence of bypassing the mesh: their rules written back in place,
+   * evicted or deleted (with an Event), or only reported. "auto" (no --repair): in-place when the
+   * agent applies rules itself, else evict (resolveRepairMode).
+   */
+  repair: RepairMode | "auto";
+  /** How often the agent checks every meshed pod's rules in its namespace (0: only after each ADD it applied). */
+  verifySeconds: number;
   /** The chain must have been in place this long before repair acts. */
   repairGraceSeconds: number;
   /** At most this many evictions or deletions a minute. */
@@ -75,6 +81,10 @@ export interface AgentOptions {
 }
 
 export class OptionsError extends Error {}
+
+/** --repair as the agent runs it: without the flag, in-place when it applies rules itself, else evict. */
+export const resolveRepairMode = (repair: RepairMode | "auto", applies: boolean): RepairMode =>
+  repair !== "auto" ? repair : applies ? "in-place" : "evict";
 
 const FLAGS = {
   "host-net-dir": {
@@ -220,12 +230,22 @@ const FLAGS = {
   },
   repair: {
     type: "string",
-    arg: "evict|delete|off",
-    default: "evict",
+    arg: "in-place|evict|delete|off",
+    default: undefined,
     help:
-      "meshed pods of this node whose mesh validator's latest run found no redirect: " +
-      "evict them (PodDisruptionBudgets respected) or delete them, each with an Event, " +
-      "or only report them; pods with no record of an ADD are only reported (unverified)",
+      "meshed pods of this node with evidence of bypassing the mesh (their mesh validator's latest run " +
+      "found no redirect, or their rules are missing in their namespace): write their rules back in " +
+      "place (evicting those whose namespace the agent cannot reach), evict them (PodDisruptionBudgets " +
+      "respected) or delete them, each with an Event, or only report them; pods with no record of an " +
+      "ADD are only reported (unverified). Default: in-place when the agent applies rules, else evict",
+  },
+  "verify-seconds": {
+    type: "string",
+    arg: "N",
+    default: String(DEFAULT_VERIFY_SECONDS),
+    help:
+      "when the agent applies rules: check every meshed pod's rules in its namespace once in N s " +
+      "(spread over the period) and after each ADD it applied; 0: only after each ADD",
   },
   "repair-grace-seconds": {
     type: "string",
@@ -367,10 +387,8 @@ export function parseAgentOptions(
   const nodeName = str("node-name") ?? (env.NODE_NAME || undefined);
   if (nodeName !== undefined && !isDnsSubdomain(nodeName))
     throw new OptionsError(`--node-name ${JSON.stringify(nodeName)}: not a Kubernetes node name`);
-  const repair = str("repair")!;
-  const reserved = RESERVED_REPAIR_MODES[repair];
-  if (reserved) throw new OptionsError(`--repair ${repair}: ${reserved}`);
-  if (!(REPAIR_MODES as readonly string[]).includes(repair))
+  const repair = str("repair");
+  if (repair !== undefined && !(REPAIR_MODES as readonly string[]).includes(repair))
     throw new OptionsError(
       `--repair ${JSON.stringify(repair)}: expected ${REPAIR_MODES.slice(0, -1).join(", ")} or ${REPAIR_MODES.at(-1)}`,
     );
@@ -426,7 +444,8 @@ export function parseAgentOptions(
     agentApplies: truthy("--agent-applies", str("agent-applies")!),
     daemonSetName,
     resyncSeconds: Number(resync),
-    repair: repair as RepairMode,
+    repair: (repair ?? "auto") as RepairMode | "auto",
+    verifySeconds: whole("verify-seconds", 0),
     repairGraceSeconds: whole("repair-grace-seconds", 0),
     repairRate: whole("repair-rate", 1),
     repairRetrySeconds: whole("repair-retry-seconds", 1),

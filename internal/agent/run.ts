@@ -20,7 +20,10 @@ import { type RepairLoop, startRepair } from "./repair/loop.ts";
 import { clientWriter } from "./repair/api-write.ts";
 import { entryFromConfigText } from "./install/entry.ts";
 import { Installer } from "./install/installer.ts";
-import { type AgentOptions, OptionsError, parseAgentOptions, renderUsage } from "./options.ts";
+import { type AgentOptions, OptionsError, parseAgentOptions, renderUsage, resolveRepairMode } from "./options.ts";
+import { startVerify, type VerifyLoop } from "./verify/loop.ts";
+import { targetFromAdd } from "./verify/plan.ts";
+import { readNamespaceAddresses } from "./verify/io/addresses.ts";
 import { runInstall } from "./install/run.ts";
 import type { Logger } from "../log/logger.ts";
 import { daemonSetPath, lookBeforeStopping, noNodeLookup, serviceAccountApi } from "./api.ts";
@@ -78,12 +81,12 @@ function podSource(api: KubeClient, nodeName: string | undefined, log: Logger, s
 }
 
 /** Repair's settings from the flags and the plugin's own entry (its exclusions, its mesh). */
-function repairConfig(opts: AgentOptions, entry: JsonObject, node: string): RepairConfig | string {
+function repairConfig(opts: AgentOptions, entry: JsonObject, node: string, applies: boolean): RepairConfig | string {
   const conf = parsePluginConf(JSON.stringify({ cniVersion: "1.0.0", name: "meshcni", ...entry }));
   const profile = profileFor(conf);
   if (!profile) return `mesh ${conf.mesh} has no profile in this build`;
   return {
-    mode: opts.repair,
+    mode: resolveRepairMode(opts.repair, applies),
     node,
     conf,
     profile,
@@ -223,6 +226,7 @@ async function runAgent(
       userland,
       recordedBackend: (id) => (id === undefined ? undefined : records.get(id)?.backend),
     });
+  let verify: VerifyLoop | undefined;
   const planner = createAddPlanner({
     ...(userland ? { apply: { applier: createApplier({ userland, open: openAgentFirewall }), netnsPath } } : {}),
     lookup: source.lookup,
@@ -253,7 +257,11 @@ async function runAgent(
       const r = await planner(req, signal);
       if (r.ok) {
         counters.addsPlanned++;
-        if (r.answer.applied) counters.addsApplied++;
+        if (r.answer.applied) {
+          counters.addsApplied++;
+          const t = verify && targetFromAdd(req);
+          if (t) verify?.afterAdd(t);
+        }
       } else if (r.recordsFull) {
         counters.recordsFull++;
         if (performance.now() - lastFull > 60_000) {
@@ -328,10 +336,47 @@ async function runAgent(
 
   let repair: RepairLoop | undefined;
   const view = source.view;
-  const cfg = opts.nodeName && view ? repairConfig(opts, entry, opts.nodeName) : "no --node-name (env NODE_NAME)";
+  const cfg =
+    opts.nodeName && view
+      ? repairConfig(opts, entry, opts.nodeName, ability.applies)
+      : "no --node-name (env NODE_NAME)";
   if (typeof cfg === "string" || !view) {
     log.warn(`no repair${opts.startupTaint ? ` and the startup taint ${opts.startupTaint} stays` : ""}: ${cfg}`);
+    if (ability.applies) log.warn(`no verification of pods' rules: ${cfg}`);
   } else {
+    if (opts.repair === "in-place" && !ability.applies)
+      log.warn(
+        "--repair in-place: the agent does not apply rules, so it cannot reach pods' namespaces: " +
+          "pods whose mesh validator found no redirect are evicted",
+      );
+    if (userland) {
+      const writeBack = createAddPlanner({
+        apply: { applier: createApplier({ userland, open: openAgentFirewall }), netnsPath },
+        lookup: source.lookup,
+        stateDir: opts.stateDir,
+        onLookup,
+        version: VERSION,
+        // The pod's record (if any) stays as it is: the write is not an ADD of a sandbox.
+        writeRecord: async () => {},
+        netnsProblem,
+      });
+      verify = startVerify({
+        cfg,
+        mode: cfg.mode === "in-place" ? "in-place" : "report",
+        view,
+        records: () => records.records().records,
+        entry,
+        version: VERSION,
+        check: (req, s) => checker!(req, s),
+        write: (req, s) => writeBack(req, s),
+        netnsThere: (name) => existsSync(`${opts.netnsDir}/${name}`),
+        addresses: () => readNamespaceAddresses(opts.netnsDir),
+        writer: clientWriter(api),
+        log,
+        periodMs: opts.verifySeconds * 1000,
+      });
+    }
+    const v = verify;
     repair = startRepair({
       cfg,
       view,
@@ -345,6 +390,7 @@ async function runAgent(
       ready: () => check().ready,
       ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),
       intervalMs: 2000,
+      ...(v && cfg.mode === "in-place" ? { inPlace: (ref) => v.writeInPlace(ref) } : {}),
     });
   }
   const health =
@@ -364,6 +410,16 @@ async function runAgent(
               refusals: repair?.refusals() ?? 0,
               ...(source.status ? { cache: source.status() } : {}),
               records: records.size(),
+              ...(verify
+                ? {
+                    verify: {
+                      runs: verify.runs(),
+                      missing: verify.missing(),
+                      rewritten: verify.rewritten(),
+                      failures: verify.failures(),
+                    },
+                  }
+                : {}),
             }),
           status: () =>
             buildStatus({
@@ -376,6 +432,7 @@ async function runAgent(
               ...(opts.podNamespace ? { namespace: opts.podNamespace } : {}),
               ...(source.status ? { cache: source.status() } : {}),
               ...(repair ? { repair: repair.status() } : {}),
+              ...(verify ? { verify: verify.status() } : {}),
               agent: {
                 socket: opts.agentSocket,
                 stateDir: opts.stateDir,
@@ -426,6 +483,7 @@ async function runAgent(
   } finally {
     tokenStop.abort();
     repair?.stop();
+    verify?.stop();
     records.stop();
     cacheStop.abort();
     socket?.stop();

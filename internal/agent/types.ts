@@ -61,11 +61,12 @@ export interface BypassingPod {
   /** e.g. "its linkerd-network-validator init container's latest run failed (exit code 95): ...". */
   reason: string;
   /**
-   * What the agent did: "evicted" or "deleted"; "reported" (--repair off); "waiting" (the grace
+   * What the agent did: "evicted" or "deleted"; "rewritten" (--repair in-place: its rules written
+   * back in its namespace); "reported" (--repair off); "waiting" (the grace
    * period, the confirmation delay, the rate limit, a failed try); "refused" (a PodDisruptionBudget
    * refused the eviction: tried again at `refusal.retryAt`).
    */
-  action: "evicted" | "deleted" | "reported" | "waiting" | "refused";
+  action: "evicted" | "deleted" | "rewritten" | "reported" | "waiting" | "refused";
   /** ISO time the agent first saw the evidence. */
   since: string;
   /** The last refusal of its eviction (429): the API server's message and when the agent tries again. */
@@ -82,7 +83,7 @@ export interface UnverifiedPod {
 
 /** The `repair` member of /status; `meshcnictl check` reads it through the pod proxy. */
 export interface RepairStatus {
-  mode: "evict" | "delete" | "off";
+  mode: "evict" | "delete" | "off" | "in-place";
   /** False until the cache is in sync and the chain has been in place for the grace period. */
   active: boolean;
   /** Why it is not active yet. */
@@ -93,4 +94,33 @@ export interface RepairStatus {
   repaired: number;
   /** Evictions a PodDisruptionBudget refused (429) since the agent started. */
   refusals: number;
+}
+
+/** One pod's last finding that was not "ok". */
+export interface VerifyFinding {
+  namespace: string;
+  name: string;
+  uid: string;
+  via: "record" | "address";
+  /** missing: rules missing or altered; unknown: the agent could not tell. */
+  verdict: "missing" | "unknown";
+  why: string;
+  /** What the agent did: rewritten, failed (the write failed), reported (not in-place), none. */
+  action: "rewritten" | "failed" | "reported" | "none";
+  at: string;
+}
+
+export interface VerifyStatus {
+  periodSeconds: number;
+  mode: "in-place" | "report";
+  /** ISO time the last full period ended, and what it saw. */
+  lastRound?: { at: string; checked: number; missing: number; rewritten: number; unknown: number; gone: number };
+  /** Since the agent started. */
+  runs: number;
+  missing: number;
+  rewritten: number;
+  failures: number;
+  /** Meshed pods found neither by a record nor by address (unverifiable; never removed for that). */
+  unreachable: { namespace: string; name: string; uid: string; why: string }[];
+  findings: VerifyFinding[];
 }

@@ -8,7 +8,7 @@ import type { PluginLogger } from "./log.ts";
 import type { Summary } from "../wire/summary.ts";
 
 interface RecordCtx {
-  args: { containerId?: string | undefined };
+  args: { containerId?: string | undefined; netns?: string | undefined };
   conf: PluginConf;
   deps: PluginDeps;
   log: PluginLogger;
@@ -31,6 +31,7 @@ export async function addRecord(
     time: new Date().toISOString(),
   };
   if (summary.pod.uid !== undefined) record.uid = summary.pod.uid;
+  if (args.netns) record.netns = args.netns;
   if (what.backend !== undefined) record.backend = what.backend;
   if (what.families !== undefined) record.families = what.families;
   try {

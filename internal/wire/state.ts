@@ -43,6 +43,11 @@ export interface PodRecord {
   decision: "meshed" | "skipped";
   reason: string;
   backend?: string;
+  /**
+   * CNI_NETNS of the ADD (/var/run/netns/NAME as the runtime named it): where the agent verifies
+   * the pod's rules. Absent in records of an older meshcni.
+   */
+  netns?: string;
   /** Address families ruled, for DEL. */
   families?: number[];
   /** ISO time of the ADD. */
@@ -115,5 +120,6 @@ export function parseRecord(text: string): PodRecord | undefined {
     return undefined;
   if (r.decision !== "meshed" && r.decision !== "skipped") return undefined;
   if (r.uid !== undefined && !isStr(r.uid)) return undefined;
+  if (r.netns !== undefined && !isStr(r.netns)) return undefined;
   return r as unknown as PodRecord;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { entryFromConfigText } from "../../internal/agent/install/entry.ts";
-import { envName, parseAgentOptions, renderUsage } from "../../internal/agent/options.ts";
+import { envName, parseAgentOptions, renderUsage, resolveRepairMode } from "../../internal/agent/options.ts";
 import { REPAIR_MODES } from "../../internal/agent/repair/plan.ts";
 import { REPAIR_VALUES } from "../../internal/cli/manifests/values.ts";
 
@@ -27,7 +27,8 @@ describe("parseAgentOptions", () => {
       agentApplies: true,
       daemonSetName: "meshcni-node",
       resyncSeconds: 60,
-      repair: "evict",
+      repair: "auto",
+      verifySeconds: 60,
       repairGraceSeconds: 30,
       repairRate: 10,
       repairRetrySeconds: 60,
@@ -53,14 +54,18 @@ describe("parseAgentOptions", () => {
     expect(parseAgentOptions(["--repair", "delete"], {}, DEFAULTS).repair).toBe("delete");
     expect(parseAgentOptions([], { MESHCNI_REPAIR: "evict" }, DEFAULTS).repair).toBe("evict");
     expect(() => parseAgentOptions(["--repair", "yes"], {}, DEFAULTS)).toThrow(
-      '--repair "yes": expected evict, delete or off',
+      '--repair "yes": expected evict, delete, off or in-place',
     );
-    // The contract's in-place needs the agent to write rules itself: refused, saying why.
-    expect(() => parseAgentOptions(["--repair", "in-place"], {}, DEFAULTS)).toThrow(
-      /^--repair in-place: not in this release: .*use evict, delete or off$/,
-    );
-    // The manifests render exactly the modes the agent takes.
-    expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
+    expect(parseAgentOptions(["--repair", "in-place"], {}, DEFAULTS).repair).toBe("in-place");
+    // Without the flag: in-place when the agent applies rules itself, else evict (the contract).
+    expect(resolveRepairMode("auto", true)).toBe("in-place");
+    expect(resolveRepairMode("auto", false)).toBe("evict");
+    expect(resolveRepairMode("delete", true)).toBe("delete");
+    expect(parseAgentOptions(["--verify-seconds", "0"], {}, DEFAULTS).verifySeconds).toBe(0);
+    expect(parseAgentOptions([], { MESHCNI_VERIFY_SECONDS: "2" }, DEFAULTS).verifySeconds).toBe(2);
+    expect(() => parseAgentOptions(["--verify-seconds=-1"], {}, DEFAULTS)).toThrow("expected a whole number");
+    // The manifests render the modes the agent takes, in-place not yet (they render --repair explicitly).
+    expect([...REPAIR_VALUES]).toEqual(REPAIR_MODES.filter((m) => m !== "in-place"));
     expect(() => parseAgentOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
     expect(() => parseAgentOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });

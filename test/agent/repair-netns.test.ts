@@ -264,6 +264,10 @@ function host(): Host {
           "1",
           "--resync-seconds",
           "3",
+          // The validator's evidence evicts here (in-place, the default of an agent that applies
+          // rules, has its own test: verify-netns.test.ts); a later --repair wins.
+          "--repair",
+          "evict",
           ...extra,
         ],
         cluster.env,
@@ -468,7 +472,7 @@ describe.skipIf(!isRoot())("repair never removes a pod for what is absent (real 
 });
 
 describe.skipIf(!isRoot())("repair acts on the validator's latest run (real network namespaces)", () => {
-  test("--repair evict (the default): the pod whose validator's latest run failed (95) is evicted, an Event first; an earlier failure before a success, and a run in progress after a failure, are not; a PodDisruptionBudget's refusal is reported and tried again", async () => {
+  test("--repair evict (the default where the agent does not apply rules): the pod whose validator's latest run failed (95) is evicted, an Event first; an earlier failure before a success, and a run in progress after a failure, are not; a PodDisruptionBudget's refusal is reported and tried again", async () => {
     resetWrites();
     const h = host();
     try {

@@ -367,6 +367,7 @@ describe("no record of an ADD is no evidence: unverified, reported, never acted 
     expect(judge(pod, [record(pod)])).toEqual({
       kind: "handled",
       why: "the plugin's record of the ADD of its sandbox (container c-web-4, meshed)",
+      record: record(pod),
     });
     expect(judge(pod, [record(pod, { decision: "skipped" })]).kind).toBe("handled");
   });

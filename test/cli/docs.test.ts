@@ -560,12 +560,12 @@ describe("the checks fail on docs that are wrong", () => {
   test("an agent flag table that lacks a flag, names one too many, or another default", () => {
     const table = [...agentFlags()]
       .filter(([f]) => f !== "state-dir")
-      .map(([f, def]) => `| \`--${f}\` | ${f === "repair" ? "`delete`" : def ? `\`${def}\`` : "none"} | |`);
-    table.push("| `--verify-seconds N` | `60` | |");
+      .map(([f, def]) => `| \`--${f}\` | ${f === "repair-rate" ? "`5`" : def ? `\`${def}\`` : "none"} | |`);
+    table.push("| `--verify-every N` | `60` | |");
     const problems = agentTableProblems({ path: "docs/agent.md", text: table.join("\n") });
     expect(problems).toContain("docs/agent.md: the flag table lacks --state-dir");
-    expect(problems).toContain("docs/agent.md: --verify-seconds is no flag of the agent");
-    expect(problems).toContain("docs/agent.md: --repair's default is evict in the code, the table says `delete`");
+    expect(problems).toContain("docs/agent.md: --verify-every is no flag of the agent");
+    expect(problems).toContain("docs/agent.md: --repair-rate's default is 10 in the code, the table says `5`");
     expect(problems).toHaveLength(3);
   });
   test("a metric /metrics does not serve", () => {

@@ -98,6 +98,8 @@ export interface MetricsInput {
   refusals?: number;
   /** Files in the records folder, as the agent holds them. */
   records?: number;
+  /** Verification (internal/agent/verify/): undefined when the agent does not apply rules. */
+  verify?: { runs: number; missing: number; rewritten: number; failures: number };
 }
 
 /** Label values: backslash, double quote and line feed escaped, as the text format requires. */
@@ -303,6 +305,30 @@ export function renderMetrics(m: MetricsInput): string {
       "gauge",
       "Meshed pods of this node with no record of the ADD of their sandbox (reported, never removed for that).",
       [[{}, m.unverified ?? 0]],
+    ),
+    ...family(
+      "meshcni_verify_runs_total",
+      "counter",
+      "Checks of a meshed pod's rules in its network namespace (the backend's CHECK, run by the agent).",
+      [[{}, m.verify?.runs ?? 0]],
+    ),
+    ...family(
+      "meshcni_verify_missing_total",
+      "counter",
+      "Checks that found a meshed pod's rules missing or altered in its network namespace.",
+      [[{}, m.verify?.missing ?? 0]],
+    ),
+    ...family(
+      "meshcni_verify_rewrites_total",
+      "counter",
+      "Pods whose rules the agent wrote back in their network namespace (--repair in-place).",
+      [[{}, m.verify?.rewritten ?? 0]],
+    ),
+    ...family(
+      "meshcni_verify_write_failures_total",
+      "counter",
+      "Writes of a pod's rules back in its network namespace that failed.",
+      [[{}, m.verify?.failures ?? 0]],
     ),
   ];
   return `${lines.join("\n")}\n`;

@@ -3,7 +3,7 @@
 // (its records in STATE_DIR/containers), and the agent itself. Pure.
 import type { Counters } from "./metrics.ts";
 import type { PodRecord, RecordsRead } from "../../wire/state.ts";
-import type { CacheStatus, RepairStatus } from "../types.ts";
+import type { CacheStatus, RepairStatus, VerifyStatus } from "../types.ts";
 
 /** One part of the installation: where it is and, when it is not current, why. */
 export interface PartStatus {
@@ -53,6 +53,8 @@ export interface StatusInput {
   counters: Counters;
   /** Undefined when the agent runs no repair (no node name). */
   repair?: RepairStatus;
+  /** Undefined when the agent does not verify (it does not apply rules, or no node name). */
+  verify?: VerifyStatus;
   agent: {
     socket: string;
     stateDir: string;
@@ -118,6 +120,7 @@ export function buildStatus(s: StatusInput): Record<string, unknown> {
       badRequests: s.counters.badRequests,
     },
     repair: s.repair ?? null,
+    verify: s.verify ?? null,
     agent: s.agent,
   };
 }

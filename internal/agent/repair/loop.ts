@@ -13,6 +13,7 @@ import {
   planRepair,
   type RepairConfig,
   type RepairMemory,
+  type PodRef,
   type RepairPlan,
   repairStatus,
 } from "./plan.ts";
@@ -46,6 +47,11 @@ export interface RepairDeps {
   ready(): boolean;
   startupTaint?: string;
   intervalMs: number;
+  /**
+   * --repair in-place: writes the pod's rules back in its namespace (an Event posted) when the
+   * agent reaches it; "unreachable": the pod is evicted as --repair evict does.
+   */
+  inPlace?(ref: PodRef & { reason: string }): Promise<"written" | "unreachable" | "failed">;
 }
 
 export interface RepairLoop {
@@ -89,8 +95,17 @@ export function startRepair(d: RepairDeps): RepairLoop {
   };
 
   async function repairOne(ref: RepairPlan["act"][number]): Promise<ActResult> {
-    const mode = cfg.mode === "delete" ? "delete" : "evict";
     const what = `pod ${ref.namespace}/${ref.name} (uid ${ref.uid})`;
+    if (cfg.mode === "in-place" && d.inPlace) {
+      const w = await d.inPlace(ref);
+      if (w === "written") {
+        log.info(`repair: wrote the rules of ${what} back in its namespace: ${ref.reason}`);
+        return { ref, outcome: "done", as: "rewritten" };
+      }
+      if (w === "failed") return { ref, outcome: "failed" };
+      log.info(`repair: the agent cannot reach the namespace of ${what}: it is evicted`);
+    }
+    const mode = cfg.mode === "delete" ? "delete" : "evict";
     const now = new Date().toISOString();
     const event = await d.writer.send(
       "POST",
@@ -142,7 +157,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
           );
     if (r.ok) {
       log.info(`repair: ${mode === "evict" ? "evicted" : "deleted"} ${what}: ${ref.reason}`);
-      return { ref, outcome: "done" };
+      return cfg.mode === "in-place" ? { ref, outcome: "done", as: "evicted" } : { ref, outcome: "done" };
     }
     // 429: a PodDisruptionBudget does not allow the eviction now (kube-apiserver's "Cannot evict
     // pod as it would violate the pod's disruption budget."): tried again after a backoff.
@@ -317,7 +332,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
   tick();
   return {
     status: () => repairStatus(cfg, plan, memory),
-    bypassing: () => plan?.bypassing.filter((b) => b.action !== "deleted" && b.action !== "evicted").length ?? 0,
+    bypassing: () => plan?.bypassing.filter((b) => !["deleted", "evicted", "rewritten"].includes(b.action)).length ?? 0,
     unverified: () => plan?.unverified.length ?? 0,
     repaired: () => memory.repaired,
     refusals: () => memory.refusals,

@@ -24,14 +24,8 @@ import { describeValidatorFailure, sandboxReadyAt, validatorFailure } from "./va
 
 export { VALIDATOR_CONTAINERS } from "./validator.ts";
 
-export type RepairMode = "evict" | "delete" | "off";
-export const REPAIR_MODES: readonly RepairMode[] = ["evict", "delete", "off"];
-/** Modes the contract names that this build cannot run yet, and why. */
-export const RESERVED_REPAIR_MODES: Readonly<Record<string, string>> = {
-  "in-place":
-    "not in this release: it needs the agent to write a pod's rules into its network namespace itself; " +
-    "use evict, delete or off",
-};
+export type RepairMode = "evict" | "delete" | "off" | "in-place";
+export const REPAIR_MODES: readonly RepairMode[] = ["evict", "delete", "off", "in-place"];
 
 /** The mesh init containers that set up their own rules (the mesh runs without CNI for that pod). */
 export const MESH_INIT_CONTAINERS = ["linkerd-init", "istio-init"] as const;
@@ -133,7 +127,8 @@ export interface RepairPlan {
 
 export type Judgement =
   | { kind: "ignore"; why: string }
-  | { kind: "handled"; why: string }
+  /** `record`: the plugin's record of the ADD of its current sandbox. */
+  | { kind: "handled"; why: string; record: PodRecord }
   /** Meshed, with a sandbox, and no record of the ADD of its current sandbox: reported, never acted on. */
   | { kind: "unverified"; why: string }
   /** Positive evidence that its traffic bypasses the proxy. */
@@ -222,7 +217,7 @@ export function judgePod(cfg: RepairConfig, raw: unknown, records: readonly PodR
     const r = match.record;
     const container = r.containerId.slice(0, 12);
     const why = `the plugin's record of the ADD of its sandbox (container ${container}, ${r.decision})`;
-    return { kind: "handled", why };
+    return { kind: "handled", why, record: r };
   }
   if (match.kind === "older") {
     const r = match.record;
@@ -270,7 +265,8 @@ function waitingFor(cfg: RepairConfig, input: RepairInput): { on: WaitingOn; why
 
 const atRate = (m: RepairMemory, planned: number, cfg: RepairConfig) =>
   m.recentActs.length + planned >= cfg.ratePerMinute;
-const done = (mode: RepairMode): BypassingPod["action"] => (mode === "delete" ? "deleted" : "evicted");
+const done = (mode: RepairMode): BypassingPod["action"] =>
+  mode === "delete" ? "deleted" : mode === "in-place" ? "rewritten" : "evicted";
 
 export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: RepairInput): RepairPlan {
   const { now } = input;
@@ -325,9 +321,12 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
   return { active, ...wait, bypassing, unverified, act, memory: m };
 }
 
-/** What became of one act: done, refused (429: a PodDisruptionBudget; the server's message), or failed otherwise. */
+/**
+ * What became of one act: done (`as`: what was done, when the mode allows more than one: in-place
+ * rewrites, else evicts), refused (429: a PodDisruptionBudget; the server's message), or failed otherwise.
+ */
 export type ActResult = { ref: PodRef } & (
-  | { outcome: "done" }
+  | { outcome: "done"; as?: "rewritten" | "evicted" }
   | { outcome: "refused"; message: string }
   | { outcome: "failed" }
 );
@@ -362,7 +361,8 @@ export function afterActs(plan: RepairPlan, m: RepairMemory, results: readonly A
   const byKey = new Map(results.map((r) => [podKey(r.ref), r]));
   const bypassing = plan.bypassing.map((b): BypassingPod => {
     const r = byKey.get(podKey(b));
-    if (!r || r.outcome === "done") return b;
+    if (!r) return b;
+    if (r.outcome === "done") return r.as ? { ...b, action: r.as } : b;
     const refusal = m.refused[podKey(b)];
     if (r.outcome === "refused" && refusal) {
       const retryAt = new Date(refusal.until).toISOString();
@@ -389,7 +389,7 @@ export function repairStatus(
   };
 }
 
-/** The Event's message, posted on the pod just before it is evicted or deleted. */
+/** The Event's message, posted on the pod just before it is evicted or deleted (in-place evicts where it cannot reach). */
 export function eventMessage(mode: "evict" | "delete", reason: string, node: string): string {
   const act = mode === "evict" ? "evicts" : "deletes";
   const why = `so that its controller creates it again with the mesh's redirect: ${reason}`;
