@@ -56,6 +56,10 @@ interface PodOpts {
   meshed?: boolean;
   node?: string;
   hostNetwork?: boolean;
+  /** The validator's latest run failed (exit 95: no redirect). */
+  failed?: boolean;
+  /** Its status names no address (the agent cannot find its namespace). */
+  noIp?: boolean;
 }
 
 function pod(name: string, o: PodOpts = {}) {
@@ -63,6 +67,7 @@ function pod(name: string, o: PodOpts = {}) {
   return {
     apiVersion: "v1",
     kind: "Pod",
+    noIp: o.noIp ?? false,
     metadata: {
       name,
       namespace: "emojivoto",
@@ -93,12 +98,20 @@ function pod(name: string, o: PodOpts = {}) {
       ],
       initContainerStatuses: meshed
         ? [
-            {
-              name: "linkerd-network-validator",
-              ready: true,
-              restartCount: 0,
-              state: { terminated: { exitCode: 0, reason: "Completed" } },
-            },
+            o.failed
+              ? {
+                  name: "linkerd-network-validator",
+                  ready: false,
+                  restartCount: 2,
+                  state: { waiting: { reason: "CrashLoopBackOff" } },
+                  lastState: { terminated: { exitCode: 95, reason: "Error", finishedAt: kubeletTime() } },
+                }
+              : {
+                  name: "linkerd-network-validator",
+                  ready: true,
+                  restartCount: 0,
+                  state: { terminated: { exitCode: 0, reason: "Completed" } },
+                },
           ]
         : [],
       containerStatuses: [
@@ -157,8 +170,10 @@ function host() {
       listeners.push(await listen(netns, { 4143: "proxy-inbound", 8080: "app" }));
       // Every pod's status names its sandbox's address (the hostNetwork pod's too): only the
       // rules that keep verify away from a pod protect the ones it must not touch.
-      p.status.podIP = ip;
-      p.status.podIPs = [{ ip }];
+      if (!p.noIp) {
+        p.status.podIP = ip;
+        p.status.podIPs = [{ ip }];
+      }
       p.status.conditions[0]!.lastTransitionTime = kubeletTime();
       cluster.api.updatePod(p);
       return ip;
@@ -358,6 +373,40 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       expect(s0.verify.runs).toBe(0);
       expect(s0.verify.periodSeconds).toBe(0);
       expect(h.redirected(web)).toBe(false);
+    } finally {
+      await h.close();
+    }
+  }, 90_000);
+
+  test("--repair in-place on the validator's evidence: a pod whose namespace the agent reaches gets its rules written, one it cannot reach is evicted", async () => {
+    resetWrites();
+    const h = host();
+    try {
+      // Started before the chain: no rules, and their validators' latest runs failed (95).
+      const reach = pod("web-v4", { failed: true });
+      const far = pod("web-v5", { failed: true, noIp: true });
+      for (const p of [reach, far]) await h.start(p);
+      for (const p of [reach, far]) expect(h.redirected(p)).toBe(false);
+      // No periodic verification: only the validator's evidence acts here.
+      const a = h.agent(["--verify-seconds", "0"]);
+      await until(() => isChainedIn(h.dirs, PRIMARY), 15_000, "meshcni chained").catch(withLog(a.proc));
+      await until(() => writes.evicted.length > 0 && h.redirected(reach), 20_000, "the acts").catch(withLog(a.proc));
+      expect(h.tcp(reach)).toBe("proxy-inbound port=4143");
+      expect(h.redirected(far)).toBe(false);
+      expect(writes.evicted).toEqual([`emojivoto/web-v5 ${far.metadata.uid}`]);
+      expect(writes.deleted).toEqual([]);
+      expect(eventsOf(reach).map((e) => e.message)).toEqual([
+        expect.stringContaining("linkerd-network-validator init container's latest run failed"),
+      ]);
+      expect(eventsOf(reach)[0]!.message).toContain("wrote them back");
+      expect(eventsOf(far).map((e) => e.message)).toEqual([expect.stringContaining("meshcni evicts this pod")]);
+      expect(a.proc.log()).toContain("repair: wrote the rules of pod emojivoto/web-v4");
+      expect(a.proc.log()).toContain("repair: the agent cannot reach the namespace of pod emojivoto/web-v5");
+      const s = await h.status(a.port);
+      // (The evicted pod is gone from the API server, and so from the list.)
+      expect(s.repair.bypassing.find((b: any) => b.name === "web-v4")?.action).toBe("rewritten");
+      expect(s.repair.repaired).toBe(2);
+      expect((await h.metrics(a.port)).get("meshcni_repairs_total")).toBe(2);
     } finally {
       await h.close();
     }

@@ -133,17 +133,20 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
   }
 
   async function verifyOne(t: VerifyTarget): Promise<Verdict> {
+    const now = Date.now();
+    for (const [k, f] of findings) if (now - Date.parse(f.at) > NAMED_MS) findings.delete(k);
     counts.runs++;
     round.checked++;
     const r = await d.check(podRequest("CHECK", t, d.entry, d.version), AbortSignal.timeout(30_000));
     const v = judgeCheck(r, d.netnsThere(t.netns));
     const key = t.uid;
-    const at = new Date().toISOString();
+    const at = new Date(now).toISOString();
     const finding = (verdict: VerifyFinding["verdict"], why: string, action: VerifyFinding["action"]) =>
       findings.set(key, { namespace: t.namespace, name: t.name, uid: t.uid, via: t.via, verdict, why, action, at });
     if (v.kind === "ok" || v.kind === "gone") {
       if (v.kind === "gone") round.gone++;
-      findings.delete(key);
+      // A rewrite stays listed (for NAMED_MS): what the agent did; a report or a doubt is over.
+      if (findings.get(key)?.action !== "rewritten") findings.delete(key);
       said.delete(key);
       return v;
     }
@@ -173,10 +176,26 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     return v;
   }
 
+  // The node's pods judged again only when the watch or the records changed (the record index
+  // hands out the same array until a record changes): a tick between changes only picks the due.
+  let planned: ReturnType<typeof planTargets> | undefined;
+  let plannedRecords: readonly PodRecord[] | undefined;
+  const unwatch = d.view.onChange(() => {
+    planned = undefined;
+  });
+  const plan = () => {
+    const recs = d.records();
+    if (!planned || recs !== plannedRecords) {
+      planned = planTargets(cfg, d.view.pods(), recs);
+      plannedRecords = recs;
+    }
+    return planned;
+  };
+
   /** The node's pods to verify now: every pod, or those due in (from, to]. */
   function targets(from: number, to: number): VerifyTarget[] {
     if (!d.view.synced()) return [];
-    const planned = planTargets(cfg, d.view.pods(), d.records());
+    const planned = plan();
     const due = dueIn(planned.targets, d.periodMs, from, to);
     const pending = dueIn(planned.pending, d.periodMs, from, to);
     if (pending.length === 0) return due;
@@ -205,7 +224,6 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
         lastRound = { at: new Date(now).toISOString(), ...round };
         round = { checked: 0, missing: 0, rewritten: 0, unknown: 0, gone: 0 };
         periodStart = now;
-        for (const [k, f] of findings) if (now - Date.parse(f.at) > NAMED_MS) findings.delete(k);
       }
     }).finally(() => {
       if (!stopper.signal.aborted) timer = setTimeout(tick, tickMs);
@@ -235,7 +253,7 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     async writeInPlace(ref) {
       let outcome: WriteOutcome = "unreachable";
       await serial(async () => {
-        const planned = planTargets(cfg, d.view.pods(), d.records());
+        const planned = plan();
         let t = planned.targets.find((x) => x.uid === ref.uid);
         if (!t) {
           const p = planned.pending.find((x) => x.uid === ref.uid);
@@ -253,6 +271,7 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     stop() {
       stopper.abort();
       clearTimeout(timer);
+      unwatch();
     },
   };
 }
