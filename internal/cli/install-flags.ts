@@ -179,12 +179,15 @@ export const DEPLOY_OPTIONS: Record<string, OptionSpec> = {
   repair: {
     type: "string",
     arg: "MODE",
-    default: "evict",
+    default: "in-place",
     choices: REPAIR_VALUES,
     help:
-      "pods whose mesh validator's latest run found no redirect: the agent evicts them (PodDisruptionBudgets " +
-      "respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete pods, create events), " +
-      "each with an Event, or only reports them (off); pods with no record of an ADD are only reported",
+      "pods with evidence of bypassing the mesh (their mesh validator's latest run found no redirect, or their " +
+      "rules are missing in their namespace): the agent writes their rules back in place and evicts those whose " +
+      "namespace it cannot reach (in-place; RBAC: create events and pods/eviction), evicts them " +
+      "(PodDisruptionBudgets respected; RBAC: create pods/eviction and events) or deletes them (RBAC: delete " +
+      "pods, create events), each with an Event, or only reports them (off); pods with no record of an ADD are " +
+      "only reported",
   },
   "agent-applies": {
     type: "string",
@@ -443,14 +446,6 @@ export function buildValuesFromFlags(flags: Flags, opts: { deploy: boolean; file
     set("priorityClassName", pc);
     set("healthPort", port(flags, "health-port"));
     set("podAnnotations", annotations(flags, "pod-annotation"));
-    if (str(flags, "repair") === "in-place") {
-      throw bad(
-        "repair",
-        "in-place",
-        "is not in this release: it needs the agent to write a pod's " +
-          "rules into its network namespace itself; use evict, delete or off",
-      );
-    }
     set("repair", choice(flags, "repair", REPAIR_VALUES));
     const applies = choice(flags, "agent-applies", ["true", "false"] as const);
     if (applies !== undefined) input.agentApplies = applies === "true";

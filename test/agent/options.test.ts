@@ -64,8 +64,8 @@ describe("parseAgentOptions", () => {
     expect(parseAgentOptions(["--verify-seconds", "0"], {}, DEFAULTS).verifySeconds).toBe(0);
     expect(parseAgentOptions([], { MESHCNI_VERIFY_SECONDS: "2" }, DEFAULTS).verifySeconds).toBe(2);
     expect(() => parseAgentOptions(["--verify-seconds=-1"], {}, DEFAULTS)).toThrow("expected a whole number");
-    // The manifests render the modes the agent takes, in-place not yet (they render --repair explicitly).
-    expect([...REPAIR_VALUES]).toEqual(REPAIR_MODES.filter((m) => m !== "in-place"));
+    // The manifests render exactly the modes the agent takes.
+    expect([...REPAIR_VALUES]).toEqual([...REPAIR_MODES]);
     expect(() => parseAgentOptions(["--repair-rate", "0"], {}, DEFAULTS)).toThrow("expected a whole number, 1 or more");
     expect(() => parseAgentOptions(["--startup-taint", "bad key"], {}, DEFAULTS)).toThrow("not a taint key");
   });

@@ -163,7 +163,7 @@ describe("judging a node", () => {
         "its linkerd-network-validator init container's latest run failed (exit code 95, Error: Failed to verify " +
         "the redirect: timed out after 10s): the redirect was not in place (reported since 2026-11-24T10:01:58.000Z)",
     );
-    expect(r.hint).toContain("--repair evict");
+    expect(r.hint).toContain("--repair in-place or evict");
     expect(
       byName(
         judgeAgent(answer("node-b", statusB()), "0.1.0", "meshcni"),

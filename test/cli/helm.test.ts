@@ -415,7 +415,7 @@ describe("helm chart", () => {
       [["--set", "affinity.nodeAfinity.x=1"], "affinity"],
       [["--set", "nodeSelector.a=1"], "nodeSelector"],
       [["--set", "noSuchValue=1"], "noSuchValue"],
-      [["--set", "repair=in-place"], "repair"],
+      [["--set", "repair=rewrite"], "repair"],
     ];
     for (const [set, word] of bad) {
       const r = runHelm(["template", "meshcni", "manifests", ...set]);

@@ -203,7 +203,7 @@ describe("install-cni objects", () => {
     expect(c.args).toEqual(expect.arrayContaining(["--plugin-binary", "/opt/meshcni/meshcni"]));
   });
 
-  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes, and (repair evict by default) evicts pods and creates events, never deletes; the Role reads the agent's own DaemonSet and creates tokens of the plugin's account alone", () => {
+  test("RBAC: the ClusterRole reads and watches pods and namespaces, reads nodes, and (repair in-place by default) evicts pods it cannot reach and creates events, never deletes; the Role reads the agent's own DaemonSet and creates tokens of the plugin's account alone", () => {
     const objs = parseStream(runCli(["install-cni", "--namespace", "mesh-system"]).stdout);
     const role = objs.find((o) => o.kind === "ClusterRole" && o.metadata.name === "meshcni")!;
     expect(role.rules).toEqual([
@@ -213,7 +213,7 @@ describe("install-cni objects", () => {
       { apiGroups: [""], resources: ["events"], verbs: ["create"] },
     ]);
     const args = objs.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args;
-    expect(args.slice(-1)).toEqual(["--repair=evict"]);
+    expect(args.slice(-1)).toEqual(["--repair=in-place"]);
     const own = objs.find((o) => o.kind === "Role")!;
     expect(own.metadata.namespace).toBe("mesh-system");
     expect(own.rules).toEqual([
@@ -259,7 +259,7 @@ describe("install-cni objects", () => {
     }
   });
 
-  test("RBAC grows only by what repair and the startup taint need: --repair delete deletes pods (no eviction), --repair off reads only, in-place is refused; --startup-taint patches nodes and reaches the agent", () => {
+  test("RBAC grows only by what repair and the startup taint need: --repair delete deletes pods (no eviction), --repair off reads only, in-place (the default) writes in place and evicts what it cannot reach; --startup-taint patches nodes and reaches the agent", () => {
     const del = parseStream(runCli(["install-cni", "--repair", "delete"]).stdout);
     expect(del.find((o) => o.kind === "ClusterRole")!.rules.slice(2)).toEqual([
       { apiGroups: [""], resources: ["pods"], verbs: ["delete"] },
@@ -268,9 +268,16 @@ describe("install-cni objects", () => {
     expect(del.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args.slice(-1)).toEqual([
       "--repair=delete",
     ]);
-    const inPlace = runCli(["install-cni", "--repair", "in-place"]);
-    expect(inPlace.code).not.toBe(0);
-    expect(inPlace.stderr).toContain('--repair "in-place": is not in this release');
+    for (const args of [[], ["--repair", "in-place"]]) {
+      const inPlace = parseStream(runCli(["install-cni", ...args]).stdout);
+      expect(inPlace.find((o) => o.kind === "ClusterRole")!.rules.slice(2)).toEqual([
+        { apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] },
+        { apiGroups: [""], resources: ["events"], verbs: ["create"] },
+      ]);
+      expect(inPlace.find((o) => o.kind === "DaemonSet")!.spec.template.spec.containers[0].args).toContain(
+        "--repair=in-place",
+      );
+    }
     const off = parseStream(runCli(["install-cni", "--repair", "off"]).stdout);
     expect(off.find((o) => o.kind === "ClusterRole")!.rules).toEqual([
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },

@@ -465,7 +465,7 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     const rep = v.repair;
     const refusals = rep.refusals ? `, ${plural(rep.refusals, "eviction")} refused` : "";
     const state = `repair ${rep.mode}${rep.active ? "" : ", not active yet"}, ${rep.repaired} repaired${refusals}`;
-    const acted = (b: BypassingView) => b.action === "deleted" || b.action === "evicted";
+    const acted = (b: BypassingView) => b.action === "deleted" || b.action === "evicted" || b.action === "rewritten";
     const open = rep.bypassing.filter((b) => !acted(b));
     const lines = rep.bypassing.map((b) => {
       const when = `${b.since ? ` since ${b.since}` : ""}${b.refusal ? `; refused: ${b.refusal}` : ""}`;
@@ -473,7 +473,10 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
     });
     if (rep.bypassing.length === 0) out.push(r(bypassName, true, { detail: state }));
     else if (open.length === 0) {
-      const just = `${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`;
+      const just =
+        rep.mode === "in-place"
+          ? `${state}; their rules just written back in place (evicted where the agent could not reach them):`
+          : `${state}; just ${rep.mode === "delete" ? "deleted" : "evicted"}, their controllers recreate them:`;
       out.push(r(bypassName, false, { warning: true, detail: [just, ...lines].join("\n") }));
     } else {
       out.push(
@@ -485,7 +488,7 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
           hint:
             rep.mode === "off"
               ? "delete them (kubectl delete pod): their controllers recreate " +
-                "them with meshcni's rules; or run the agent with --repair evict"
+                "them with meshcni's rules; or run the agent with --repair in-place or evict"
               : open.some((b) => b.action === "refused")
                 ? "the API server refused the eviction (429: a PodDisruptionBudget, " +
                   "or its rate limits): the agent tries again " +

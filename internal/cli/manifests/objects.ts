@@ -88,9 +88,10 @@ export function buildPluginServiceAccount(values: Values): K8sObject {
 
 /**
  * The agent watches its node's pods and all namespaces and, on SIGTERM, reads its node to see
- * whether its DaemonSet still runs there. Repair posts an Event on a pod before it evicts it
- * (--repair evict: create on pods/eviction) or deletes it (--repair delete: delete on pods);
- * --repair off needs neither. With a startup taint it patches its node. None of this leaves its
+ * whether its DaemonSet still runs there. Repair posts an Event on a pod when it writes its rules
+ * back (--repair in-place), before it evicts it (--repair evict, and in-place for a pod whose
+ * namespace the agent cannot reach: create on pods/eviction) or deletes it (--repair delete:
+ * delete on pods); --repair off needs neither. With a startup taint it patches its node. None of this leaves its
  * pod: the plugin's kubeconfig carries a token of the plugin's own account (buildPluginClusterRole).
  */
 export function buildClusterRole(values: Values): K8sObject {
@@ -101,7 +102,9 @@ export function buildClusterRole(values: Values): K8sObject {
     rules: [
       { apiGroups: [""], resources: ["pods", "namespaces"], verbs: ["get", "list", "watch"] },
       { apiGroups: [""], resources: ["nodes"], verbs: values.startupTaint ? ["get", "patch"] : ["get"] },
-      ...(values.repair === "evict" ? [{ apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] }] : []),
+      ...(values.repair === "evict" || values.repair === "in-place"
+        ? [{ apiGroups: [""], resources: ["pods/eviction"], verbs: ["create"] }]
+        : []),
       ...(values.repair === "delete" ? [{ apiGroups: [""], resources: ["pods"], verbs: ["delete"] }] : []),
       ...(values.repair !== "off" ? [{ apiGroups: [""], resources: ["events"], verbs: ["create"] }] : []),
     ],

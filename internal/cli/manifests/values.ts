@@ -20,11 +20,8 @@ export { LOG_LEVELS };
 export const PULL_POLICIES = ["Always", "IfNotPresent", "Never"] as const;
 /** A volume mount's recursiveReadOnly, or "" for none. */
 export const RECURSIVE_READ_ONLY = ["", "IfPossible", "Enabled"] as const;
-/**
- * The agent's --repair modes the manifests render (its option parser takes the same; in-place is
- * not in this release).
- */
-export const REPAIR_VALUES = ["evict", "delete", "off"] as const;
+/** The agent's --repair modes the manifests render (its option parser takes the same). */
+export const REPAIR_VALUES = ["evict", "delete", "off", "in-place"] as const;
 
 /** Folders of hosted and packaged Kubernetes whose CNI setup is not the usual one. */
 export const PLATFORMS = {
@@ -184,11 +181,12 @@ export const ValuesSchema = v.object({
   priorityClassName: v.optional(v.string(), "system-node-critical"),
   healthPort: v.optional(Port, 9813),
   /**
-   * The agent's --repair, for pods whose mesh validator's latest run found no redirect: evict them
-   * (RBAC: create pods/eviction and events), delete them (delete pods, create events), or only
-   * report them (off: neither).
+   * The agent's --repair, for pods with evidence of bypassing the mesh: write their rules back in
+   * their namespaces (in-place; an agent that does not apply rules evicts instead: RBAC create
+   * events and pods/eviction), evict them (create pods/eviction and events), delete them (delete
+   * pods, create events), or only report them (off: neither).
    */
-  repair: v.optional(v.picklist(REPAIR_VALUES), "evict"),
+  repair: v.optional(v.picklist(REPAIR_VALUES), "in-place"),
   /**
    * The agent applies meshed pods' rules in their network namespaces (its container gets NET_ADMIN
    * and SYS_ADMIN); false renders the capability-free DaemonSet and the plugin applies them with
