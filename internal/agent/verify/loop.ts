@@ -18,6 +18,7 @@ import {
   actOn,
   dueIn,
   inPlaceMessage,
+  type PendingPod,
   planTargets,
   podRequest,
   resolveByAddress,
@@ -30,6 +31,8 @@ import {
 
 export const VERIFY_EVENT_REASON = "MeshcniRepair";
 const WRITE_TIMEOUT_MS = 5000;
+/** A read of the namespaces' addresses younger than this is not read again for a pod it lacks. */
+const ADDRESSES_FRESH_MS = 5000;
 /** How long a pod's verdict of missing rules stays listed in /status after it was last seen. */
 const NAMED_MS = 10 * 60_000;
 
@@ -192,6 +195,22 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     return planned;
   };
 
+  // The namespaces' addresses, read at most once a period (each read enters every namespace of the
+  // folder), and again when a pod is not found in a read older than ADDRESSES_FRESH_MS (a pod that
+  // started since).
+  let addresses: { at: number; map: Map<string, string[]> } | undefined;
+  const byAddress = (pending: readonly PendingPod[]) => {
+    const now = Date.now();
+    if (!addresses || now - addresses.at >= Math.max(d.periodMs, ADDRESSES_FRESH_MS))
+      addresses = { at: now, map: d.addresses() };
+    let found = resolveByAddress(pending, addresses.map);
+    if (found.unreachable.length > 0 && now - addresses.at >= ADDRESSES_FRESH_MS) {
+      addresses = { at: now, map: d.addresses() };
+      found = resolveByAddress(pending, addresses.map);
+    }
+    return found;
+  };
+
   /** The node's pods to verify now: every pod, or those due in (from, to]. */
   function targets(from: number, to: number): VerifyTarget[] {
     if (!d.view.synced()) return [];
@@ -199,7 +218,7 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     const due = dueIn(planned.targets, d.periodMs, from, to);
     const pending = dueIn(planned.pending, d.periodMs, from, to);
     if (pending.length === 0) return due;
-    const found = resolveByAddress(pending, d.addresses());
+    const found = byAddress(pending);
     // The unreachable list is replaced pod by pod as each comes due.
     const seen = new Set(pending.map((p) => p.uid));
     const live = new Set([...planned.pending.map((p) => p.uid)]);
@@ -257,7 +276,7 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
         let t = planned.targets.find((x) => x.uid === ref.uid);
         if (!t) {
           const p = planned.pending.find((x) => x.uid === ref.uid);
-          if (p) t = resolveByAddress([p], d.addresses()).targets[0];
+          if (p) t = byAddress([p]).targets[0];
         }
         if (!t || !d.netnsThere(t.netns)) return;
         outcome = (await rewrite(t, ref.reason)) ? "written" : "failed";
