@@ -15,6 +15,7 @@ const SUITES: [file: string, fn: string][] = [
   ["installer-rechain.ts", "benchRechain"],
   ["installer-idle.ts", "benchIdle"],
   ["agent-cache.ts", "benchAgentCache"],
+  ["agent-verify.ts", "benchAgentVerify"],
   ["agent-status.ts", "benchAgentStatus"],
   ["cli-install-cni.ts", "benchInstallCni"],
   ["image.ts", "benchImage"],

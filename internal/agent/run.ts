@@ -350,11 +350,23 @@ async function runAgent(
           "pods whose mesh validator found no redirect are evicted",
       );
     if (userland) {
+      // Verification's own CHECK and ADD code, the socket's, counting no lookup of the plugin's.
+      const quiet = () => {};
+      const checkPod = createChecker({
+        lookup: source.lookup,
+        stateDir: opts.stateDir,
+        onLookup: quiet,
+        version: VERSION,
+        netnsProblem,
+        netnsPath,
+        userland,
+        recordedBackend: (id) => (id === undefined ? undefined : records.get(id)?.backend),
+      });
       const writeBack = createAddPlanner({
         apply: { applier: createApplier({ userland, open: openAgentFirewall }), netnsPath },
         lookup: source.lookup,
         stateDir: opts.stateDir,
-        onLookup,
+        onLookup: quiet,
         version: VERSION,
         // The pod's record (if any) stays as it is: the write is not an ADD of a sandbox.
         writeRecord: async () => {},
@@ -367,7 +379,7 @@ async function runAgent(
         records: () => records.records().records,
         entry,
         version: VERSION,
-        check: (req, s) => checker!(req, s),
+        check: (req, s) => checkPod(req, s),
         write: (req, s) => writeBack(req, s),
         netnsThere: (name) => existsSync(`${opts.netnsDir}/${name}`),
         addresses: () => readNamespaceAddresses(opts.netnsDir),

@@ -301,6 +301,19 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       await Bun.sleep(2500);
       expect((await h.status(a.port)).verify.rewritten).toBe(1);
       expect(eventsOf(web).length).toBe(1);
+
+      // Removed again: written back again (logged and counted), with no second Event within minutes.
+      h.flush(web);
+      await until(() => h.redirected(web), 8_000, "the rules back again").catch(withLog(a.proc));
+      await until(async () => (await h.status(a.port)).verify.rewritten === 2, 5_000, "counted");
+      expect(eventsOf(web).length).toBe(1);
+
+      // The namespace goes (the pod is going away): evidence of nothing, nothing written or failed.
+      h.boxes.get(web.metadata.name)!.netns.delete();
+      await Bun.sleep(4500);
+      const gone = (await h.status(a.port)).verify;
+      expect([gone.rewritten, gone.failures]).toEqual([2, 0]);
+      expect(gone.lastRound.gone).toBeGreaterThanOrEqual(1);
     } finally {
       await h.close();
     }

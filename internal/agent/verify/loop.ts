@@ -82,6 +82,8 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
   let unreachable: UnreachablePod[] = [];
   const findings = new Map<string, VerifyFinding>();
   const said = new Map<string, string>();
+  /** Pod UID -> ms of its last Event of a rewrite. */
+  const evented = new Map<string, number>();
   let queue: Promise<void> = Promise.resolve();
   const serial = (fn: () => Promise<void>) => {
     queue = queue.then(fn).catch((e) => log.error(`verify: ${(e as Error).message}`));
@@ -126,7 +128,13 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
         `verify: wrote ${rules} rules back into ${what} (${a.answer.applied.backend}): ${why}; ` +
           "connections opened before keep their path until they close",
       );
-      await postEvent(t, inPlaceMessage(cfg.node, why));
+      // One Event per pod per NAMED_MS: something that keeps removing the rules (a tool fighting
+      // meshcni) gets them written back every period, logged and counted each time.
+      const last = evented.get(t.uid);
+      if (last === undefined || Date.now() - last > NAMED_MS) {
+        evented.set(t.uid, Date.now());
+        await postEvent(t, inPlaceMessage(cfg.node, why));
+      }
       return true;
     }
     counts.failures++;
@@ -138,6 +146,8 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
   async function verifyOne(t: VerifyTarget): Promise<Verdict> {
     const now = Date.now();
     for (const [k, f] of findings) if (now - Date.parse(f.at) > NAMED_MS) findings.delete(k);
+    for (const k of said.keys()) if (!findings.has(k)) said.delete(k);
+    for (const [k, at] of evented) if (now - at > NAMED_MS) evented.delete(k);
     counts.runs++;
     round.checked++;
     const r = await d.check(podRequest("CHECK", t, d.entry, d.version), AbortSignal.timeout(30_000));
