@@ -386,6 +386,7 @@ async function runAgent(
         writer: clientWriter(api),
         log,
         periodMs: opts.verifySeconds * 1000,
+        onEvidence: () => repair?.poke(),
       });
     }
     const v = verify;
@@ -403,6 +404,8 @@ async function runAgent(
       ...(opts.startupTaint ? { startupTaint: opts.startupTaint } : {}),
       intervalMs: 2000,
       ...(v && cfg.mode === "in-place" ? { inPlace: (ref) => v.writeInPlace(ref) } : {}),
+      // Other modes act on verification's evidence as on the validator's (evict, delete, report).
+      ...(v && cfg.mode !== "in-place" ? { missingRules: () => v.missingRules() } : {}),
     });
   }
   const health =

@@ -371,6 +371,13 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       await until(async () => (await h.status(a.port)).verify.missing >= 1, 8_000, "reported").catch(withLog(a.proc));
       const s = await h.status(a.port);
       expect(s.verify.findings).toEqual([expect.objectContaining({ name: "web-v3", action: "reported" })]);
+      // Repair lists it as bypassing, on this evidence, and only reports it.
+      await until(async () => (await h.status(a.port)).repair.bypassing.length > 0, 8_000, "bypassing").catch(
+        withLog(a.proc),
+      );
+      const bypassing = (await h.status(a.port)).repair.bypassing;
+      expect(bypassing.map((b: any) => [b.name, b.action])).toEqual([["web-v3", "reported"]]);
+      expect(bypassing[0].reason).toStartWith("its rules are missing or altered in its network namespace: ");
       expect(s.verify.rewritten).toBe(0);
       expect((await h.metrics(a.port)).get("meshcni_verify_missing_total")).toBeGreaterThanOrEqual(1);
       expect(a.proc.log()).toContain("verify: pod emojivoto/web-v3's rules are missing or altered");
@@ -420,6 +427,34 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       expect(s.repair.bypassing.find((b: any) => b.name === "web-v4")?.action).toBe("rewritten");
       expect(s.repair.repaired).toBe(2);
       expect((await h.metrics(a.port)).get("meshcni_repairs_total")).toBe(2);
+    } finally {
+      await h.close();
+    }
+  }, 90_000);
+
+  test("--repair evict: a pod whose rules are missing in its namespace is evicted on that evidence (an Event first), nothing written", async () => {
+    resetWrites();
+    const h = host();
+    try {
+      const a = h.agent(["--verify-seconds", "2", "--repair", "evict"]);
+      await until(() => isChainedIn(h.dirs, PRIMARY), 15_000, "meshcni chained").catch(withLog(a.proc));
+      const web = pod("web-v6");
+      const kept = pod("web-v7");
+      for (const p of [web, kept]) await h.start(p);
+      for (const p of [web, kept]) expect(h.redirected(p)).toBe(true);
+      await Bun.sleep(3000); // a full period: both checked, nothing found
+      expect(writes.evicted).toEqual([]);
+      h.flush(web);
+      await until(() => writes.evicted.length > 0, 20_000, "the eviction").catch(withLog(a.proc));
+      expect(writes.evicted).toEqual([`emojivoto/web-v6 ${web.metadata.uid}`]);
+      expect(eventsOf(web).map((e) => e.message)).toEqual([
+        expect.stringContaining("its rules are missing or altered in its network namespace"),
+      ]);
+      expect(eventsOf(web)[0]!.message).toStartWith("meshcni evicts this pod on node node-a");
+      expect(h.redirected(web)).toBe(false);
+      expect(eventsOf(kept)).toEqual([]);
+      expect(cluster.api.objects.has(podPath(kept))).toBe(true);
+      expect((await h.status(a.port)).verify.rewritten).toBe(0);
     } finally {
       await h.close();
     }

@@ -322,6 +322,37 @@ describe("the addresses of a namespace from its /proc files", () => {
   });
 });
 
+describe("repair on verification's evidence (--repair evict, delete, off)", () => {
+  test("a pod whose rules the check found missing bypasses the mesh, handled or unverified; without the evidence it does not", () => {
+    const handled = pod("web-10", { ip: "10.0.0.20" });
+    const early = pod("web-11", { ip: "10.0.0.21" });
+    const cfg: RepairConfig = { ...CFG, mode: "evict" };
+    const input = {
+      pods: [handled, early],
+      records: [record(handled)],
+      synced: true,
+      chainSince: NOW - 120_000,
+      now: NOW,
+    };
+    const none = planRepair(cfg, newRepairMemory(), input);
+    expect(none.bypassing).toEqual([]);
+    expect(none.unverified.map((u) => u.name)).toEqual(["web-11"]);
+    const missingRules = new Map([
+      [handled.metadata.uid, "no jump to PROXY_INIT_REDIRECT"],
+      [early.metadata.uid, "no table"],
+    ]);
+    const seen = planRepair(cfg, newRepairMemory(), { ...input, missingRules });
+    expect(seen.bypassing.map((b) => [b.name, b.reason])).toEqual([
+      ["web-10", "its rules are missing or altered in its network namespace: no jump to PROXY_INIT_REDIRECT"],
+      ["web-11", "its rules are missing or altered in its network namespace: no table"],
+    ]);
+    expect(seen.unverified).toEqual([]);
+    // Acted on after the confirmation delay, as the validator's evidence is.
+    const later = planRepair(cfg, seen.memory, { ...input, missingRules, now: NOW + 2000 });
+    expect(later.act.map((a) => a.name)).toEqual(["web-10", "web-11"]);
+  });
+});
+
 describe("repair in place on the validator's evidence", () => {
   test("the plan marks the pod rewritten; one the agent could not reach is evicted and says so", () => {
     const p = pod("web-9", { failed: true });

@@ -283,7 +283,8 @@ export function renderMetrics(m: MetricsInput): string {
     ...family(
       "meshcni_repairs_total",
       "counter",
-      "Pods the agent evicted or deleted because their mesh validator's latest run found no redirect.",
+      "Pods the agent evicted, deleted or wrote the rules of in place, on evidence of bypassing the mesh " +
+        "(their mesh validator's latest run found no redirect, or their rules missing in their namespace).",
       [[{}, m.repairs]],
     ),
     ...family(
@@ -296,8 +297,9 @@ export function renderMetrics(m: MetricsInput): string {
     ...family(
       "meshcni_agent_bypassing_pods",
       "gauge",
-      "Pods of this node whose mesh validator's latest run found no redirect and that are not " +
-        "evicted or deleted (yet): --repair off, grace period, rate limit, a refused eviction.",
+      "Pods of this node with evidence of bypassing the mesh (their mesh validator's latest run found no " +
+        "redirect, or their rules missing in their namespace) not evicted, deleted or rewritten (yet): " +
+        "--repair off, grace period, rate limit, a refused eviction.",
       [[{}, m.bypassing ?? 0]],
     ),
     ...family(

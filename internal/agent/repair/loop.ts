@@ -52,6 +52,8 @@ export interface RepairDeps {
    * agent reaches it; "unreachable": the pod is evicted as --repair evict does.
    */
   inPlace?(ref: PodRef & { reason: string }): Promise<"written" | "unreachable" | "failed">;
+  /** Verification's evidence of missing rules (pod UID -> why), for the modes that do not write in place. */
+  missingRules?(): ReadonlyMap<string, string>;
 }
 
 export interface RepairLoop {
@@ -63,6 +65,8 @@ export interface RepairLoop {
   refusals(): number;
   /** The startup taint is off the node (or there is none to take off). */
   untainted(): boolean;
+  /** Plans again soon (new evidence). */
+  poke(): void;
   stop(): void;
 }
 
@@ -213,6 +217,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
       synced,
       chainSince,
       now,
+      ...(d.missingRules ? { missingRules: d.missingRules() } : {}),
     });
     memory = plan.memory;
     if (plan.waitingFor) say("repair", "info", `repair waits: ${plan.waitingFor}`, `waits on ${plan.waitingOn}`);
@@ -337,6 +342,7 @@ export function startRepair(d: RepairDeps): RepairLoop {
     repaired: () => memory.repaired,
     refusals: () => memory.refusals,
     untainted: () => untainted,
+    poke: () => kick(),
     stop() {
       stopped = true;
       clearTimeout(timer);

@@ -104,6 +104,12 @@ export interface RepairInput {
   /** ms since the chain has been in place without a break as this agent saw it; undefined: not in place. */
   chainSince: number | undefined;
   now: number;
+  /**
+   * Pod UID -> why: verification's positive evidence (../verify/) that the pod's rules are missing
+   * or altered in its namespace, as its latest check found them (not with --repair in-place, which
+   * writes them back instead).
+   */
+  missingRules?: ReadonlyMap<string, string>;
 }
 
 export interface PodRef {
@@ -285,10 +291,13 @@ export function planRepair(cfg: RepairConfig, memory: RepairMemory, input: Repai
     for (const raw of input.pods) {
       const meta = obj(obj(raw).metadata);
       const j = judgePod(cfg, raw, byPod.get(`${str(meta.namespace)}/${str(meta.name)}`) ?? []);
-      if (j.kind !== "bypassing" && j.kind !== "unverified") continue;
+      if (j.kind === "ignore") continue;
       const ref: PodRef = { namespace: str(meta.namespace)!, name: str(meta.name)!, uid: str(meta.uid)! };
+      const missing = input.missingRules?.get(ref.uid);
       if (j.kind === "bypassing") found.push({ ref, reason: j.reason });
-      else unverified.push({ ...ref, why: j.why });
+      else if (missing !== undefined)
+        found.push({ ref, reason: `its rules are missing or altered in its network namespace: ${missing}` });
+      else if (j.kind === "unverified") unverified.push({ ...ref, why: j.why });
     }
   }
   const m = pruned(memory, now, new Set(found.map((f) => podKey(f.ref))));

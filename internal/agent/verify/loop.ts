@@ -56,6 +56,8 @@ export interface VerifyDeps {
   log: Logger;
   /** 0: no periodic verification (only after each ADD the agent applied). */
   periodMs: number;
+  /** The set of pods with missing rules reported (not written back) changed. */
+  onEvidence?(): void;
 }
 
 export interface VerifyLoop {
@@ -64,6 +66,8 @@ export interface VerifyLoop {
   afterAdd(t: VerifyTarget): void;
   /** The validator's evidence (repair in-place): write the pod's rules where the agent reaches its namespace. */
   writeInPlace(ref: { namespace: string; name: string; uid: string; reason: string }): Promise<WriteOutcome>;
+  /** Pods whose rules the latest check found missing and that were not written back: UID -> why. */
+  missingRules(): ReadonlyMap<string, string>;
   runs(): number;
   missing(): number;
   rewritten(): number;
@@ -116,7 +120,18 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     if (!r.ok) log.warn(`verify: cannot post the Event on pod ${t.namespace}/${t.name}: ${r.reason}`);
   }
 
-  /** Writes the pod's rules back in its namespace; true when they are in. */
+  /** The Event of a rewrite. */
+  async function rewritten(t: VerifyTarget, why: string): Promise<void> {
+    // One Event per pod per NAMED_MS: something that keeps removing the rules (a tool fighting
+    // meshcni) gets them written back every period, logged and counted each time.
+    const last = evented.get(t.uid);
+    if (last === undefined || Date.now() - last > NAMED_MS) {
+      evented.set(t.uid, Date.now());
+      await postEvent(t, inPlaceMessage(cfg.node, why));
+    }
+  }
+
+  /** Writes the pod's rules back in its namespace; true when they are in (the Event is the caller's). */
   async function rewrite(t: VerifyTarget, why: string): Promise<boolean> {
     const what = `pod ${t.namespace}/${t.name} (uid ${t.uid}, namespace ${t.netns})`;
     const a = await d.write(podRequest("ADD", t, d.entry, d.version), AbortSignal.timeout(30_000));
@@ -128,13 +143,6 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
         `verify: wrote ${rules} rules back into ${what} (${a.answer.applied.backend}): ${why}; ` +
           "connections opened before keep their path until they close",
       );
-      // One Event per pod per NAMED_MS: something that keeps removing the rules (a tool fighting
-      // meshcni) gets them written back every period, logged and counted each time.
-      const last = evented.get(t.uid);
-      if (last === undefined || Date.now() - last > NAMED_MS) {
-        evented.set(t.uid, Date.now());
-        await postEvent(t, inPlaceMessage(cfg.node, why));
-      }
       return true;
     }
     counts.failures++;
@@ -159,7 +167,9 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     if (v.kind === "ok" || v.kind === "gone") {
       if (v.kind === "gone") round.gone++;
       // A rewrite stays listed (for NAMED_MS): what the agent did; a report or a doubt is over.
+      const reported = findings.get(key)?.action === "reported";
       if (findings.get(key)?.action !== "rewritten") findings.delete(key);
+      if (reported) d.onEvidence?.();
       said.delete(key);
       return v;
     }
@@ -176,12 +186,16 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     if (act === "write") {
       const ok = await rewrite(t, v.why);
       finding("missing", v.why, ok ? "rewritten" : "failed");
+      if (ok) await rewritten(t, v.why);
     } else {
+      const known = findings.get(key)?.action === "reported";
       finding("missing", v.why, "reported");
+      if (!known) d.onEvidence?.();
       if (said.get(key) !== v.why) {
+        const then = cfg.mode === "off" ? "reported only" : `repair ${cfg.mode === "delete" ? "deletes" : "evicts"} it`;
         log.warn(
           `verify: pod ${t.namespace}/${t.name}'s rules are missing or altered in its namespace ` +
-            `(--repair ${cfg.mode}: reported only): ${v.why}`,
+            `(--repair ${cfg.mode}: ${then}): ${v.why}`,
         );
       }
       said.set(key, v.why);
@@ -289,9 +303,16 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
           if (p) t = byAddress([p]).targets[0];
         }
         if (!t || !d.netnsThere(t.netns)) return;
-        outcome = (await rewrite(t, ref.reason)) ? "written" : "failed";
+        const ok = await rewrite(t, ref.reason);
+        if (ok) await rewritten(t, ref.reason);
+        outcome = ok ? "written" : "failed";
       });
       return outcome;
+    },
+    missingRules: () => {
+      const out = new Map<string, string>();
+      for (const f of findings.values()) if (f.verdict === "missing" && f.action === "reported") out.set(f.uid, f.why);
+      return out;
     },
     runs: () => counts.runs,
     missing: () => counts.missing,
