@@ -432,7 +432,7 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
     }
   }, 90_000);
 
-  test("--repair evict: a pod whose rules are missing in its namespace is evicted on that evidence (an Event first), nothing written", async () => {
+  test("--repair evict: a pod whose rules are gone from its namespace is evicted on that evidence (an Event first), nothing written; one whose rules only differ is reported, kept", async () => {
     resetWrites();
     const h = host();
     try {
@@ -444,6 +444,22 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       for (const p of [web, kept]) expect(h.redirected(p)).toBe(true);
       await Bun.sleep(3000); // a full period: both checked, nothing found
       expect(writes.evicted).toEqual([]);
+      // The neighbour's rules only differ (one more rule in meshcni's chain, as a change of
+      // meshcni's config would make them): reported, never evicted for that.
+      const extra = [
+        "iptables",
+        "-t",
+        "nat",
+        "-A",
+        "PROXY_INIT_REDIRECT",
+        "-p",
+        "tcp",
+        "--dport",
+        "9999",
+        "-j",
+        "RETURN",
+      ];
+      expect(h.boxes.get(kept.metadata.name)!.netns.exec(extra).code).toBe(0);
       h.flush(web);
       await until(() => writes.evicted.length > 0, 20_000, "the eviction").catch(withLog(a.proc));
       expect(writes.evicted).toEqual([`emojivoto/web-v6 ${web.metadata.uid}`]);
@@ -452,9 +468,17 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       ]);
       expect(eventsOf(web)[0]!.message).toStartWith("meshcni evicts this pod on node node-a");
       expect(h.redirected(web)).toBe(false);
+      await Bun.sleep(4000); // past the confirmation delay for the neighbour too
+      expect(writes.evicted).toEqual([`emojivoto/web-v6 ${web.metadata.uid}`]);
       expect(eventsOf(kept)).toEqual([]);
       expect(cluster.api.objects.has(podPath(kept))).toBe(true);
-      expect((await h.status(a.port)).verify.rewritten).toBe(0);
+      const s = await h.status(a.port);
+      expect(s.verify.rewritten).toBe(0);
+      expect(s.verify.findings.find((f: any) => f.name === "web-v7")).toMatchObject({
+        verdict: "missing",
+        action: "reported",
+      });
+      expect(s.repair.bypassing.map((b: any) => b.name)).not.toContain("web-v7");
     } finally {
       await h.close();
     }

@@ -15,6 +15,7 @@ import {
   planTargets,
   podIps,
   podRequest,
+  redirectGone,
   resolveByAddress,
   slotOf,
   targetFromAdd,
@@ -209,6 +210,24 @@ describe("the CHECK's outcome judged", () => {
     expect(judgeCheck(answer(1, { outcome: "failed", code: 4, reason: "CNI_NETNS does not exist" }), true).kind).toBe(
       "unknown",
     );
+  });
+
+  test("evidence to evict or delete on: a table, chain or jump of meshcni's gone; rules that merely differ are not", () => {
+    const gone = [
+      "iptables chain PROXY_INIT_REDIRECT is missing from table nat",
+      "nft table ip meshcni is missing",
+      "nft chain proxy_init_redirect is missing from table ip meshcni",
+      "iptables nat/PREROUTING: expected one '-A PREROUTING -j PROXY_INIT_REDIRECT', found 0",
+    ];
+    for (const p of gone)
+      expect([p, redirectGone(`meshcni's rules for web are not in place: ${p}`)]).toEqual([p, true]);
+    const differ = [
+      "iptables nat/PROXY_INIT_REDIRECT: missing '-A PROXY_INIT_REDIRECT -p tcp --dport 4191 -j RETURN'",
+      "iptables nat/PROXY_INIT_REDIRECT: missing '-A X'; unexpected '-A Y'",
+      "iptables nat/PREROUTING: expected one '-A PREROUTING -j PROXY_INIT_REDIRECT', found 2",
+      "nft ip meshcni/prerouting: declared 'regular', expected 'type nat hook prerouting priority -100'",
+    ];
+    for (const p of differ) expect([p, redirectGone(p)]).toEqual([p, false]);
   });
 
   test("only missing rules are acted on: written in place, else reported", () => {

@@ -21,6 +21,7 @@ import {
   type PendingPod,
   planTargets,
   podRequest,
+  redirectGone,
   resolveByAddress,
   type UnreachablePod,
   type Verdict,
@@ -311,7 +312,8 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
     },
     missingRules: () => {
       const out = new Map<string, string>();
-      for (const f of findings.values()) if (f.verdict === "missing" && f.action === "reported") out.set(f.uid, f.why);
+      for (const f of findings.values())
+        if (f.verdict === "missing" && f.action === "reported" && redirectGone(f.why)) out.set(f.uid, f.why);
       return out;
     },
     runs: () => counts.runs,

@@ -205,6 +205,15 @@ export function judgeCheck(r: CheckResult, netnsThere: boolean): Verdict {
   return { kind: "unknown", why: `the CHECK failed (code ${s.code ?? "?"}): ${s.reason ?? "no reason given"}` };
 }
 
+/**
+ * Whether a CHECK's problems (the backends' diff: firewall/iptables/save.ts,
+ * firewall/nftables/listing.ts) say the redirect cannot be in place: a table or chain of meshcni's
+ * is gone, or a jump into it is absent. Rules that merely differ inside meshcni's chains (as a
+ * change of meshcni's own config makes them for pods set up before it) are not: they are written
+ * back in place, but no pod is evicted or deleted for them.
+ */
+export const redirectGone = (why: string): boolean => /\bis missing\b|, found 0\b/.test(why);
+
 export type VerifyMode = "in-place" | "report";
 
 /** What to do with a verdict: write the rules back (in-place), report, or nothing. */
