@@ -145,6 +145,45 @@ describe("reading /status", () => {
 });
 
 describe("judging a node", () => {
+  test("verification: rules written back pass; rules found missing and not written back fail, naming each pod; no line for an agent that does not verify", () => {
+    const name = "meshed pods' rules are in their namespaces";
+    expect(byName(judgeAgent(answer("node-a", statusA()), "0.1.0", "meshcni"), name)).toBeUndefined();
+    const verify = (findings: Obj[]) => ({
+      periodSeconds: 60,
+      mode: "in-place",
+      runs: 220,
+      missing: 1,
+      rewritten: 1,
+      failures: 0,
+      unreachable: [],
+      findings,
+    });
+    const written = { namespace: "emojivoto", name: "web-1", uid: "u", via: "record", verdict: "missing" };
+    const ok = byName(
+      judgeAgent(
+        answer("node-a", { ...statusA(), verify: verify([{ ...written, why: "x", action: "rewritten" }]) }),
+        "0.1.0",
+        "meshcni",
+      ),
+      name,
+    )!;
+    expect([ok.ok, ok.detail]).toEqual([true, "checked every 60 s, 220 checks, 1 written back in place"]);
+    const bad = byName(
+      judgeAgent(
+        answer("node-a", {
+          ...statusA(),
+          verify: verify([{ ...written, why: "nft table ip meshcni is missing", action: "reported" }]),
+        }),
+        "0.1.0",
+        "meshcni",
+      ),
+      name,
+    )!;
+    expect(bad.ok).toBe(false);
+    expect(bad.detail).toContain("emojivoto/web-1: nft table ip meshcni is missing (reported)");
+    expect(bad.hint).toContain("--repair in-place");
+  });
+
   test("a healthy node passes every check", () => {
     const rs = judgeAgent(answer("node-a", statusA()), "0.1.0", "meshcni");
     expect(rs.every((r) => r.ok)).toBe(true);

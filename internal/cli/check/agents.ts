@@ -79,6 +79,14 @@ export interface AgentView {
     repaired: number;
     refusals?: number;
   };
+  /** Undefined for an agent that does not apply rules (or is older than verification). */
+  verify?: {
+    periodSeconds: number;
+    runs: number;
+    rewritten: number;
+    /** Pods whose latest check found rules missing that were not written back (reported, or a failed write). */
+    open: { namespace: string; name: string; why: string; action: string }[];
+  };
 }
 
 function part(v: unknown): PartView | undefined {
@@ -196,6 +204,23 @@ export function parseAgentStatus(doc: unknown): AgentView | undefined {
       meshed: num(doc.pods.meshed),
       skipped: num(doc.pods.skipped),
       containers,
+    };
+  }
+  if (isObj(doc.verify)) {
+    const vf = doc.verify;
+    view.verify = {
+      periodSeconds: num(vf.periodSeconds),
+      runs: num(vf.runs),
+      rewritten: num(vf.rewritten),
+      open: (Array.isArray(vf.findings) ? vf.findings : [])
+        .filter(isObj)
+        .filter((f) => f.verdict === "missing" && (f.action === "reported" || f.action === "failed"))
+        .map((f) => ({
+          namespace: str(f.namespace) ?? "?",
+          name: str(f.name) ?? "?",
+          why: str(f.why) ?? "",
+          action: str(f.action) ?? "",
+        })),
     };
   }
   if (isObj(doc.repair)) {
@@ -497,6 +522,23 @@ export function judgeAgent(answer: AgentAnswer, cliVersion: string, namespace: s
                   "its grace period is over; their controllers recreate them",
         }),
       );
+    }
+    if (v.verify) {
+      const vf = v.verify;
+      const verifyName = "meshed pods' rules are in their namespaces";
+      const every = vf.periodSeconds > 0 ? `checked every ${vf.periodSeconds} s` : "checked after each ADD";
+      const state = `${every}, ${plural(vf.runs, "check")}, ${vf.rewritten} written back in place`;
+      if (vf.open.length === 0) out.push(r(verifyName, true, { detail: state }));
+      else
+        out.push(
+          r(verifyName, false, {
+            detail: [
+              `${plural(vf.open.length, "pod")} without meshcni's rules in ${vf.open.length === 1 ? "its" : "their"} namespace (${state}):`,
+              ...vf.open.map((f) => `${f.namespace}/${f.name}: ${f.why} (${f.action})`),
+            ].join("\n"),
+            hint: "the agent writes them back with --repair in-place; kubectl delete pod recreates them with meshcni's rules",
+          }),
+        );
     }
     if (rep.unverified) {
       const unverifiedName = "every meshed pod has a record of meshcni's ADD";
