@@ -304,6 +304,8 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
           if (p) t = byAddress([p]).targets[0];
         }
         if (!t || !d.netnsThere(t.netns)) return;
+        // Reached: whatever happens now, the pod is not "unreachable" (which would evict it).
+        outcome = "failed";
         const ok = await rewrite(t, ref.reason);
         if (ok) await rewritten(t, ref.reason);
         outcome = ok ? "written" : "failed";
