@@ -174,7 +174,12 @@ function host() {
         p.status.podIP = ip;
         p.status.podIPs = [{ ip }];
       }
-      p.status.conditions[0]!.lastTransitionTime = kubeletTime();
+      const ready = kubeletTime();
+      p.status.conditions[0]!.lastTransitionTime = ready;
+      // A validator runs once the sandbox is ready: its failure is this sandbox's (a failure
+      // stamped at the pod's creation, a second earlier on a loaded machine, would be an older one's).
+      const validator = p.status.initContainerStatuses[0] as { lastState?: { terminated?: { finishedAt: string } } };
+      if (validator?.lastState?.terminated) validator.lastState.terminated.finishedAt = ready;
       cluster.api.updatePod(p);
       return ip;
     },
