@@ -1,5 +1,6 @@
 // meshcni: the CNI plugin the container runtime runs for every pod. Start-up is on every pod's
-// critical path, so VERSION is answered here with nothing else loaded, DEL right after stdin, an
+// critical path, so VERSION is answered with nothing else loaded, DEL right after stdin (by
+// cmd/node.ts, before this chunk loads, in dist/meshcni), an
 // ADD the node agent applies with its answer's check alone (an ADD it plans, with the plan's
 // backend), and the rest of the plugin is imported only for the other commands and when the agent
 // cannot plan. Every command's outcome goes to the node agent after the result is on stdout (the
@@ -14,24 +15,28 @@ import { VERSION } from "../internal/version.ts";
 /** Reports and DEL, loaded only when a command needs them. */
 const reporting = () => import("../internal/plugin/io/report.ts");
 
-export async function main(): Promise<number> {
+/** A DEL's stdin and when it started, read by cmd/node.ts (its record could not decide it). */
+export interface PluginInput {
+  stdin: string;
+  started: Date;
+  /** performance.now() when the command started. */
+  t0: number;
+}
+
+/** `input`: what cmd/node.ts read for a DEL its record could not decide (answered there otherwise). */
+export async function main(input?: PluginInput): Promise<number> {
   if (Bun.env.CNI_COMMAND === "VERSION") {
     await Bun.write(Bun.stdout, `${renderVersionInfo()}\n`);
     return 0;
   }
-  const started = new Date();
-  const t0 = performance.now();
-  const stdin = Bun.env.CNI_COMMAND ? await Bun.file(0).text() : "";
-  // DEL: the record goes, the rules stay with the namespace the runtime destroys. Answered here,
-  // with no process and no rule code loaded.
-  if (Bun.env.CNI_COMMAND === "DEL") {
-    const { answerDel, report } = await reporting();
-    const deleted = await answerDel(stdin, Bun.env);
-    if (deleted) {
-      // Success with an empty stdout: nothing to write.
-      await report({ env: Bun.env, stdin, summary: deleted, lines: [], started, t0 });
-      return 0;
-    }
+  const started = input?.started ?? new Date();
+  const t0 = input?.t0 ?? performance.now();
+  const stdin = input ? input.stdin : Bun.env.CNI_COMMAND ? await Bun.file(0).text() : "";
+  // DEL: the record goes, the rules stay with the namespace the runtime destroys. Answered with no
+  // process and no rule code loaded (here when this chunk is built alone).
+  if (Bun.env.CNI_COMMAND === "DEL" && !input) {
+    const code = await (await reporting()).runDel({ stdin, started, t0 });
+    if (code !== undefined) return code;
   }
   const lines: string[] = [];
   const pending: Promise<number>[] = [];

@@ -59,7 +59,7 @@ describe("compiled binaries", () => {
     expect(bad.err).toContain("meshcni-installer:");
   });
 
-  test("the plugin's path loads no code of the agent, and VERSION nothing but the entry and the CNI spec", async () => {
+  test("the plugin's path loads no code of the agent, DEL none of ADD's, and VERSION nothing but the entry and the CNI spec", async () => {
     const out = join(dir, "chunks");
     const r = await Bun.build({
       entrypoints: [repoPath("cmd/node.ts")],
@@ -134,6 +134,17 @@ describe("compiled binaries", () => {
     for (const backend of ["--noflush", "libnftables.so"]) {
       expect(text(pluginPath).includes(backend)).toBe(true);
       expect({ backend, withoutRules: text(noRules).includes(backend) }).toEqual({ backend, withoutRules: false });
+    }
+    // A DEL decided by its record parses the entry and the record and report code, none of the
+    // plugin's chunk or of ADD's: not the agent's ADD client, not the pod lookup's target.
+    const reportChunk = entryDynamic.find((c) => code(c).includes("runDel"));
+    expect(reportChunk).toBeDefined();
+    const del = closure("node.js", (c) => c === reportChunk);
+    expect(text(del)).toContain("answerDel");
+    expect(del).not.toContain(pluginChunk!);
+    for (const addOnly of ["the plugin runs this ADD itself", "one of meshcni's own DaemonSet pods"]) {
+      expect(text(pluginPath).includes(addOnly)).toBe(true);
+      expect({ addOnly, onDelPath: text(del).includes(addOnly) }).toEqual({ addOnly, onDelPath: false });
     }
     // VERSION parses no plugin code either: not even the pod lookup that ADD starts first.
     expect(version.length).toBeLessThanOrEqual(3);

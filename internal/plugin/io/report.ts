@@ -87,6 +87,17 @@ export async function answerDel(stdin: string, env: Record<string, string | unde
 }
 
 /**
+ * A DEL answered from its record (answerDel) and reported: its exit code (success, with an empty
+ * stdout), or undefined when the full path must decide. `t0`: performance.now() at its start.
+ */
+export async function runDel(o: { stdin: string; started: Date; t0: number }): Promise<0 | undefined> {
+  const deleted = await answerDel(o.stdin, Bun.env);
+  if (!deleted) return undefined;
+  await report({ env: Bun.env, stdin: o.stdin, summary: deleted, lines: [], started: o.started, t0: o.t0 });
+  return 0;
+}
+
+/**
  * DEL of a container with a record: the record goes, and nothing else runs. One that does not
  * read as this container's record is the full path's, which removes it without following a link.
  */
