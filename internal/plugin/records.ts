@@ -5,7 +5,7 @@ import type { PluginConf } from "../config/plugin-config.ts";
 import type { Family } from "../plan/model.ts";
 import { NotPlannable, type PluginDeps } from "./deps.ts";
 import type { PluginLogger } from "./log.ts";
-import type { Summary } from "../wire/summary.ts";
+import { NO_REMOVAL, type Summary, skippedReason } from "../wire/summary.ts";
 
 interface RecordCtx {
   args: { containerId?: string | undefined; netns?: string | undefined };
@@ -42,16 +42,6 @@ export async function addRecord(
     ctx.log.warn(`could not write the record of this container in ${ctx.conf.state_dir}: ${(e as Error).message}`);
   }
 }
-
-/** Why a DEL whose record says "skipped" runs nothing (here and in io/report.ts's fast path). */
-export const skippedReason = (record: PodRecord) => `the pod got no rules at ADD (${record.reason})`;
-
-/**
- * What DEL of a meshed pod does not do: remove its rules. The runtime destroys the pod's network
- * namespace right after DEL, and the rules with it (Linkerd's and Istio's CNI plugins do nothing
- * on DEL either); an ADD into a namespace that is kept replaces them.
- */
-export const NO_REMOVAL = "the record goes; the rules go with the pod's network namespace";
 
 /** DEL: the container's record goes (report.ts's answerDel does the same before this code loads). */
 export async function delByRecord(ctx: RecordCtx): Promise<void> {

@@ -1,8 +1,22 @@
 // What the plugin tells the node agent about one command (protocol.ts's Report) and, when the
 // agent does not take it, the same in lines for the fallback log. Pure.
 import type { Command, Report } from "./protocol.ts";
+import type { PodRecord } from "./state.ts";
 import { parseK8sArgs } from "../cni/k8s-args.ts";
 import { isPlainValue } from "../text/escape.ts";
+
+/**
+ * Why a DEL whose record says "skipped" runs nothing (plugin/records.ts, and plugin/io/report.ts's
+ * DEL, which loads this module and not records.ts).
+ */
+export const skippedReason = (record: PodRecord) => `the pod got no rules at ADD (${record.reason})`;
+
+/**
+ * What DEL of a meshed pod does not do: remove its rules. The runtime destroys the pod's network
+ * namespace right after DEL, and the rules with it (Linkerd's and Istio's CNI plugins do nothing
+ * on DEL either); an ADD into a namespace that is kept replaces them.
+ */
+export const NO_REMOVAL = "the record goes; the rules go with the pod's network namespace";
 
 /** What plugin/run.ts learns while it runs a command; cmd/plugin.ts turns it into a Report. */
 export type Summary = Pick<Report, "outcome" | "reason" | "code" | "rules" | "backend" | "lookup" | "pod">;

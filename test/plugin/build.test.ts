@@ -142,6 +142,9 @@ describe("compiled binaries", () => {
     const del = closure("node.js", (c) => c === reportChunk);
     expect(text(del)).toContain("answerDel");
     expect(del).not.toContain(pluginChunk!);
+    // Nor the full path's record code (records.ts and the deps it imports).
+    expect(text(pluginPath).includes("NotPlannable")).toBe(true);
+    expect(text(del).includes("NotPlannable")).toBe(false);
     for (const addOnly of ["the plugin runs this ADD itself", "one of meshcni's own DaemonSet pods"]) {
       expect(text(pluginPath).includes(addOnly)).toBe(true);
       expect({ addOnly, onDelPath: text(del).includes(addOnly) }).toEqual({ addOnly, onDelPath: false });

@@ -14,8 +14,15 @@ import { readRecord } from "./state.ts";
 import { safeContainerId } from "../../wire/state.ts";
 import { escapeText } from "../../text/escape.ts";
 import { VERSION } from "../../version.ts";
-import { NO_REMOVAL, skippedReason } from "../records.ts";
-import { buildReport, completeSummary, fallbackText, podOfArgs, type Summary } from "../../wire/summary.ts";
+import {
+  buildReport,
+  completeSummary,
+  fallbackText,
+  NO_REMOVAL,
+  podOfArgs,
+  type Summary,
+  skippedReason,
+} from "../../wire/summary.ts";
 
 export async function report(o: {
   env: Record<string, string | undefined>;
