@@ -222,6 +222,7 @@ export function agentRequest(
         flush(s);
       },
       data(_s, chunk) {
+        if (done) return;
         received = concat(received, chunk);
         if (received.length > MAX_ANSWER_BYTES)
           return finish(new Error(`the agent's answer is larger than ${MAX_ANSWER_BYTES} bytes`));
@@ -229,6 +230,9 @@ export function agentRequest(
       },
       close() {
         closed = true;
+        // After the answer (or a request sent without waiting for one) there is nothing to read:
+        // no answer to parse, no error to make.
+        if (done) return;
         take(true);
         finish(new Error("the agent closed the connection"));
       },
