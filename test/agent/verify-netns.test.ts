@@ -279,8 +279,9 @@ describe.skipIf(!isRoot())("verify and repair in place (real network namespaces)
       expect(h.tcp(web)).toBe("app port=8080");
       const flushedAt = Date.now();
       await until(() => h.redirected(web), 8_000, "the rules back").catch(withLog(a.proc));
-      // Within one period (2 s) and the tick that picks it up.
-      expect(Date.now() - flushedAt).toBeLessThan(4_000);
+      // Within one period (2 s) and the tick that picks it up; the bound leaves slack for a loaded
+      // machine (each look at the rules is an iptables-save in the namespace).
+      expect(Date.now() - flushedAt).toBeLessThan(6_000);
       expect(h.tcp(web)).toBe("proxy-inbound port=4143");
       await until(() => eventsOf(web).length > 0, 5_000, "the Event").catch(withLog(a.proc));
       const ev = eventsOf(web)[0]!;
