@@ -95,6 +95,29 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
     return body;
   }
 
+  /** A POST's body as the plugin's command (ADD or CHECK), or the answer when it is not one. */
+  async function readCommand(req: Request, path: string): Promise<AddRequest | Response> {
+    if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
+    const body = await readBody(req);
+    if (typeof body !== "string") return body;
+    let parsed: AddRequest | string;
+    try {
+      parsed = parseAddRequest(JSON.parse(body));
+    } catch {
+      parsed = "the body is not JSON";
+    }
+    return typeof parsed === "string" ? bad(parsed) : parsed;
+  }
+
+  /** Bounded like a lookup, and given up with the plugin. */
+  const commandSignal = (req: Request) =>
+    AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_APPLY_TIMEOUT_MS)]);
+
+  /** The agent does not answer this command in full: the plugin goes on without it. */
+  const declined = (msg: string, why: string, lookupFailed = false) =>
+    // `lookup: "failed"`: asking the agent for the pod again would wait for the same failure.
+    json(409, { code: Code.TryAgainLater, msg, details: why, ...(lookupFailed ? { lookup: "failed" } : {}) });
+
   return async (req) => {
     let url: URL;
     try {
@@ -118,35 +141,18 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       return lookup(req, namespace, name, uid);
     }
     if (path === ADD_PATH) {
-      if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
-      const body = await readBody(req);
-      if (typeof body !== "string") return body;
-      let parsed: AddRequest | string;
-      try {
-        parsed = parseAddRequest(JSON.parse(body));
-      } catch {
-        parsed = "the body is not JSON";
-      }
-      if (typeof parsed === "string") return bad(parsed);
+      const parsed = await readCommand(req, path);
+      if (parsed instanceof Response) return parsed;
       const decline = (why: string, lookupFailed = false) => {
         deps.onDeclined?.(why);
-        // `lookup: "failed"`: asking the agent for the pod again would wait for the same failure.
-        return json(409, {
-          code: Code.TryAgainLater,
-          msg: "the agent does not plan this ADD",
-          details: why,
-          ...(lookupFailed ? { lookup: "failed" } : {}),
-        });
+        return declined("the agent does not plan this ADD", why, lookupFailed);
       };
       if (!deps.planAdd) return decline("this agent does not plan ADDs");
       let planned: PlanAnswer;
       try {
-        // Bounded like a lookup, and given up with the plugin: a plugin that went on without this
-        // answer must not find a record written after it.
-        planned = await deps.planAdd(
-          parsed,
-          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_APPLY_TIMEOUT_MS)]),
-        );
+        // Given up with the plugin: a plugin that went on without this answer must not find a
+        // record written after it.
+        planned = await deps.planAdd(parsed, commandSignal(req));
       } catch (e) {
         return decline(`planning failed: ${(e as Error).message}`);
       }
@@ -172,30 +178,14 @@ export function createSocketHandler(deps: SocketDeps): (req: Request) => Promise
       return json(200, deps.applies?.() ?? { applies: false, reason: "this agent does not apply rules" });
     }
     if (path === CHECK_PATH) {
-      if (req.method !== "POST") return bad(`${req.method} ${path}: only POST`, 405);
-      const body = await readBody(req);
-      if (typeof body !== "string") return body;
-      let parsed: AddRequest | string;
-      try {
-        parsed = parseAddRequest(JSON.parse(body));
-      } catch {
-        parsed = "the body is not JSON";
-      }
-      if (typeof parsed === "string") return bad(parsed);
+      const parsed = await readCommand(req, path);
+      if (parsed instanceof Response) return parsed;
       const decline = (why: string, lookupFailed = false) =>
-        json(409, {
-          code: Code.TryAgainLater,
-          msg: "the agent does not answer this CHECK",
-          details: why,
-          ...(lookupFailed ? { lookup: "failed" } : {}),
-        });
+        declined("the agent does not answer this CHECK", why, lookupFailed);
       if (!deps.check) return decline("this agent does not apply rules, so it does not check them");
       let r: CheckResult;
       try {
-        r = await deps.check(
-          parsed,
-          AbortSignal.any([req.signal, AbortSignal.timeout(deps.timeoutMs ?? AGENT_APPLY_TIMEOUT_MS)]),
-        );
+        r = await deps.check(parsed, commandSignal(req));
       } catch (e) {
         return decline(`checking failed: ${(e as Error).message}`);
       }
