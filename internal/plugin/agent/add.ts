@@ -23,7 +23,7 @@ import { peekConf } from "../peek.ts";
 import { escapeText } from "../../text/escape.ts";
 import type { Summary } from "../../wire/summary.ts";
 import { agentRequest } from "./client.ts";
-import { agentLines, type PlannedAdd } from "./planned.ts";
+import { agentLines, declinedOf, type PlannedAdd } from "./planned.ts";
 
 /** The answer in `body`, or why the plugin cannot use it (internal/wire/answer.ts). */
 function parseAnswer(body: string, cniArgs: string | undefined): AddAnswer | string {
@@ -82,16 +82,7 @@ export async function addThroughAgent(o: {
   }
   if (res.status === 409) {
     res.close?.();
-    let why = "the agent declined";
-    let lookupFailed = false;
-    try {
-      const b = JSON.parse(res.body) as { details?: unknown; lookup?: unknown };
-      if (typeof b?.details === "string") why = b.details;
-      lookupFailed = b?.lookup === "failed";
-    } catch {
-      // the default
-    }
-    return lookupFailed ? { kind: "declined", why, lookupFailed } : { kind: "declined", why };
+    return declinedOf(res.body);
   }
   // An answer the plugin cannot use is the agent's bug or another version's: said, then the plugin plans.
   const unusable = (why: string): PlannedAdd => {

@@ -10,7 +10,7 @@ import { peekConf } from "../peek.ts";
 import type { Summary } from "../../wire/summary.ts";
 import { renderAddRequest, renderAgentError } from "./add.ts";
 import { agentRequest } from "./client.ts";
-import { agentLines, type PlannedAdd } from "./planned.ts";
+import { agentLines, declinedOf, type PlannedAdd } from "./planned.ts";
 
 export async function checkThroughAgent(o: {
   socket: string;
@@ -30,16 +30,7 @@ export async function checkThroughAgent(o: {
   }
   if (res.status === 409) {
     res.close?.();
-    let lookupFailed = false;
-    let why = "the agent declined";
-    try {
-      const b = JSON.parse(res.body) as { details?: unknown; lookup?: unknown };
-      if (typeof b?.details === "string") why = b.details;
-      lookupFailed = b?.lookup === "failed";
-    } catch {
-      // the default
-    }
-    return lookupFailed ? { kind: "declined", why, lookupFailed } : { kind: "declined", why };
+    return declinedOf(res.body);
   }
   const unusable = (why: string): PlannedAdd => {
     res.close?.();

@@ -19,6 +19,20 @@ export type PlannedAdd =
   /** No agent, no answer in time, or one the plugin cannot use: the plugin runs the ADD through its kubeconfig. */
   | { kind: "unavailable"; why: string };
 
+/** The agent's 409 (it does not answer this command): its reason, and whether its lookup failed. */
+export function declinedOf(body: string): Extract<PlannedAdd, { kind: "declined" }> {
+  let why = "the agent declined";
+  let lookupFailed = false;
+  try {
+    const b = JSON.parse(body) as { details?: unknown; lookup?: unknown };
+    if (typeof b?.details === "string") why = b.details;
+    lookupFailed = b?.lookup === "failed";
+  } catch {
+    // the default
+  }
+  return lookupFailed ? { kind: "declined", why, lookupFailed } : { kind: "declined", why };
+}
+
 /**
  * The agent's log lines as the plugin writes them: each one "meshcni: ..." on one line, escaped
  * again (escapeText leaves an already escaped line as it is), so an answer can neither add a line
