@@ -37,3 +37,36 @@ export function clientWriter(api: Pick<KubeClient, "request">): AgentWriter {
     },
   };
 }
+
+/** The bound on one write to the API server. */
+export const WRITE_TIMEOUT_MS = 5000;
+
+/** A Warning Event on a pod, posted as this node's agent. */
+export function postPodEvent(
+  writer: AgentWriter,
+  pod: { namespace: string; name: string; uid: string },
+  e: { reason: string; message: string; node: string },
+): Promise<WriteAnswer> {
+  const now = new Date().toISOString();
+  return writer.send(
+    "POST",
+    `/api/v1/namespaces/${pod.namespace}/events`,
+    {
+      apiVersion: "v1",
+      kind: "Event",
+      metadata: { generateName: `${pod.name}.meshcni-`, namespace: pod.namespace },
+      involvedObject: { apiVersion: "v1", kind: "Pod", namespace: pod.namespace, name: pod.name, uid: pod.uid },
+      reason: e.reason,
+      message: e.message,
+      type: "Warning",
+      source: { component: "meshcni-node", host: e.node },
+      reportingComponent: "meshcni.io/meshcni-node",
+      reportingInstance: e.node,
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
+    },
+    "application/json",
+    WRITE_TIMEOUT_MS,
+  );
+}

@@ -21,11 +21,10 @@ import { untaintPatch } from "./taint.ts";
 import type { NodeView, RepairStatus } from "../types.ts";
 import type { Logger } from "../../log/logger.ts";
 import { type AgentApi, nodePath } from "../api.ts";
-import type { AgentWriter } from "./api-write.ts";
+import { type AgentWriter, postPodEvent, WRITE_TIMEOUT_MS } from "./api-write.ts";
 import { podPath } from "../../plugin/io/kube-http.ts";
 
 export const EVENT_REASON = "MeshcniRepair";
-const WRITE_TIMEOUT_MS = 5000;
 
 /** The Eviction API's subresource of a pod. */
 export const evictionPath = (namespace: string, name: string) => `${podPath(namespace, name)}/eviction`;
@@ -110,28 +109,11 @@ export function startRepair(d: RepairDeps): RepairLoop {
       log.info(`repair: the agent cannot reach the namespace of ${what}: it is evicted`);
     }
     const mode = cfg.mode === "delete" ? "delete" : "evict";
-    const now = new Date().toISOString();
-    const event = await d.writer.send(
-      "POST",
-      `/api/v1/namespaces/${ref.namespace}/events`,
-      {
-        apiVersion: "v1",
-        kind: "Event",
-        metadata: { generateName: `${ref.name}.meshcni-`, namespace: ref.namespace },
-        involvedObject: { apiVersion: "v1", kind: "Pod", namespace: ref.namespace, name: ref.name, uid: ref.uid },
-        reason: EVENT_REASON,
-        message: eventMessage(mode, ref.reason, cfg.node),
-        type: "Warning",
-        source: { component: "meshcni-node", host: cfg.node },
-        reportingComponent: "meshcni.io/meshcni-node",
-        reportingInstance: cfg.node,
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      },
-      "application/json",
-      WRITE_TIMEOUT_MS,
-    );
+    const event = await postPodEvent(d.writer, ref, {
+      reason: EVENT_REASON,
+      message: eventMessage(mode, ref.reason, cfg.node),
+      node: cfg.node,
+    });
     if (!event.ok) log.warn(`repair: cannot post the Event on ${what}: ${event.reason}`);
     const preconditions = { uid: ref.uid };
     const r =

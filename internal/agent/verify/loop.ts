@@ -10,7 +10,7 @@ import type { AddRequest } from "../../wire/protocol.ts";
 import type { PodRecord } from "../../wire/state.ts";
 import type { JsonObject } from "../install/conflist/chain.ts";
 import type { RepairConfig } from "../repair/plan.ts";
-import type { AgentWriter } from "../repair/api-write.ts";
+import { type AgentWriter, postPodEvent } from "../repair/api-write.ts";
 import type { CheckResult } from "../socket/check.ts";
 import type { PlanAnswer } from "../socket/plan-add.ts";
 import type { NodeView, VerifyFinding, VerifyStatus } from "../types.ts";
@@ -31,7 +31,6 @@ import {
 } from "./plan.ts";
 
 export const VERIFY_EVENT_REASON = "MeshcniRepair";
-const WRITE_TIMEOUT_MS = 5000;
 /** A read of the namespaces' addresses younger than this is not read again for a pod it lacks. */
 const ADDRESSES_FRESH_MS = 5000;
 /** How long a pod's verdict of missing rules stays listed in /status after it was last seen. */
@@ -96,28 +95,7 @@ export function startVerify(d: VerifyDeps): VerifyLoop {
   };
 
   async function postEvent(t: { namespace: string; name: string; uid: string }, message: string): Promise<void> {
-    const now = new Date().toISOString();
-    const r = await d.writer.send(
-      "POST",
-      `/api/v1/namespaces/${t.namespace}/events`,
-      {
-        apiVersion: "v1",
-        kind: "Event",
-        metadata: { generateName: `${t.name}.meshcni-`, namespace: t.namespace },
-        involvedObject: { apiVersion: "v1", kind: "Pod", namespace: t.namespace, name: t.name, uid: t.uid },
-        reason: VERIFY_EVENT_REASON,
-        message,
-        type: "Warning",
-        source: { component: "meshcni-node", host: cfg.node },
-        reportingComponent: "meshcni.io/meshcni-node",
-        reportingInstance: cfg.node,
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      },
-      "application/json",
-      WRITE_TIMEOUT_MS,
-    );
+    const r = await postPodEvent(d.writer, t, { reason: VERIFY_EVENT_REASON, message, node: cfg.node });
     if (!r.ok) log.warn(`verify: cannot post the Event on pod ${t.namespace}/${t.name}: ${r.reason}`);
   }
 
