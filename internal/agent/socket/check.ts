@@ -5,7 +5,6 @@
 // no process. Whatever the agent cannot do here (a pod it cannot look up, a Service or the pod's
 // addresses, a backend its image lacks) is declined (409), and the plugin runs CHECK itself.
 import { existsSync } from "node:fs";
-import { parseK8sArgs } from "../../cni/k8s-args.ts";
 import type { Userland } from "../../firewall/namespace-choice.ts";
 import { openAgentFirewall } from "../../firewall/io/open-in-netns.ts";
 import type { Firewall, KubeClient, PluginDeps } from "../../plugin/deps.ts";
@@ -14,11 +13,10 @@ import { logContext, parseLevel } from "../../plugin/log.ts";
 import { peekConf } from "../../plugin/peek.ts";
 import { runPlugin } from "../../plugin/run.ts";
 import type { AddRequest, CheckAnswer, Report } from "../../wire/protocol.ts";
-import { DEFAULT_STATE_DIR } from "../../wire/protocol.ts";
 import { safeContainerId } from "../../wire/state.ts";
 import { buildReport, completeSummary, type Summary } from "../../wire/summary.ts";
 import type { LookupResult, PodLookup } from "../types.ts";
-import { cacheClient } from "./plan-add.ts";
+import { cacheClient, otherStateDir, requestUid } from "./plan-add.ts";
 
 export interface CheckerDeps {
   lookup: PodLookup;
@@ -49,15 +47,9 @@ export function createChecker(d: CheckerDeps): (req: AddRequest, signal?: AbortS
     const netns = d.netnsProblem(req.env.CNI_NETNS);
     if (netns !== undefined) return { ok: false, why: netns };
     const conf = peekConf(req.stdin);
-    const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;
-    if (stateDir !== undefined && stateDir !== d.stateDir)
-      return { ok: false, why: `the plugin's state_dir ${JSON.stringify(stateDir)} is not the agent's ${d.stateDir}` };
-    let uid: string | undefined;
-    try {
-      uid = parseK8sArgs(req.env.CNI_ARGS).podUid;
-    } catch {
-      uid = undefined; // run.ts answers the error
-    }
+    const otherState = otherStateDir(conf, d.stateDir);
+    if (otherState !== undefined) return { ok: false, why: otherState };
+    const uid = requestUid(req);
     let declined: NotPlannable | undefined;
     const note = (e: unknown): never => {
       if (e instanceof NotPlannable) declined ??= e;

@@ -127,6 +127,25 @@ export function buildAnsweredReport(req: AddRequest, a: AddAnswer, answeredMs: n
   });
 }
 
+/**
+ * Why the agent cannot answer for this plugin's records: the entry's state_dir (`conf`, peeked as
+ * the plugin will read it; run.ts's schema checks it properly) is not the agent's.
+ */
+export function otherStateDir(conf: ReturnType<typeof peekConf>, agentStateDir: string): string | undefined {
+  const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;
+  if (stateDir === undefined || stateDir === agentStateDir) return undefined;
+  return `the plugin's state_dir ${JSON.stringify(stateDir)} is not the agent's ${agentStateDir}`;
+}
+
+/** The pod UID CNI_ARGS names, if any (invalid CNI_ARGS: undefined, run.ts answers the error). */
+export function requestUid(req: AddRequest): string | undefined {
+  try {
+    return parseK8sArgs(req.env.CNI_ARGS).podUid;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Pods and namespaces from the agent's lookup; anything else is the plugin's to fetch. */
 export function cacheClient(
   d: { lookup: PodLookup },
@@ -193,18 +212,10 @@ export function createAddPlanner(d: PlannerDeps): (req: AddRequest, signal?: Abo
     if (netns !== undefined) return { ok: false, why: netns };
     const full = d.recordsFull?.();
     if (full !== undefined) return { ok: false, why: full, recordsFull: true };
-    // The entry's state_dir as the plugin will read it (run.ts's schema checks it properly).
     const conf = peekConf(req.stdin);
-    const stateDir = conf ? (conf.state_dir ?? DEFAULT_STATE_DIR) : undefined;
-    if (stateDir !== undefined && stateDir !== d.stateDir) {
-      return { ok: false, why: `the plugin's state_dir ${JSON.stringify(stateDir)} is not the agent's ${d.stateDir}` };
-    }
-    let uid: string | undefined;
-    try {
-      uid = parseK8sArgs(req.env.CNI_ARGS).podUid;
-    } catch {
-      uid = undefined; // run.ts answers the error
-    }
+    const otherState = otherStateDir(conf, d.stateDir);
+    if (otherState !== undefined) return { ok: false, why: otherState };
+    const uid = requestUid(req);
     const lines: string[] = [];
     let recorded = false;
     // A meshed pod's record, held while the agent applies its rules: written after them.
