@@ -77,16 +77,8 @@ export function checkAddAnswer(a: unknown, cniArgs: string | undefined): AddAnsw
     return "the agent's answer skips a pod without naming it and its UID";
   }
   if (pod) {
-    let k8s;
-    try {
-      k8s = parseK8sArgs(cniArgs);
-    } catch {
-      return "the agent's answer names a pod, but CNI_ARGS is not valid";
-    }
-    const other = pod.namespace !== k8s.podNamespace || pod.name !== k8s.podName;
-    if (other || (k8s.podUid !== undefined && pod.uid !== k8s.podUid)) {
-      return "the agent's answer is about another pod than the one CNI_ARGS names";
-    }
+    const wrong = otherPod(pod, cniArgs);
+    if (wrong !== undefined) return wrong;
   }
   return { ...(a as unknown as AddAnswer), summary };
 }
@@ -123,15 +115,8 @@ export function checkCheckAnswer(a: unknown, cniArgs: string | undefined): Check
     return "the agent's answer is a failure without a failed outcome and its error code";
   const pod = summary.pod;
   if (pod) {
-    let k8s;
-    try {
-      k8s = parseK8sArgs(cniArgs);
-    } catch {
-      return "the agent's answer names a pod, but CNI_ARGS is not valid";
-    }
-    const other = pod.namespace !== k8s.podNamespace || pod.name !== k8s.podName;
-    if (other || (k8s.podUid !== undefined && pod.uid !== k8s.podUid))
-      return "the agent's answer is about another pod than the one CNI_ARGS names";
+    const wrong = otherPod(pod, cniArgs);
+    if (wrong !== undefined) return wrong;
   }
   return { ...(a as unknown as CheckAnswer), summary };
 }
@@ -166,4 +151,21 @@ function parseSummary(s: unknown): AddAnswer["summary"] | undefined {
     out.pod = { namespace: p.namespace, name: p.name, ...(p.uid !== undefined ? { uid: p.uid as string } : {}) };
   }
   return out;
+}
+
+/** Why an answer naming `pod` is not about the pod CNI_ARGS names; undefined when it is. */
+function otherPod(
+  pod: { namespace: string; name: string; uid?: string },
+  cniArgs: string | undefined,
+): string | undefined {
+  let k8s;
+  try {
+    k8s = parseK8sArgs(cniArgs);
+  } catch {
+    return "the agent's answer names a pod, but CNI_ARGS is not valid";
+  }
+  const other = pod.namespace !== k8s.podNamespace || pod.name !== k8s.podName;
+  if (other || (k8s.podUid !== undefined && pod.uid !== k8s.podUid))
+    return "the agent's answer is about another pod than the one CNI_ARGS names";
+  return undefined;
 }
