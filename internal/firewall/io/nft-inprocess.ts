@@ -8,6 +8,7 @@
 // thread cannot return, the process exits at once rather than run on in the wrong namespace.
 // Only libc's own calls are used to open files (node:fs would slow every plugin start).
 import type { ExecResult } from "../backend.ts";
+import { timedOut } from "./exec.ts";
 
 const CLONE_NEWNET = 0x40000000;
 const O_RDONLY_CLOEXEC = 0o2000000;
@@ -159,4 +160,22 @@ export async function nftInProcess(
   l.close(target);
   l.close(home);
   return result;
+}
+
+/**
+ * A backend's `nft` call made without a process where libnftables can: `nft -f -` (the
+ * transaction) and `nft -y list …` (CHECK); undefined for any other call (the caller runs `nft`).
+ * The call is synchronous and cannot be stopped once begun: the time bound is honoured before it,
+ * as a process is never started after it (an ADD may make two: nftables/index.ts).
+ */
+export async function runNftInProcess(
+  netns: string,
+  argv: readonly string[],
+  stdin: string | undefined,
+  signal: AbortSignal,
+): Promise<ExecResult | undefined> {
+  if (signal.aborted) throw timedOut(["nft", ...argv]);
+  if (argv[0] === "-f" && argv[1] === "-" && stdin !== undefined) return nftInProcess(netns, stdin);
+  if (argv[0] === "-y") return nftInProcess(netns, argv.slice(1).join(" "), { numericPriority: true });
+  return undefined;
 }

@@ -6,8 +6,7 @@ import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
 import type { Tools } from "../backend.ts";
 import type { OpenFirewall } from "./open.ts";
-import { timedOut } from "./exec.ts";
-import { nftInProcess } from "./nft-inprocess.ts";
+import { runNftInProcess } from "./nft-inprocess.ts";
 import { which } from "./which.ts";
 import { type LockPlan, planXtablesLock } from "../iptables/xtables-lock.ts";
 import type { FirewallSettings } from "../registry.ts";
@@ -125,13 +124,7 @@ export async function openAgentFirewall(o: {
       const bin = tools.bins[key];
       if (!bin) throw new Error(`backend ${backend.name} asked for a tool it did not choose: ${key}`);
       if (inProcess && key === "nft") {
-        if (signal.aborted) throw timedOut(["nft", ...argv]);
-        const r =
-          argv[0] === "-f" && argv[1] === "-" && stdin !== undefined
-            ? await nftInProcess(o.path, stdin)
-            : argv[0] === "-y"
-              ? await nftInProcess(o.path, argv.slice(1).join(" "), { numericPriority: true })
-              : undefined;
+        const r = await runNftInProcess(o.path, argv, stdin, signal);
         if (r) return r;
       }
       return spawnInNetns(o.path, [path(bin), ...argv], {

@@ -5,8 +5,8 @@ import { CniError } from "../../cni/errors.ts";
 import { Code } from "../../cni/spec.ts";
 import type { Family } from "../../plan/model.ts";
 import { type LockPlan, planXtablesLock } from "../iptables/xtables-lock.ts";
-import { run, timedOut } from "./exec.ts";
-import { nftInProcess, nftLibraryAvailable } from "./nft-inprocess.ts";
+import { run } from "./exec.ts";
+import { nftLibraryAvailable, runNftInProcess } from "./nft-inprocess.ts";
 import { fileIdentity, which } from "./which.ts";
 
 export function missing(bin: string): CniError {
@@ -111,16 +111,7 @@ export async function openFirewall(
       const bin = tools.bins[key];
       if (!bin) throw new Error(`backend ${backend.name} asked for a tool it did not choose: ${key}`);
       if (inProcess && key === "nft") {
-        // `nft -f -` (the transaction) and `nft -y list …` (CHECK), without a process. The call
-        // is synchronous and cannot be stopped once begun: the time bound is honoured before it,
-        // as a process is never started after it (an ADD may make two: nftables/index.ts).
-        if (signal.aborted) throw timedOut(["nft", ...argv]);
-        const r =
-          argv[0] === "-f" && argv[1] === "-" && stdin !== undefined
-            ? await nftInProcess(netns, stdin)
-            : argv[0] === "-y"
-              ? await nftInProcess(netns, argv.slice(1).join(" "), { numericPriority: true })
-              : undefined;
+        const r = await runNftInProcess(netns, argv, stdin, signal);
         if (r) return r;
       }
       return run([...enter(), path(bin), ...argv], stdin === undefined ? { env, signal } : { stdin, env, signal });
